@@ -1,0 +1,69 @@
+"""The one exception family of mlms.
+
+Every failure a user can cause or meet is an ``MlmsError`` whose message is one line that names
+the bad value and what was expected. Adapters (etcd, S3, gRPC, frameworks) translate their own
+exceptions into these with ``raise ... from exc``; nothing above them sees a library exception.
+
+    MlmsError
+    ├── InvalidArgument        a malformed request value (batch size, input, level, ...)
+    ├── NotFound
+    │   ├── UnknownModel       not in the zoo (names the close matches)
+    │   ├── UnknownEvaluation  no record with that id
+    │   └── HardwareNotFound   no device matches the --hw alias (names what exists)
+    ├── UnsupportedFramework   framework unknown, not installed, or not supported by the model
+    ├── ManifestError          a zoo manifest that does not validate (file and field)
+    ├── AssetError
+    │   └── ChecksumMismatch   stored or downloaded bytes differ from the recorded sha256
+    ├── StoreError             the object store failed or lacks a key
+    └── Unavailable            a server, agent or registry cannot be reached
+"""
+
+from __future__ import annotations
+
+
+class MlmsError(Exception):
+    """Base of every error mlms raises on purpose."""
+
+
+class InvalidArgument(MlmsError):
+    pass
+
+
+class NotFound(MlmsError):
+    pass
+
+
+class UnknownModel(NotFound):
+    pass
+
+
+class UnknownEvaluation(NotFound):
+    pass
+
+
+class HardwareNotFound(NotFound):
+    pass
+
+
+class UnsupportedFramework(MlmsError):
+    pass
+
+
+class ManifestError(MlmsError):
+    pass
+
+
+class AssetError(MlmsError):
+    pass
+
+
+class ChecksumMismatch(AssetError):
+    pass
+
+
+class StoreError(MlmsError):
+    pass
+
+
+class Unavailable(MlmsError):
+    pass

@@ -1,0 +1,76 @@
+"""Where a model's inputs come from: synthetic tensors, its data set, or image files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mlms.errors import InvalidArgument
+from mlms.zoo.manifest import ModelManifest
+from mlms.zoo.preprocess import read_image
+
+
+@dataclass(frozen=True)
+class Samples:
+    """One batch before preprocessing: raw images (None for synthetic tensors) and labels."""
+
+    images: list[np.ndarray] | None
+    tensor: np.ndarray | None
+    labels: np.ndarray | None
+
+
+class InputSource:
+    """Cycles over its samples; ``take(i, n)`` is the i-th batch of n."""
+
+    name: str
+
+    def __init__(
+        self,
+        images: list[np.ndarray] | None,
+        labels: np.ndarray | None,
+        tensors: np.ndarray | None,
+        name: str,
+    ) -> None:
+        self._images, self._labels, self._tensors, self.name = images, labels, tensors, name
+        self.size = len(tensors) if tensors is not None else len(images or [])
+
+    def take(self, index: int, batch_size: int) -> Samples:
+        rows = [(index * batch_size + j) % self.size for j in range(batch_size)]
+        return Samples(
+            images=[self._images[r] for r in rows] if self._images is not None else None,
+            tensor=self._tensors[rows] if self._tensors is not None else None,
+            labels=self._labels[rows] if self._labels is not None else None,
+        )
+
+
+def open_inputs(
+    manifest: ModelManifest, inputs: list[str], *, seed: int, pool: int = 64
+) -> InputSource:
+    """``["synthetic"]``, ``["dataset"]`` or a list of image paths."""
+    if inputs == ["synthetic"]:
+        spec = manifest.inputs[0]
+        generator = np.random.default_rng(seed)
+        tensors = generator.standard_normal((pool, *spec.shape)).astype(spec.dtype)
+        return InputSource(None, None, tensors, "synthetic")
+    if inputs == ["dataset"]:
+        images, labels = dataset_split(manifest)
+        return InputSource(list(images), labels, None, f"dataset:{manifest.dataset.name}")
+    if any(item in ("synthetic", "dataset") for item in inputs):
+        raise InvalidArgument(
+            f"inputs {inputs!r}: 'synthetic' and 'dataset' stand alone, not beside image files"
+        )
+    return InputSource([read_image(Path(item)) for item in inputs], None, None, "files")
+
+
+def dataset_split(manifest: ModelManifest) -> tuple[np.ndarray, np.ndarray]:
+    """The held-out images (uint8, HWC) and labels of the model's data set."""
+    if manifest.dataset is None:
+        raise InvalidArgument(
+            f"model {manifest.name!r} has no data set; use --input synthetic or image files"
+        )
+    from mlms.zoo.digits import load_split
+
+    split = load_split(seed=0)
+    return split.test_images, split.test_labels

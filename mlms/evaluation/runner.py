@@ -1,0 +1,312 @@
+"""The evaluation loop (DESIGN.md, "Leveled measurement" and "Measurement rules").
+
+Per batch size: an untraced warm-up, then one measured run per level up to the requested one.
+Run k enables collectors up to level k only, so the model latency always comes from a run with
+no profiler attached; every other run reports its slowdown against it.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from opentelemetry import context as otel_context
+from opentelemetry.sdk.trace import SpanProcessor
+
+import mlms
+from mlms.config import mlms_home
+from mlms.errors import InvalidArgument
+from mlms.evaluation.device_lock import exclusive_device
+from mlms.evaluation.inputs import InputSource, dataset_split, open_inputs
+from mlms.evaluation.record import (
+    Accuracy,
+    BatchResult,
+    EvaluationRecord,
+    EvaluationRequest,
+    FrameworkRef,
+    LevelResult,
+    ModelRef,
+)
+from mlms.evaluation.records import save_record
+from mlms.evaluation.stats import latency_stats
+from mlms.predictors.base import Predictor, PredictorOptions
+from mlms.predictors.registry import choose_framework, predictor_class
+from mlms.registry import hardware
+from mlms.store.base import ObjectStore
+from mlms.tracer.archive import write_spans
+from mlms.tracer.hierarchy import innermost_containers
+from mlms.tracer.levels import TraceLevel
+from mlms.tracer.tracer import Tracer
+from mlms.zoo.assets import AssetManager
+from mlms.zoo.catalog import get_model
+from mlms.zoo.manifest import ModelManifest
+
+#: Levels that have a collector on this kind of device, beyond APPLICATION and MODEL spans.
+COLLECTED_LEVELS = {"cpu": (TraceLevel.FRAMEWORK,)}
+
+
+@dataclass(frozen=True)
+class Progress:
+    batch_size: int
+    run: str  # the level label of the run in progress, or "warmup"
+    done: int
+    target: int
+
+
+ProgressCallback = Callable[[Progress], None]
+
+
+def leveled_runs(level: TraceLevel, device: str) -> list[TraceLevel]:
+    """The runs for a requested level: the model level first, then one per collected level."""
+    if level <= TraceLevel.MODEL:
+        return [level]
+    kind = "cpu" if device == "cpu" else "cuda"
+    available = COLLECTED_LEVELS.get(kind, ())
+    deepest = max(available, default=TraceLevel.MODEL)
+    if level > deepest and level != TraceLevel.FULL:
+        raise InvalidArgument(
+            f"trace level {level.label!r} has no collector on {device}: the deepest level "
+            f"there is {deepest.label!r}"
+            + (
+                "; the GPU levels (ml_library, system_library, hardware) need --hw with a GPU"
+                if kind == "cpu"
+                else ""
+            )
+        )
+    return [TraceLevel.MODEL, *(lv for lv in available if lv <= level)]
+
+
+def evaluate(
+    request: EvaluationRequest,
+    *,
+    store: ObjectStore,
+    progress: ProgressCallback | None = None,
+    processors: tuple[SpanProcessor, ...] = (),
+    parent: otel_context.Context | None = None,
+    agent: dict[str, str] | None = None,
+) -> EvaluationRecord:
+    """Run one evaluation in this process and store its record and span archive."""
+    manifest = get_model(request.model)
+    framework, framework_version = choose_framework(manifest, request.framework)
+    info = hardware.detect()
+    device = hardware.resolve(request.hw, info)
+    runs = leveled_runs(request.trace_level, device)
+    source = open_inputs(manifest, request.inputs, seed=request.seed)
+    asset = AssetManager(store, mlms_home() / "cache").ensure(manifest, framework)
+    options = PredictorOptions(
+        device=device,
+        intra_op_threads=request.intra_op_threads,
+        inter_op_threads=request.inter_op_threads,
+    )
+    evaluation_id = uuid.uuid4().hex
+    tracer = Tracer(
+        request.trace_level,
+        resource={
+            "mlms.evaluation_id": evaluation_id,
+            "mlms.model": manifest.name,
+            "mlms.framework": framework,
+            "host.name": info.host,
+        },
+        processors=processors,
+        parent=parent,
+    )
+    report = progress or (lambda _event: None)
+    with exclusive_device(mlms_home() / "locks", device) as waited:
+        with predictor_class(framework)(manifest, asset.path, options) as predictor:
+            with tracer.span(
+                "evaluation",
+                TraceLevel.APPLICATION,
+                attributes={"mlms.evaluation_id": evaluation_id},
+            ) as root:
+                trace_id = f"{root.get_span_context().trace_id:032x}" if root else None
+                results = [
+                    _measure_batch(predictor, source, tracer, request, runs, batch_size, report)
+                    for batch_size in request.batch_sizes
+                ]
+                accuracy = _accuracy(predictor, manifest, max(request.batch_sizes))
+            settings = predictor.settings()
+    tracer.shutdown()
+    records = tracer.records()
+    archive = write_spans(store, trace_id, records) if trace_id else None
+    record = EvaluationRecord(
+        id=evaluation_id,
+        created_at=datetime.now(UTC),
+        request=request,
+        model=ModelRef(name=manifest.name, version=manifest.version),
+        framework=FrameworkRef(name=framework, version=framework_version),
+        hardware=info,
+        device=device,
+        software=_software(framework, framework_version),
+        settings={
+            **settings,
+            "input": source.name,
+            "warmup": request.warmup,
+            "min_seconds": request.min_seconds,
+        },
+        trace_level=request.trace_level.label,
+        trace_id=trace_id,
+        trace_archive=archive,
+        span_count=len(records),
+        queue_wait_seconds=round(waited, 6),
+        asset_sha256=asset.sha256,
+        results=results,
+        accuracy=accuracy,
+        agent=agent or {"mode": "embedded"},
+    )
+    save_record(store, record)
+    return record
+
+
+def _measure_batch(
+    predictor: Predictor,
+    source: InputSource,
+    tracer: Tracer,
+    request: EvaluationRequest,
+    runs: list[TraceLevel],
+    batch_size: int,
+    report: ProgressCallback,
+) -> BatchResult:
+    with tracer.span(
+        f"batch_size={batch_size}",
+        TraceLevel.APPLICATION,
+        attributes={"mlms.batch_size": batch_size},
+    ):
+        # Untraced, uncounted warm-up.
+        with tracer.run(0, TraceLevel.NO_TRACE):
+            for index in range(request.warmup):
+                predictor.predict(_tensor(predictor, source.take(index, batch_size)))
+                report(Progress(batch_size, "warmup", index + 1, request.warmup))
+        levels: dict[str, LevelResult] = {}
+        model_run: tuple[list[int], float] | None = None
+        for number, level in enumerate(runs, start=1):
+            with (
+                tracer.run(number, level),
+                tracer.span(
+                    f"run {number}: {level.label}",
+                    TraceLevel.APPLICATION,
+                    attributes={"mlms.run_level": level.label},
+                ),
+            ):
+                before = len(tracer.records())
+                latencies, seconds, dropped = _run(
+                    predictor, source, tracer, request, batch_size, level, report
+                )
+                spans = len(tracer.records()) - before
+            if model_run is None:
+                model_run = (latencies, seconds)
+            p50 = float(np.percentile(latencies, 50)) / 1e6
+            base = float(np.percentile(model_run[0], 50)) / 1e6
+            levels[level.label] = LevelResult(
+                run=number,
+                iterations=len(latencies),
+                latency_ms={"p50": p50, "mean": float(np.mean(latencies)) / 1e6},
+                overhead=p50 / base,
+                spans=spans,
+                dropped=dropped,
+            )
+    latencies, seconds = model_run
+    return BatchResult(
+        batch_size=batch_size,
+        iterations=len(latencies),
+        seconds=seconds,
+        latency_ms=latency_stats(latencies),
+        throughput=batch_size * len(latencies) / (sum(latencies) / 1e9),
+        levels=levels,
+    )
+
+
+def _run(
+    predictor: Predictor,
+    source: InputSource,
+    tracer: Tracer,
+    request: EvaluationRequest,
+    batch_size: int,
+    level: TraceLevel,
+    report: ProgressCallback,
+) -> tuple[list[int], float, int]:
+    """One measured run: at least ``iterations`` predicts and at least ``min_seconds``."""
+    if level < TraceLevel.FRAMEWORK:
+        latencies, seconds = _loop(predictor, source, tracer, request, batch_size, level, report)
+        return latencies, seconds, 0
+    first = len(tracer.records())
+    with predictor.profile_layers() as capture:
+        latencies, seconds = _loop(predictor, source, tracer, request, batch_size, level, report)
+    models = [r for r in tracer.records()[first:] if r.level == TraceLevel.MODEL]
+    parents = innermost_containers(models, capture.events)
+    tracer.add_events(capture.events, [models[i] if i is not None else None for i in parents])
+    return latencies, seconds, capture.dropped
+
+
+def _loop(
+    predictor: Predictor,
+    source: InputSource,
+    tracer: Tracer,
+    request: EvaluationRequest,
+    batch_size: int,
+    level: TraceLevel,
+    report: ProgressCallback,
+) -> tuple[list[int], float]:
+    latencies: list[int] = []
+    clock = time.perf_counter_ns
+    began = clock()
+    deadline = began + int(request.min_seconds * 1e9)
+    index = 0
+    while index < request.iterations or clock() < deadline:
+        with tracer.span("preprocess", TraceLevel.APPLICATION):
+            batch = _tensor(predictor, source.take(index, batch_size))
+        with tracer.span("predict", TraceLevel.APPLICATION):
+            with tracer.span(
+                "model", TraceLevel.MODEL, kind="model", attributes={"mlms.batch_size": batch_size}
+            ):
+                start = clock()
+                logits = predictor.predict(batch)
+                latencies.append(clock() - start)
+        with tracer.span("postprocess", TraceLevel.APPLICATION):
+            predictor.postprocess(logits)
+        index += 1
+        report(Progress(batch_size, level.label, index, request.iterations))
+    return latencies, (clock() - began) / 1e9
+
+
+def _tensor(predictor: Predictor, samples: Any) -> np.ndarray:
+    if samples.tensor is not None:
+        return samples.tensor
+    return predictor.preprocess(samples.images)
+
+
+def _accuracy(predictor: Predictor, manifest: ModelManifest, batch_size: int) -> Accuracy | None:
+    """Top-1/top-5 over the model's whole held-out split, untimed and untraced."""
+    if manifest.dataset is None:
+        return None
+    images, labels = dataset_split(manifest)
+    top1 = top5 = 0
+    for start in range(0, len(images), batch_size):
+        batch = predictor.preprocess(list(images[start : start + batch_size]))
+        best, _ = predictor.postprocess(predictor.predict(batch), k=5)
+        truth = labels[start : start + batch_size, None]
+        top1 += int((best[:, :1] == truth).sum())
+        top5 += int((best == truth).any(axis=1).sum())
+    return Accuracy(
+        top1=top1 / len(images),
+        top5=top5 / len(images),
+        samples=len(images),
+        dataset=f"{manifest.dataset.name}:{manifest.dataset.split}",
+    )
+
+
+def _software(framework: str, version: str) -> dict[str, str]:
+    return {
+        "mlms": mlms.__version__,
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        framework: version,
+        "os": platform.platform(),
+        "executable": sys.executable,
+    }

@@ -1,0 +1,96 @@
+"""The predictor interface every framework implements (one module per framework).
+
+A predictor owns one loaded model on one device. The evaluation loop calls ``predict`` on
+preprocessed batches; ``profile_layers`` wraps a stretch of predict calls with the framework's
+own profiler and hands back FRAMEWORK-level events on the host clock. Preprocessing and top-k
+are shared (``mlms.zoo.preprocess``) so that every framework sees the same input tensor.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from mlms.tracer.spans import TimedEvent
+from mlms.zoo.manifest import ModelManifest
+from mlms.zoo.preprocess import preprocess, top_k
+
+
+@dataclass(frozen=True)
+class PredictorOptions:
+    device: str = "cpu"  # "cpu" or "cuda:N"
+    intra_op_threads: int | None = None  # None: the framework's default
+    inter_op_threads: int | None = None
+
+
+@dataclass
+class LayerCapture:
+    """Filled when ``profile_layers`` exits: one event per layer execution."""
+
+    events: list[TimedEvent] = field(default_factory=list)
+    dropped: int = 0
+
+
+@dataclass(frozen=True)
+class PredictAnchor:
+    """Where one predict call sat on the host clock, to map a profiler's own clock onto it."""
+
+    start_ns: int
+    thread: int
+
+
+class Predictor(ABC):
+    framework: ClassVar[str]
+
+    def __init__(self, manifest: ModelManifest, asset_path: Path, options: PredictorOptions):
+        self.manifest = manifest
+        self.asset_path = asset_path
+        self.options = options
+
+    @classmethod
+    @abstractmethod
+    def framework_version(cls) -> str: ...
+
+    @abstractmethod
+    def predict(self, batch: np.ndarray) -> np.ndarray:
+        """Logits for a preprocessed batch; returns only after the device has finished."""
+
+    @abstractmethod
+    def _layer_events(self) -> Iterator[LayerCapture]:
+        """Generator body of ``profile_layers``: enable the profiler, yield, convert."""
+
+    def settings(self) -> dict[str, Any]:
+        """Everything about this predictor that changes a measured number."""
+        return {"device": self.options.device}
+
+    def close(self) -> None:  # noqa: B027 - frameworks without resources to free keep this
+        """Free the model and its device memory."""
+
+    def preprocess(self, images: Sequence[np.ndarray]) -> np.ndarray:
+        return preprocess(images, self.manifest.inputs[0])
+
+    def postprocess(self, logits: np.ndarray, k: int = 5) -> tuple[np.ndarray, np.ndarray]:
+        return top_k(logits, k)
+
+    @contextmanager
+    def profile_layers(self) -> Iterator[LayerCapture]:
+        """Profile the predict calls made inside; the capture's events appear on exit."""
+        yield from self._layer_events()
+
+    def __enter__(self) -> Predictor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def anchor() -> PredictAnchor:
+    return PredictAnchor(time.time_ns(), threading.get_ident())

@@ -1,0 +1,178 @@
+"""ONNX Runtime predictor.
+
+Layer profiling uses ONNX Runtime's own profiler, which needs a session created with profiling
+on: ``profile_layers`` opens a second, profiled session and predict calls inside it go there, so
+the model-level session never carries the profiler. Node events ("<node>_kernel_time") become
+FRAMEWORK events; each "model_run" event is matched to the predict call that caused it to map
+the profiler's clock onto the host clock. Layers are named by the module path torch.export
+recorded in each node's ``pkg.torch.onnx.name_scopes``, so they read like the torch layers.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlms.errors import UnsupportedFramework
+from mlms.predictors.base import LayerCapture, PredictAnchor, Predictor, anchor
+from mlms.tracer.layer_kinds import normalise_kind
+from mlms.tracer.levels import TraceLevel
+from mlms.tracer.spans import TimedEvent
+
+NODE_SUFFIX = "_kernel_time"
+
+
+class OnnxRuntimePredictor(Predictor):
+    framework = "onnxruntime"
+
+    def __init__(self, manifest, asset_path, options):
+        super().__init__(manifest, asset_path, options)
+        import onnxruntime as ort
+
+        self._ort = ort
+        if options.device.startswith("cuda"):
+            if "CUDAExecutionProvider" not in ort.get_available_providers():
+                raise UnsupportedFramework(
+                    f"device {options.device!r} asked for, but this onnxruntime has no CUDA "
+                    f"provider (it has: {', '.join(ort.get_available_providers())})"
+                )
+            index = int(options.device.partition(":")[2] or 0)
+            self.providers: list[Any] = [("CUDAExecutionProvider", {"device_id": index})]
+        else:
+            self.providers = ["CPUExecutionProvider"]
+        self.session = self._session(profile_dir=None)
+        self.input_name = self.session.get_inputs()[0].name
+        self._profiled: Any = None
+        self._anchors: list[PredictAnchor] = []
+        self._layer_names = _layer_names(asset_path)
+
+    @classmethod
+    def framework_version(cls) -> str:
+        import onnxruntime
+
+        return onnxruntime.__version__
+
+    def _session(self, profile_dir: str | None) -> Any:
+        ort = self._ort
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if self.options.intra_op_threads:
+            options.intra_op_num_threads = self.options.intra_op_threads
+        if self.options.inter_op_threads:
+            options.inter_op_num_threads = self.options.inter_op_threads
+        if profile_dir is not None:
+            options.enable_profiling = True
+            options.profile_file_prefix = os.path.join(profile_dir, "ort")
+        return ort.InferenceSession(str(self.asset_path), options, providers=self.providers)
+
+    def settings(self) -> dict[str, Any]:
+        options = self.session.get_session_options()
+        return {
+            "device": self.options.device,
+            "providers": self.session.get_providers(),
+            "intra_op_threads": options.intra_op_num_threads or "default",
+            "inter_op_threads": options.inter_op_num_threads or "default",
+            "graph_optimization": "ORT_ENABLE_ALL",
+            "dtype": "float32",
+        }
+
+    def predict(self, batch: np.ndarray) -> np.ndarray:
+        if self._profiled is None:
+            return self.session.run(None, {self.input_name: batch})[0]
+        self._anchors.append(anchor())
+        return self._profiled.run(None, {self.input_name: batch})[0]
+
+    def close(self) -> None:
+        self.session = None
+
+    def _layer_events(self) -> Iterator[LayerCapture]:
+        capture = LayerCapture()
+        with tempfile.TemporaryDirectory() as folder:
+            self._profiled, self._anchors = self._session(profile_dir=folder), []
+            try:
+                yield capture
+            finally:
+                profile = Path(self._profiled.end_profiling())
+                self._profiled, anchors = None, self._anchors
+            events = json.loads(profile.read_text())
+        capture.events = list(self._convert(events, anchors))
+
+    def _convert(self, events: list[dict], anchors: list[PredictAnchor]) -> Iterator[TimedEvent]:
+        runs = sorted((e for e in events if e.get("name") == "model_run"), key=lambda e: e["ts"])
+        if len(runs) != len(anchors):
+            raise RuntimeError(
+                f"onnxruntime profiled {len(runs)} runs for {len(anchors)} predict calls"
+            )
+        nodes = sorted(
+            (e for e in events if e.get("cat") == "Node" and e["name"].endswith(NODE_SUFFIX)),
+            key=lambda e: e["ts"],
+        )
+        position = 0
+        for run, where in zip(runs, anchors, strict=True):
+            offset_ns = where.start_ns - run["ts"] * 1000
+            end = run["ts"] + run["dur"]
+            index = 0
+            while position < len(nodes) and nodes[position]["ts"] <= end:
+                node = nodes[position]
+                position += 1
+                if node["ts"] < run["ts"]:
+                    continue
+                yield self._timed(node, index, offset_ns, where.thread)
+                index += 1
+
+    def _timed(self, node: dict, index: int, offset_ns: int, thread: int) -> TimedEvent:
+        args = node.get("args", {})
+        node_name = node["name"][: -len(NODE_SUFFIX)]
+        op_type = args.get("op_name", "")
+        attributes: dict[str, Any] = {
+            "op_type": op_type,
+            "node": node_name,
+            "provider": args.get("provider", ""),
+        }
+        shapes = [next(iter(item.values())) for item in args.get("input_type_shape", [])]
+        if shapes:
+            attributes["input_shapes"] = shapes
+        outputs = [next(iter(item.values())) for item in args.get("output_type_shape", [])]
+        if outputs:
+            attributes["output_shapes"] = outputs
+        for key in ("output_size", "parameter_size", "activation_size"):
+            if key in args:
+                attributes[key] = int(args[key])
+        start = node["ts"] * 1000 + offset_ns
+        return TimedEvent(
+            name=self._layer_names.get(node_name, node_name),
+            kind=normalise_kind(op_type),
+            level=TraceLevel.FRAMEWORK,
+            start_ns=start,
+            end_ns=start + node["dur"] * 1000,
+            thread=thread,
+            layer_index=index,
+            attributes=attributes,
+        )
+
+
+def _layer_names(path: Path) -> dict[str, str]:
+    """ONNX node name -> "module.path/op" from torch.export's name scopes, where recorded."""
+    import onnx
+
+    names: dict[str, str] = {}
+    for node in onnx.load(str(path), load_external_data=False).graph.node:
+        scopes = next(
+            (p.value for p in node.metadata_props if p.key == "pkg.torch.onnx.name_scopes"), None
+        )
+        if not scopes:
+            continue
+        try:
+            parts = [part for part in ast.literal_eval(scopes) if part]
+        except (ValueError, SyntaxError):
+            continue
+        if parts:
+            names[node.name] = f"{parts[-2]}/{node.op_type}" if len(parts) > 1 else parts[0]
+    return names

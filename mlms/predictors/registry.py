@@ -1,0 +1,99 @@
+"""The one table of frameworks: which predictor class serves each, and whether it is installed."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from importlib import metadata
+
+from mlms.errors import UnsupportedFramework
+from mlms.predictors.base import Predictor
+from mlms.zoo.manifest import FRAMEWORKS, ModelManifest
+
+
+@dataclass(frozen=True)
+class FrameworkEntry:
+    name: str
+    module: str  # where the Predictor subclass lives
+    cls: str
+    imports: str  # the package the framework is imported as
+    distributions: tuple[str, ...]  # PyPI names that may provide it, for its version
+
+
+TABLE: dict[str, FrameworkEntry] = {
+    "torch": FrameworkEntry(
+        "torch", "mlms.predictors.torch_predictor", "TorchPredictor", "torch", ("torch",)
+    ),
+    "onnxruntime": FrameworkEntry(
+        "onnxruntime",
+        "mlms.predictors.onnxruntime_predictor",
+        "OnnxRuntimePredictor",
+        "onnxruntime",
+        ("onnxruntime", "onnxruntime-gpu"),
+    ),
+}
+
+
+def installed_version(name: str) -> str | None:
+    entry = TABLE.get(name)
+    if entry is None or importlib.util.find_spec(entry.imports) is None:
+        return None
+    for distribution in entry.distributions:
+        try:
+            return metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def installed_frameworks() -> dict[str, str]:
+    """Framework name -> version, for those that can run in this environment."""
+    found = {name: installed_version(name) for name in TABLE}
+    return {name: version for name, version in found.items() if version}
+
+
+def choose_framework(manifest: ModelManifest, requested: str | None) -> tuple[str, str]:
+    """(framework, version) for the model: the requested one, else the first installed it
+    supports. Raises ``UnsupportedFramework`` saying what would work."""
+    installed = installed_frameworks()
+    if requested is not None:
+        if requested not in FRAMEWORKS:
+            raise UnsupportedFramework(
+                f"unknown framework {requested!r}; expected one of: {', '.join(FRAMEWORKS)}"
+            )
+        constraint = manifest.constraint_for(requested)
+        if constraint is None:
+            raise UnsupportedFramework(
+                f"model {manifest.name!r} does not support framework {requested!r}; it "
+                f"supports: {', '.join(manifest.framework_names)}"
+            )
+        version = installed.get(requested)
+        if version is None:
+            raise UnsupportedFramework(
+                f"framework {requested!r} is not installed here (installed: "
+                f"{', '.join(installed) or 'none'}); install the mlms[{requested}] extra"
+            )
+        if not constraint.admits(version):
+            raise UnsupportedFramework(
+                f"model {manifest.name!r} needs {requested} {constraint.version}, "
+                f"installed is {version}"
+            )
+        return requested, version
+    for constraint in manifest.frameworks:
+        version = installed.get(constraint.name)
+        if version and constraint.admits(version):
+            return constraint.name, version
+    raise UnsupportedFramework(
+        f"no installed framework runs model {manifest.name!r}: it supports "
+        f"{', '.join(manifest.framework_names)}; installed: {', '.join(installed) or 'none'}"
+    )
+
+
+def predictor_class(name: str) -> type[Predictor]:
+    entry = TABLE.get(name)
+    if entry is None:
+        raise UnsupportedFramework(
+            f"unknown framework {name!r}; expected one of: {', '.join(TABLE)}"
+        )
+    return getattr(importlib.import_module(entry.module), entry.cls)

@@ -1,0 +1,162 @@
+"""Model assets in the object store: built locally or downloaded once, always sha256-verified.
+
+Layout (DESIGN.md): ``models/<name>/<version>/<framework>/<file>`` beside ``asset.json``, which
+records the file's name, size and sha256. Every load hashes the bytes again and refuses a
+mismatch. A manifest's URL source carries its own sha256; the download is checked against it
+before anything is stored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import tempfile
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mlms.errors import AssetError, ChecksumMismatch, UnsupportedFramework
+from mlms.store.base import ObjectStore
+from mlms.store.local import LocalStore
+from mlms.zoo.architectures import build
+from mlms.zoo.exporters import EXPORTERS
+from mlms.zoo.manifest import BuildSource, ModelManifest, UrlSource
+
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Asset:
+    """A verified artifact on local disk."""
+
+    model: str
+    version: str
+    framework: str
+    path: Path
+    sha256: str
+    size: int
+    source: str
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def asset_prefix(manifest: ModelManifest, framework: str) -> str:
+    return f"models/{manifest.name}/{manifest.version}/{framework}"
+
+
+class AssetManager:
+    """Finds, builds or downloads assets; ``cache_dir`` holds local copies of remote objects."""
+
+    def __init__(self, store: ObjectStore, cache_dir: Path) -> None:
+        self.store = store
+        self.cache_dir = Path(cache_dir)
+
+    def ensure(self, manifest: ModelManifest, framework: str) -> Asset:
+        """The verified asset of ``manifest`` for ``framework``, creating it on first use."""
+        if not self.store.exists(f"{asset_prefix(manifest, framework)}/asset.json"):
+            source = manifest.source_for(framework)
+            if isinstance(source, UrlSource):
+                self._download(manifest, source)
+            else:
+                self._build(manifest, framework, source)
+        return self.load(manifest, framework)
+
+    def load(self, manifest: ModelManifest, framework: str) -> Asset:
+        prefix = asset_prefix(manifest, framework)
+        info = json.loads(self.store.get_bytes(f"{prefix}/asset.json"))
+        key = f"{prefix}/{info['file']}"
+        if isinstance(self.store, LocalStore):
+            path = self.store.path_of(key)
+        else:
+            path = self.cache_dir / key
+            if not path.is_file() or sha256_of(path) != info["sha256"]:
+                self.store.get_file(key, path)
+        actual = sha256_of(path)
+        if actual != info["sha256"]:
+            raise ChecksumMismatch(
+                f"checksum mismatch for {key} in {self.store.url}: expected sha256 "
+                f"{info['sha256']}, got {actual}; delete the object to rebuild it"
+            )
+        return Asset(
+            manifest.name, manifest.version, framework, path, actual, info["size"], info["source"]
+        )
+
+    def _store(self, manifest: ModelManifest, framework: str, path: Path, source: str) -> None:
+        prefix = asset_prefix(manifest, framework)
+        info = {
+            "file": path.name,
+            "sha256": sha256_of(path),
+            "size": path.stat().st_size,
+            "source": source,
+        }
+        self.store.put_file(f"{prefix}/{path.name}", path)
+        # asset.json last: its presence says the asset is complete.
+        self.store.put_bytes(f"{prefix}/asset.json", json.dumps(info, indent=1).encode())
+
+    def _build(self, manifest: ModelManifest, framework: str, source: BuildSource) -> None:
+        exporter = EXPORTERS.get(framework)
+        if exporter is None:
+            raise UnsupportedFramework(
+                f"no exporter builds {framework!r} assets; expected one of: "
+                f"{', '.join(sorted(EXPORTERS))}"
+            )
+        module = self.canonical_module(manifest)
+        with tempfile.TemporaryDirectory() as tmp:
+            name = exporter(module, manifest, Path(tmp))
+            self._store(manifest, framework, Path(tmp) / name, f"build:{source.builder}")
+
+    def canonical_module(self, manifest: ModelManifest) -> Any:
+        """The torch module whose weights every framework's artifact is exported from.
+
+        Built once (seeded, or trained for digits) and kept as the torch asset, so that all
+        frameworks share the very same weights.
+        """
+        import torch
+
+        from mlms.predictors.torch_predictor import architecture_of
+
+        source = manifest.source_for("torch")
+        if isinstance(source, UrlSource):
+            raise AssetError(
+                f"model {manifest.name!r}: exporting from a downloaded torch "
+                "asset is not supported; give each framework its own URL"
+            )
+        torch_prefix = asset_prefix(manifest, "torch")
+        if not self.store.exists(f"{torch_prefix}/asset.json"):
+            module = build(source.builder, source.seed)
+            with tempfile.TemporaryDirectory() as tmp:
+                name = EXPORTERS["torch"](module, manifest, Path(tmp))
+                self._store(manifest, "torch", Path(tmp) / name, f"build:{source.builder}")
+            return module
+        asset = self.load(manifest, "torch")
+        module = architecture_of(manifest)
+        module.load_state_dict(torch.load(asset.path, weights_only=True, map_location="cpu"))
+        return module.eval()
+
+    def _download(self, manifest: ModelManifest, source: UrlSource) -> None:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / source.filename
+            digest = hashlib.sha256()
+            try:
+                with contextlib.closing(urllib.request.urlopen(source.url, timeout=60)) as reply:
+                    with open(path, "wb") as out:
+                        while chunk := reply.read(CHUNK):
+                            digest.update(chunk)
+                            out.write(chunk)
+            except (urllib.error.URLError, OSError, ValueError) as exc:
+                raise AssetError(f"cannot download {source.url}: {exc}") from exc
+            if digest.hexdigest() != source.sha256:
+                raise ChecksumMismatch(
+                    f"checksum mismatch for {source.url}: expected sha256 {source.sha256}, "
+                    f"got {digest.hexdigest()}; nothing was stored"
+                )
+            self._store(manifest, source.framework, path, f"url:{source.url}")

@@ -1,0 +1,56 @@
+"""Write a framework's artifact from the canonical torch module.
+
+Each exporter takes the module, the manifest and a folder, writes one file and returns its name.
+Frameworks register here (one table), so the asset builder needs no per-framework branches.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from mlms.zoo.manifest import ModelManifest
+
+Exporter = Callable[[Any, ModelManifest, Path], str]
+
+
+def export_torch(module: Any, manifest: ModelManifest, folder: Path) -> str:
+    import torch
+
+    torch.save(module.state_dict(), folder / "model.pt")
+    return "model.pt"
+
+
+def export_onnx(module: Any, manifest: ModelManifest, folder: Path) -> str:
+    """ONNX through torch.export (the maintained exporter) with a dynamic batch axis.
+
+    Its nodes carry the module path in ``pkg.torch.onnx.name_scopes``, which the ONNX Runtime
+    predictor uses to name layers like torch does.
+    """
+    import logging
+
+    import torch
+
+    spec = manifest.inputs[0]
+    example = torch.zeros(2, *spec.shape, dtype=getattr(torch, spec.dtype))
+    batch = torch.export.Dim("batch", min=1, max=4096)
+    logging.getLogger("torch.onnx").setLevel(logging.ERROR)
+    torch.onnx.export(
+        module,
+        (example,),
+        str(folder / "model.onnx"),
+        dynamo=True,
+        input_names=[spec.name],
+        output_names=[manifest.outputs[0].name],
+        dynamic_shapes=({0: batch},),
+        external_data=False,
+        verbose=False,
+    )
+    return "model.onnx"
+
+
+EXPORTERS: dict[str, Exporter] = {
+    "torch": export_torch,
+    "onnxruntime": export_onnx,
+}
