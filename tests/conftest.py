@@ -1,0 +1,32 @@
+"""Shared fixtures: a private MLMS_HOME per test session, so tests never touch ~/.mlms.
+
+Model assets are built once per session (in the session's store) and reused by every test.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # keep torch.profiler's C++ chatter quiet
+
+
+@pytest.fixture(scope="session", autouse=True)
+def mlms_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    home = tmp_path_factory.mktemp("mlms_home")
+    previous = os.environ.get("MLMS_HOME")
+    os.environ["MLMS_HOME"] = str(home)
+    yield home
+    if previous is None:
+        os.environ.pop("MLMS_HOME", None)
+    else:
+        os.environ["MLMS_HOME"] = previous
+
+
+@pytest.fixture(scope="session")
+def store(mlms_home: Path):
+    from mlms.config import default_store
+
+    return default_store()
