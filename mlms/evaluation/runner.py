@@ -91,8 +91,12 @@ def evaluate(
     processors: tuple[SpanProcessor, ...] = (),
     parent: otel_context.Context | None = None,
     agent: dict[str, str] | None = None,
+    evaluation_id: str | None = None,
 ) -> EvaluationRecord:
-    """Run one evaluation in this process and store its record and span archive."""
+    """Run one evaluation in this process and store its record and span archive.
+
+    ``evaluation_id`` is given by a server that dispatches the evaluation, so that a retry on
+    another agent keeps the id the client was told."""
     manifest = get_model(request.model)
     framework, framework_version = choose_framework(manifest, request.framework)
     info = hardware.detect()
@@ -105,7 +109,7 @@ def evaluate(
         intra_op_threads=request.intra_op_threads,
         inter_op_threads=request.inter_op_threads,
     )
-    evaluation_id = uuid.uuid4().hex
+    evaluation_id = evaluation_id or uuid.uuid4().hex
     tracer = Tracer(
         request.trace_level,
         resource={
