@@ -19,7 +19,7 @@ _RULES: tuple[tuple[str, str], ...] = (
     (r"^(add|add_|sum|addv2|elemwise_add|_plus|broadcast_add)$", "add"),
     (r"^(mul|mul_|elemwise_mul|_mul|broadcast_mul)$", "mul"),
     (r"dropout", "dropout"),
-    (r"flatten|reshape|view|squeeze|transpose|identity", "reshape"),
+    (r"flatten|reshape|view|squeeze|transpose|identity|reorder", "reshape"),
     (
         r"sigmoid|tanh|gelu|silu|hardswish|hardtanh|clip|clamp|activation|lrn|"
         r"localresponsenorm",

@@ -144,7 +144,9 @@ class Tracer:
                     trace_flags=TraceFlags(TraceFlags.SAMPLED),
                 )
                 context = trace.set_span_in_context(NonRecordingSpan(span_context))
-            attributes = {LEVEL: int(event.level), RUN: self._run, KIND: event.kind}
+            # An event belongs to the leveled run of the span it happened in.
+            run = parent.run if parent is not None else self._run
+            attributes = {LEVEL: int(event.level), RUN: run, KIND: event.kind}
             for key, value in (
                 ("thread.id", event.thread),
                 ("mlms.device", event.device),

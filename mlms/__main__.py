@@ -1,0 +1,3 @@
+from mlms.cli.main import main
+
+main()

@@ -1,0 +1,52 @@
+"""``mlms models`` and ``mlms evals``: what the zoo holds and what has been evaluated."""
+
+from __future__ import annotations
+
+import click
+import pandas as pd
+
+from mlms.cli.options import client_for, server_option
+from mlms.cli.render import frame_table, out
+
+
+@click.command()
+@server_option
+def models(server: str | None) -> None:
+    """List the model zoo."""
+    rows = [
+        {
+            "name": m.name,
+            "version": m.version,
+            "task": m.task,
+            "frameworks": ", ".join(m.framework_names),
+            "input": "x".join(map(str, m.inputs[0].shape)),
+            "data set": m.dataset.name if m.dataset else "",
+        }
+        for m in client_for(server).list_models()
+    ]
+    out.print(frame_table(pd.DataFrame(rows), "model zoo"))
+
+
+@click.command()
+@server_option
+def evals(server: str | None) -> None:
+    """List stored evaluations, oldest first."""
+    rows = []
+    for record in client_for(server).list_evaluations():
+        first = record.results[0] if record.results else None
+        rows.append(
+            {
+                "id": record.id[:12],
+                "created": record.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+                "model": record.model.name,
+                "framework": f"{record.framework.name} {record.framework.version}",
+                "device": record.device,
+                "batch sizes": ",".join(str(r.batch_size) for r in record.results),
+                "p50 first bs (ms)": first.latency_ms.p50 if first else float("nan"),
+                "trace level": record.trace_level,
+            }
+        )
+    if not rows:
+        out.print("no evaluations yet; run 'mlms eval --model resnet50'")
+        return
+    out.print(frame_table(pd.DataFrame(rows), "evaluations"))

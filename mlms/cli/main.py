@@ -1,0 +1,47 @@
+"""The ``mlms`` command: one click group; each command lives in its own module."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from mlms import __version__
+from mlms.cli.analyze import analyze
+from mlms.cli.evaluate import evaluate
+from mlms.cli.listing import evals, models
+from mlms.cli.trace import trace
+from mlms.errors import MlmsError
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="mlms")
+def cli() -> None:
+    """Evaluate and profile machine-learning models across frameworks and hardware."""
+
+
+cli.add_command(evaluate)
+cli.add_command(models)
+cli.add_command(evals)
+cli.add_command(analyze)
+cli.add_command(trace)
+
+
+def main() -> None:
+    """Entry point: every mlms error is one line on stderr and exit status 1, no traceback."""
+    os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # torch.profiler's C++ start/stop chatter
+    try:
+        cli.main(standalone_mode=False, prog_name="mlms")
+    except MlmsError as exc:
+        click.echo(f"mlms: error: {exc}", err=True)
+        sys.exit(1)
+    except click.exceptions.Abort:
+        click.echo("mlms: aborted", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        click.echo("mlms: interrupted", err=True)
+        sys.exit(130)

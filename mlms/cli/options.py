@@ -1,0 +1,40 @@
+"""Options and parsing shared by several commands."""
+
+from __future__ import annotations
+
+import click
+
+from mlms.client import Client, EmbeddedClient
+from mlms.errors import InvalidArgument
+
+
+def parse_batch_sizes(text: str) -> list[int]:
+    """``"1,8,32"`` -> [1, 8, 32]; anything else names the bad part."""
+    sizes = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) < 1:
+            raise InvalidArgument(
+                f"bad batch size {part!r} in {text!r}: expected positive integers like '1,8,32'"
+            )
+        sizes.append(int(part))
+    return sizes
+
+
+def server_option(command):
+    """``--server HOST:PORT`` (or MLMS_SERVER): talk to an mlms server instead of embedding."""
+    return click.option(
+        "--server",
+        envvar="MLMS_SERVER",
+        default=None,
+        metavar="HOST:PORT",
+        help="An mlms server; without it everything runs in this process.",
+    )(command)
+
+
+def client_for(server: str | None) -> Client:
+    if server is None:
+        return EmbeddedClient()
+    from mlms.client import remote_client
+
+    return remote_client(server)

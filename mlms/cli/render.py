@@ -1,0 +1,93 @@
+"""Rich tables for records and DataFrames (stdout), progress bars (stderr)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pandas as pd
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from mlms.evaluation.record import EvaluationRecord
+from mlms.evaluation.runner import Progress as RunProgress
+from mlms.evaluation.runner import ProgressCallback
+
+# Piped output gets room for the wide tables instead of rich's 80-column default.
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True)
+
+
+def frame_table(frame: pd.DataFrame, title: str, digits: int = 3) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in frame.columns:
+        numeric = pd.api.types.is_numeric_dtype(frame[column])
+        table.add_column(str(column), justify="right" if numeric else "left")
+    for row in frame.itertuples(index=False):
+        table.add_row(*(_cell(value, digits) for value in row))
+    return table
+
+
+def _cell(value: object, digits: int) -> str:
+    if isinstance(value, float):
+        return "" if value != value else f"{value:,.{digits}f}"
+    return str(value)
+
+
+def record_summary(record: EvaluationRecord) -> None:
+    from mlms.analysis.tables import latency_by_batch
+
+    hw = record.hardware
+    device = (
+        record.device
+        if record.device == "cpu"
+        else next((g.name for g in hw.gpus if f"cuda:{g.index}" == record.device), record.device)
+    )
+    title = (
+        f"{record.model.name} {record.model.version} on {record.framework.name} "
+        f"{record.framework.version}, {device} ({hw.cpu_brand}, "
+        f"{hw.cpu_cores_logical} cores)"
+    )
+    out.print(frame_table(latency_by_batch(record), title))
+    for result in record.results:
+        if result.latency_ms.warning:
+            err.print(
+                f"[yellow]warning[/] batch size {result.batch_size}: {result.latency_ms.warning}"
+            )
+    if record.accuracy:
+        acc = record.accuracy
+        out.print(
+            f"accuracy on {acc.dataset}: top-1 {acc.top1:.4f}, top-5 {acc.top5:.4f} "
+            f"({acc.samples} samples)"
+        )
+    out.print(
+        f"evaluation {record.id}  trace {record.trace_id or '-'}  "
+        f"({record.span_count} spans, trace level {record.trace_level})"
+    )
+
+
+@contextmanager
+def progress_bar(enabled: bool) -> Iterator[ProgressCallback | None]:
+    if not enabled:
+        yield None
+        return
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=err, transient=True) as bar:
+        tasks: dict[tuple[int, str], int] = {}
+
+        def update(event: RunProgress) -> None:
+            key = (event.batch_size, event.run)
+            if key not in tasks:
+                tasks[key] = bar.add_task(
+                    f"batch {event.batch_size} {event.run}", total=event.target
+                )
+            bar.update(tasks[key], completed=min(event.done, event.target))
+
+        yield update

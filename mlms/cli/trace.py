@@ -1,0 +1,43 @@
+"""``mlms trace export``: an evaluation's spans as Chrome/Perfetto JSON or Parquet."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from mlms.cli.options import client_for, server_option
+from mlms.cli.render import err
+from mlms.errors import InvalidArgument
+from mlms.tracer.archive import SCHEMA
+from mlms.tracer.chrome import to_chrome
+
+
+@click.group()
+def trace() -> None:
+    """Work with the span archive of evaluations."""
+
+
+@trace.command("export")
+@click.argument("evaluation_id")
+@click.option(
+    "--format", "fmt", type=click.Choice(["chrome", "parquet"]), default="chrome", show_default=True
+)
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), required=True)
+@server_option
+def export(evaluation_id: str, fmt: str, output: Path, server: str | None) -> None:
+    """Write the spans of EVALUATION_ID to a file (open Chrome JSON in ui.perfetto.dev)."""
+    client = client_for(server)
+    record = client.get_evaluation(evaluation_id)
+    if record.trace_id is None:
+        raise InvalidArgument(f"evaluation {record.id} has no trace (trace level no_trace)")
+    spans = client.spans(record.trace_id)
+    if fmt == "chrome":
+        output.write_text(json.dumps(to_chrome(spans)))
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pandas(spans, schema=SCHEMA, preserve_index=False), output)
+    err.print(f"wrote {len(spans)} spans of trace {record.trace_id} to {output}")

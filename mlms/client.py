@@ -1,0 +1,66 @@
+"""What the CLI talks to: the platform, embedded in this process or behind a server.
+
+``EmbeddedClient`` runs everything here (the default); a remote client speaks gRPC to an
+``mlms server`` and offers the same methods, so commands do not care which they hold.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import pandas as pd
+
+from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
+from mlms.evaluation.runner import ProgressCallback
+from mlms.store.base import ObjectStore
+from mlms.zoo.manifest import ModelManifest
+
+
+class Client(Protocol):
+    def evaluate(
+        self, request: EvaluationRequest, progress: ProgressCallback | None = None
+    ) -> EvaluationRecord: ...
+
+    def list_models(self) -> list[ModelManifest]: ...
+
+    def get_evaluation(self, evaluation_id: str) -> EvaluationRecord: ...
+
+    def list_evaluations(self) -> list[EvaluationRecord]: ...
+
+    def spans(self, trace_id: str) -> pd.DataFrame:
+        """The archived span table of a trace (archive columns)."""
+        ...
+
+
+class EmbeddedClient:
+    def __init__(self, store: ObjectStore | None = None) -> None:
+        from mlms.config import default_store
+
+        self.store = store or default_store()
+
+    def evaluate(
+        self, request: EvaluationRequest, progress: ProgressCallback | None = None
+    ) -> EvaluationRecord:
+        from mlms.evaluation.runner import evaluate
+
+        return evaluate(request, store=self.store, progress=progress)
+
+    def list_models(self) -> list[ModelManifest]:
+        from mlms.zoo.catalog import all_models
+
+        return all_models()
+
+    def get_evaluation(self, evaluation_id: str) -> EvaluationRecord:
+        from mlms.evaluation.records import load_record
+
+        return load_record(self.store, evaluation_id)
+
+    def list_evaluations(self) -> list[EvaluationRecord]:
+        from mlms.evaluation.records import list_records
+
+        return list_records(self.store)
+
+    def spans(self, trace_id: str) -> pd.DataFrame:
+        from mlms.tracer.archive import read_spans
+
+        return read_spans(self.store, trace_id)

@@ -1,0 +1,147 @@
+"""The ``mlms`` command as a user runs it: a real process, real output, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mlms.zoo.assets import asset_prefix
+from mlms.zoo.catalog import get_model
+
+
+def mlms(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mlms", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def _one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
+    assert result.returncode == 1, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("mlms: error:")]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+@pytest.fixture(scope="module")
+def evaluated() -> dict:
+    result = mlms(
+        "eval",
+        "--model",
+        "digits_cnn",
+        "--framework",
+        "onnxruntime",
+        "-b",
+        "1,2",
+        "-n",
+        "3",
+        "--min-seconds",
+        "0",
+        "-t",
+        "framework",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)  # --json: stdout holds the record and nothing else
+
+
+def test_eval_json_prints_the_record(evaluated: dict) -> None:
+    assert {
+        "id",
+        "created_at",
+        "model",
+        "framework",
+        "hardware",
+        "software",
+        "trace_level",
+        "trace_id",
+        "results",
+        "accuracy",
+    } <= set(evaluated)
+    assert [r["batch_size"] for r in evaluated["results"]] == [1, 2]
+    assert set(evaluated["results"][0]["latency_ms"]) >= {
+        "p50",
+        "p90",
+        "p95",
+        "p99",
+        "mean",
+        "min",
+        "max",
+        "trimmed_mean",
+    }
+    assert evaluated["accuracy"]["top1"] >= 0.9
+
+
+def test_table_output_and_listings(evaluated: dict) -> None:
+    shown = mlms("eval", "--model", "digits_cnn", "-b", "1", "-n", "3", "--min-seconds", "0")
+    assert shown.returncode == 0, shown.stderr
+    assert "p50 (ms)" in shown.stdout and "throughput (inputs/s)" in shown.stdout
+    assert "top-1" in shown.stdout
+    listing = mlms("evals")
+    assert evaluated["id"][:12] in listing.stdout
+    assert "resnet50" in mlms("models").stdout
+    analysis = mlms("analyze", evaluated["id"][:12])
+    assert analysis.returncode == 0, analysis.stderr
+    assert "slowest 10 layers" in analysis.stdout and "latency by layer type" in analysis.stdout
+    assert "conv" in analysis.stdout
+
+
+def test_trace_export(evaluated: dict, tmp_path: Path) -> None:
+    chrome = tmp_path / "trace.json"
+    result = mlms("trace", "export", evaluated["id"], "--format", "chrome", "-o", str(chrome))
+    assert result.returncode == 0, result.stderr
+    events = [e for e in json.loads(chrome.read_text())["traceEvents"] if e["ph"] == "X"]
+    assert {"model", "predict", "preprocess"} <= {e["name"] for e in events}
+    parquet = tmp_path / "spans.parquet"
+    assert (
+        mlms(
+            "trace", "export", evaluated["id"], "--format", "parquet", "-o", str(parquet)
+        ).returncode
+        == 0
+    )
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(parquet).num_rows == len(events)
+
+
+def test_errors_are_one_line(tmp_path: Path, evaluated: dict) -> None:
+    _one_line_error(mlms("eval", "--model", "resnet5"), "unknown model 'resnet5'", "resnet50")
+    _one_line_error(
+        mlms("eval", "--model", "digits_cnn", "--framework", "mxnet"), "framework 'mxnet'"
+    )
+    _one_line_error(mlms("eval", "--model", "digits_cnn", "-b", "1,x"), "bad batch size 'x'")
+    _one_line_error(mlms("eval", "--model", "digits_cnn", "--hw", "v100"), "no 'v100' device")
+    _one_line_error(mlms("analyze", "feedfacefeed"), "no evaluation with id 'feedfacefeed'")
+
+    bad_zoo = tmp_path / "zoo"
+    bad_zoo.mkdir()
+    (bad_zoo / "broken.yaml").write_text("name: broken\nversion: 1.0.0\ntask: detection\n")
+    _one_line_error(
+        mlms("models", env={"MLMS_ZOO_PATH": str(bad_zoo)}), str(bad_zoo / "broken.yaml"), "'task'"
+    )
+
+
+def test_checksum_mismatch_is_refused(evaluated: dict) -> None:
+    manifest = get_model("digits_cnn")
+    store = Path(os.environ["MLMS_HOME"]) / "store"
+    path = store / asset_prefix(manifest, "onnxruntime") / "model.onnx"
+    original = path.read_bytes()
+    path.write_bytes(original + b"tampered")
+    try:
+        _one_line_error(
+            mlms("eval", "--model", "digits_cnn", "--framework", "onnxruntime"),
+            "checksum mismatch",
+            "model.onnx",
+        )
+    finally:
+        path.write_bytes(original)

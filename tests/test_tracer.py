@@ -1,0 +1,84 @@
+"""Tracer: level gating, explicit-timestamp spans, containment parents, archive, Chrome export."""
+
+from __future__ import annotations
+
+import json
+
+from mlms.store.local import LocalStore
+from mlms.tracer.archive import read_spans, records_of, write_spans
+from mlms.tracer.chrome import to_chrome
+from mlms.tracer.hierarchy import innermost_containers
+from mlms.tracer.levels import TraceLevel
+from mlms.tracer.spans import TimedEvent
+from mlms.tracer.tracer import Tracer
+
+
+def test_spans_above_the_active_level_record_nothing() -> None:
+    tracer = Tracer(TraceLevel.MODEL)
+    with tracer.span("app", TraceLevel.APPLICATION) as app:
+        assert app is not None
+        with tracer.span("layer", TraceLevel.FRAMEWORK) as layer:
+            assert layer is None
+        with tracer.run(1, TraceLevel.APPLICATION), tracer.span("m", TraceLevel.MODEL) as m:
+            assert m is None
+    assert [r.name for r in tracer.records()] == ["app"]
+    silent = Tracer(TraceLevel.NO_TRACE)
+    with silent.span("app", TraceLevel.APPLICATION):
+        pass
+    assert silent.records() == []
+
+
+def test_run_never_raises_the_level_above_the_tracers() -> None:
+    tracer = Tracer(TraceLevel.MODEL)
+    with tracer.run(2, TraceLevel.FULL):
+        assert tracer.active_level == TraceLevel.MODEL
+
+
+def test_innermost_container_per_thread() -> None:
+    parents = [
+        TimedEvent("outer", "", TraceLevel.MODEL, 0, 100, thread=1),
+        TimedEvent("inner", "", TraceLevel.MODEL, 10, 50, thread=1),
+        TimedEvent("other", "", TraceLevel.MODEL, 0, 100, thread=2),
+    ]
+    children = [
+        TimedEvent("a", "", TraceLevel.FRAMEWORK, 10, 20, thread=1),
+        TimedEvent("b", "", TraceLevel.FRAMEWORK, 60, 70, thread=1),
+        TimedEvent("c", "", TraceLevel.FRAMEWORK, 60, 70, thread=2),
+        TimedEvent("d", "", TraceLevel.FRAMEWORK, 90, 120, thread=1),
+        TimedEvent("e", "", TraceLevel.FRAMEWORK, 5, 6, thread=3),
+    ]
+    assert innermost_containers(parents, children) == [1, 0, 2, None, None]
+
+
+def test_profiler_events_become_children_and_survive_the_archive(tmp_path) -> None:
+    tracer = Tracer(TraceLevel.FRAMEWORK)
+    with tracer.run(2, TraceLevel.FRAMEWORK), tracer.span("model", TraceLevel.MODEL):
+        pass
+    (model,) = tracer.records()
+    inside = model.start_ns + (model.end_ns - model.start_ns) // 4
+    event = TimedEvent(
+        "layer1.conv",
+        "conv",
+        TraceLevel.FRAMEWORK,
+        inside,
+        inside + 1,
+        thread=model.thread,
+        layer_index=0,
+        attributes={"input_shapes": [[1, 3, 8, 8]], "flops": 42},
+    )
+    tracer.add_events([event], [model])
+    tracer.shutdown()
+    records = tracer.records()
+    layer = next(r for r in records if r.level == TraceLevel.FRAMEWORK)
+    assert layer.parent_id == model.span_id and layer.trace_id == model.trace_id
+    assert (layer.start_ns, layer.end_ns, layer.run) == (inside, inside + 1, 2)
+    assert layer.attributes["flops"] == 42
+
+    store = LocalStore(tmp_path)
+    write_spans(store, model.trace_id, records)
+    frame = read_spans(store, model.trace_id)
+    assert records_of(frame) == records
+    chrome = to_chrome(frame)
+    names = {e["name"] for e in chrome["traceEvents"] if e["ph"] == "X"}
+    assert names == {"model", "layer1.conv"}
+    json.dumps(chrome)
