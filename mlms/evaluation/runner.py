@@ -237,18 +237,22 @@ def _run(
 ) -> tuple[list[int], float, int]:
     """One measured run: at least ``iterations`` predicts and at least ``min_seconds``."""
     if level < TraceLevel.FRAMEWORK:
-        latencies, seconds = _loop(predictor, source, tracer, request, batch_size, level, report)
+        latencies, seconds = measure_loop(
+            predictor, source, tracer, request, batch_size, level, report
+        )
         return latencies, seconds, 0
     first = len(tracer.records())
     with predictor.profile_layers() as capture:
-        latencies, seconds = _loop(predictor, source, tracer, request, batch_size, level, report)
+        latencies, seconds = measure_loop(
+            predictor, source, tracer, request, batch_size, level, report
+        )
     models = [r for r in tracer.records()[first:] if r.level == TraceLevel.MODEL]
     parents = innermost_containers(models, capture.events)
     tracer.add_events(capture.events, [models[i] if i is not None else None for i in parents])
     return latencies, seconds, capture.dropped
 
 
-def _loop(
+def measure_loop(
     predictor: Predictor,
     source: InputSource,
     tracer: Tracer,
@@ -257,6 +261,11 @@ def _loop(
     level: TraceLevel,
     report: ProgressCallback,
 ) -> tuple[list[int], float]:
+    """Predict until both the iteration count and the minimum time are met.
+
+    Returns each predict's latency (ns, host clock around the call, which returns only once the
+    device is done) and the run's wall time (s).
+    """
     latencies: list[int] = []
     clock = time.perf_counter_ns
     began = clock()
