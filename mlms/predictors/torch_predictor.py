@@ -10,6 +10,8 @@ profiling, so the model-level run carries none.
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -113,14 +115,16 @@ class TorchPredictor(Predictor):
         capture = LayerCapture()
         handles = _install_hooks(torch, self.module)
         self._anchors = []
+        profiler = torch.profiler.profile(
+            activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True, with_flops=True
+        )
         try:
-            with torch.profiler.profile(
-                activities=[torch.profiler.ProfilerActivity.CPU],
-                record_shapes=True,
-                with_flops=True,
-            ) as profiler:
-                yield capture
+            with native_stderr_silenced():
+                profiler.start()
+            yield capture
         finally:
+            with native_stderr_silenced():
+                profiler.stop()
             for handle in handles:
                 handle.remove()
             anchors, self._anchors = self._anchors, None
@@ -138,6 +142,25 @@ class TorchPredictor(Predictor):
                 capture.events.append(
                     _timed(event, name, module_type, index, offset_ns, where.thread)
                 )
+
+
+@contextlib.contextmanager
+def native_stderr_silenced() -> Iterator[None]:
+    """Mute file descriptor 2 while Kineto starts or stops.
+
+    Kineto's C++ logger prints "profiler_start"/"profiler_stop" lines (and, in CUDA builds on a
+    machine without a GPU, a device-count error) straight to fd 2 whatever KINETO_LOG_LEVEL says;
+    they would land in the middle of the progress bar.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _install_hooks(torch: Any, model: Any) -> list[Any]:
