@@ -1,0 +1,444 @@
+"""Validate the GPU levels on a real GPU (issue 5): CUPTI vs ncu, leveled runs, layer joins.
+
+Parts, each printed as a table and written to ``--out``/gpu_validation.json:
+  env        versions, GPU, ncu, and this GPU's measured peaks (cached under MLMS_HOME)
+  fixture    resnet18 bs 4: CUPTI records, layer events, model spans and the ncu counter rows
+             of the same batch -> ``--out``/cupti_resnet18_bs4.json.gz (the CPU tests' fixture)
+  leveled    resnet50 fp32 bs 1 and 64 at --trace-level full, and a model-level-only evaluation:
+             each run's p50 and slowdown; full's model latency vs the model-only evaluation
+  ncu        kernel durations from our CUPTI spans vs ncu's gpu__time_duration of the same
+             launch (the full run's counter join): median relative difference
+  layers     every layer: its kernels' total <= its latency; five layers with most non-GPU time
+  profiler   slowdown of our CUPTI run vs torch.profiler (CUDA activities), same predictor
+  conflict   our collector started inside torch.profiler(CUDA): detected and reported
+  mllib      ML_LIBRARY in-process: cuDNN's API log through cudnnSetCallback
+
+    python benchmarks/gpu_validation.py --out benchmarks/results [--parts env,fixture,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlms.config import default_store, mlms_home
+from mlms.evaluation.record import EvaluationRequest
+from mlms.evaluation.runner import evaluate
+from mlms.predictors.base import PredictorOptions
+from mlms.predictors.registry import predictor_class
+from mlms.tracer.archive import read_spans, records_of
+from mlms.tracer.cupti import CuptiCollector
+from mlms.tracer.join import layer_gpu
+from mlms.tracer.levels import TraceLevel
+from mlms.tracer.tracer import Tracer
+from mlms.zoo.assets import AssetManager
+from mlms.zoo.catalog import get_model
+
+PARTS = ("env", "fixture", "mllib", "leveled", "profiler", "conflict")
+RESULTS: dict[str, Any] = {}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--parts", default=",".join(PARTS))
+    parser.add_argument("--iterations", type=int, default=60)
+    parser.add_argument("--min-seconds", type=float, default=1.0)
+    parser.add_argument("--batch-sizes", default="1,64")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    for part in args.parts.split(","):
+        began = time.perf_counter()
+        print(f"\n=== {part} ===", flush=True)
+        try:
+            globals()[f"part_{part}"](args)
+        except Exception as exc:
+            RESULTS[f"{part}_error"] = f"{type(exc).__name__}: {exc}"
+            traceback.print_exc()
+        print(f"[{part}: {time.perf_counter() - began:.1f} s]", flush=True)
+        (args.out / "gpu_validation.json").write_text(json.dumps(RESULTS, indent=2, default=str))
+
+
+def _predictor(model: str, device: str = "cuda:0"):
+    manifest = get_model(model)
+    asset = AssetManager(default_store(), mlms_home() / "cache").ensure(manifest, "torch")
+    return predictor_class("torch")(manifest, asset.path, PredictorOptions(device=device))
+
+
+def _batch(model: str, batch_size: int) -> np.ndarray:
+    spec = get_model(model).inputs[0]
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((batch_size, *spec.shape)).astype(spec.dtype)
+
+
+def part_env(args) -> None:
+    import torch
+
+    from mlms.tracer import ncu, peaks
+
+    env = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": torch.backends.cudnn.version(),
+        "gpu": torch.cuda.get_device_name(0),
+        "python": sys.version.split()[0],
+    }
+    try:
+        from importlib.metadata import version
+
+        env["cupti-python"] = version("cupti-python")
+        env["nvidia-cuda-cupti"] = version("nvidia-cuda-cupti")
+    except Exception as exc:
+        env["cupti-python"] = f"missing: {exc}"
+    path = ncu.ncu_executable()
+    env["ncu"] = subprocess.run([path, "--version"], capture_output=True, text=True).stdout[-60:]
+    smi = subprocess.run(
+        ["nvidia-smi", "--query-gpu=clocks.sm,clocks.max.sm,clocks.mem,power.draw,temperature.gpu",
+         "--format=csv,noheader"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    env["clocks"] = smi.stdout.strip()
+    began = time.perf_counter()
+    measured = peaks.peaks("cuda:0")
+    env["peaks"] = measured.to_dict()
+    env["peaks_seconds"] = round(time.perf_counter() - began, 1)
+    maps = Path("/proc/self/maps").read_text().splitlines()
+    env["libcupti"] = sorted({line.split()[-1] for line in maps if "libcupti" in line})
+    RESULTS["env"] = env
+    for key, value in env.items():
+        print(f"{key:18} {value}")
+
+
+def part_fixture(args) -> None:
+    """resnet18 bs 4: three traced predicts (framework + CUPTI) and the ncu rows of the batch."""
+    import torch
+
+    from mlms.tracer import ncu, peaks
+
+    model, batch_size = "resnet18", 4
+    predictor = _predictor(model)
+    batch = _batch(model, batch_size)
+    for _ in range(3):
+        predictor.predict(batch)
+    tracer = Tracer(TraceLevel.FULL)
+    with tracer.run(1, TraceLevel.HARDWARE):
+        sync = torch.cuda.synchronize
+        with predictor.profile_layers() as layers, CuptiCollector(sync=sync) as capture:
+            for _ in range(3):
+                with tracer.span("model", TraceLevel.MODEL, kind="model"):
+                    predictor.predict(batch)
+    models = [r for r in tracer.records() if r.level == TraceLevel.MODEL]
+    counters = ncu.collect(
+        model=model,
+        framework="torch",
+        asset_path=predictor.asset_path,
+        device="cuda:0",
+        batch=batch,
+        warmup=3,
+        workdir=Path("/tmp/ncu_fixture"),
+    )
+    csv_text = Path("/tmp/ncu_fixture/ncu.csv").read_text()
+    from mlms.tracer.ml_library import WORK_CALLS, collect_cudnn
+
+    with predictor.profile_layers() as cudnn_layers, collect_cudnn() as cudnn:
+        predictor.predict(batch)
+    calls = [m for m in cudnn.messages if m.function in WORK_CALLS]
+    fixture = {
+        "meta": {
+            "model": model,
+            "batch_size": batch_size,
+            "gpu": torch.cuda.get_device_name(0),
+            "torch": torch.__version__,
+            "predict_thread": threading.get_ident(),
+            "ncu_metrics": counters.metrics,
+        },
+        "models": [
+            {"start_ns": m.start_ns, "end_ns": m.end_ns, "thread": m.thread} for m in models
+        ],
+        "layers": [_event_dict(e) for e in layers.events],
+        "cupti": {
+            "clock": capture.clock.to_dict(),
+            "dropped": capture.dropped,
+            "records": capture.records,
+        },
+        "ncu_csv": "\n".join(line for line in csv_text.splitlines() if line.startswith('"')),
+        "peaks": peaks.peaks("cuda:0").to_dict(),
+        "ml_library": {
+            "layers": [_event_dict(e) for e in cudnn_layers.events],
+            "threads": {str(k): v for k, v in cudnn.threads.items()},
+            "messages": [
+                {"function": m.function, "time_ns": m.time_ns, "thread": m.thread, "text": m.text}
+                for m in calls
+            ],
+        },
+    }
+    path = args.out / "cupti_resnet18_bs4.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(fixture).encode(), 9))
+    kinds = defaultdict(int)
+    for record in capture.records:
+        kinds[record["kind"]] += 1
+    api_threads = {r["thread"] for r in capture.records if r["kind"] in ("runtime", "driver")}
+    summary = {
+        "records": dict(kinds),
+        "dropped": capture.dropped,
+        "layers": len(layers.events),
+        "ncu_rows": len(counters.rows),
+        "ncu_seconds": round(counters.wall_seconds, 1),
+        "api_threads": sorted(api_threads),
+        "predict_thread": threading.get_ident(),
+        "clock_slope": capture.clock.slope,
+        "fixture_bytes": path.stat().st_size,
+    }
+    RESULTS["fixture"] = summary
+    for key, value in summary.items():
+        print(f"{key:16} {value}")
+    predictor.close()
+
+
+def _event_dict(event) -> dict[str, Any]:
+    return {
+        "name": event.name,
+        "kind": event.kind,
+        "level": int(event.level),
+        "start_ns": event.start_ns,
+        "end_ns": event.end_ns,
+        "thread": event.thread,
+        "layer_index": event.layer_index,
+        "attributes": event.attributes,
+    }
+
+
+def part_leveled(args) -> None:
+    """resnet50 at full and at model level; the ncu comparison and the layer checks."""
+    store = default_store()
+    sizes = [int(b) for b in args.batch_sizes.split(",")]
+    common = {
+        "model": "resnet50",
+        "framework": "torch",
+        "hw": "h100",
+        "batch_sizes": sizes,
+        "iterations": args.iterations,
+        "min_seconds": args.min_seconds,
+        "warmup": 10,
+    }
+    model_only = evaluate(EvaluationRequest(**common, trace_level="model"), store=store)
+    full = evaluate(EvaluationRequest(**common, trace_level="full"), store=store)
+    spans = records_of(read_spans(store, full.trace_id))
+    out: dict[str, Any] = {"model_only_id": model_only.id, "full_id": full.id}
+    print(f"{'bs':>3} {'run':16} {'p50 ms':>9} {'slowdown':>9} {'spans':>8} {'dropped':>8}")
+    for only, result in zip(model_only.results, full.results, strict=True):
+        bs = result.batch_size
+        rows = {}
+        for label, level in result.levels.items():
+            rows[label] = level.model_dump()
+            print(
+                f"{bs:>3} {label:16} {level.latency_ms['p50']:9.3f} {level.overhead:9.3f} "
+                f"{level.spans:8d} {level.dropped:8d}"
+            )
+        diff = result.latency_ms.p50 / only.latency_ms.p50 - 1
+        print(
+            f"{bs:>3} model p50 under full {result.latency_ms.p50:.3f} ms vs model-only "
+            f"{only.latency_ms.p50:.3f} ms: {diff:+.2%}"
+        )
+        full_run = result.levels["full"].run
+        batch_spans = _spans_of_batch(spans, bs)
+        out[str(bs)] = {
+            "levels": rows,
+            "model_p50_full_ms": result.latency_ms.p50,
+            "model_p50_model_only_ms": only.latency_ms.p50,
+            "model_p50_diff": diff,
+            "ncu": _ncu_check(batch_spans, full_run),
+            "layers": _layer_check(batch_spans, full_run),
+        }
+    RESULTS["leveled"] = out
+
+
+def _spans_of_batch(spans, batch_size):
+    """The spans under the batch_size=N span (its subtree, by parent links)."""
+    root = next(s for s in spans if s.name == f"batch_size={batch_size}")
+    children = defaultdict(list)
+    for span in spans:
+        children[span.parent_id].append(span)
+    result, stack = [], [root.span_id]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            result.append(child)
+            stack.append(child.span_id)
+    return result
+
+
+def _ncu_check(spans, run: int) -> dict[str, Any]:
+    kernels = [s for s in spans if s.run == run and s.kind == "kernel"]
+    matched = [s for s in kernels if "counter.duration_ns" in s.attributes]
+    rel = [
+        abs(s.duration_ns - s.attributes["counter.duration_ns"])
+        / s.attributes["counter.duration_ns"]
+        for s in matched
+        if s.attributes["counter.duration_ns"] > 0
+    ]
+    bounds = defaultdict(int)
+    for s in matched:
+        bounds[s.attributes.get("counter.bound")] += 1
+    check = {
+        "kernel_spans": len(kernels),
+        "matched": len(matched),
+        "median_rel_diff": statistics.median(rel) if rel else None,
+        "p90_rel_diff": float(np.percentile(rel, 90)) if rel else None,
+        "bound": dict(bounds),
+    }
+    print(
+        f"    ncu: {len(matched)}/{len(kernels)} kernel spans matched; median |ours-ncu|/ncu "
+        f"{check['median_rel_diff']}; p90 {check['p90_rel_diff']}; {dict(bounds)}"
+    )
+    return check
+
+
+def _layer_check(spans, run: int) -> dict[str, Any]:
+    mine = [s for s in spans if s.run == run]
+    layers = sorted((s for s in mine if s.level == TraceLevel.FRAMEWORK), key=lambda s: s.start_ns)
+    api = [s for s in mine if s.level == TraceLevel.SYSTEM_LIBRARY]
+    gpu = [s for s in mine if s.level == TraceLevel.HARDWARE and s.kind != "counters"]
+    joined = layer_gpu(layers, api, gpu)
+    violations = [j for j in joined if j.gpu_ns > j.latency_ns]
+    attached = sum(len(j.kernels) for j in joined)
+    by_name = defaultdict(list)
+    for item in joined:
+        by_name[item.name].append(item)
+    table = sorted(
+        (
+            (
+                name,
+                statistics.median(i.latency_ns for i in items) / 1e3,
+                statistics.median(i.gpu_ns for i in items) / 1e3,
+                statistics.median(i.non_gpu_ns for i in items) / 1e3,
+                statistics.median(len(i.kernels) for i in items),
+            )
+            for name, items in by_name.items()
+        ),
+        key=lambda row: -row[3],
+    )
+    print(
+        f"    layers: {len(joined)} executions, {attached}/{len(gpu)} GPU activities attached, "
+        f"{len(violations)} with kernels > latency"
+    )
+    print(f"    {'layer':34} {'latency us':>11} {'gpu us':>9} {'non-gpu us':>11} {'kernels':>8}")
+    for row in table[:5]:
+        print(f"    {row[0][:34]:34} {row[1]:11.1f} {row[2]:9.1f} {row[3]:11.1f} {row[4]:8}")
+    return {
+        "executions": len(joined),
+        "gpu_activities": len(gpu),
+        "attached": attached,
+        "violations": len(violations),
+        "top_non_gpu": [list(row) for row in table[:5]],
+    }
+
+
+def _p50_loop(predictor, batch, iterations: int) -> float:
+    times = []
+    for _ in range(iterations):
+        began = time.perf_counter_ns()
+        predictor.predict(batch)
+        times.append(time.perf_counter_ns() - began)
+    return statistics.median(times) / 1e6
+
+
+def part_profiler(args) -> None:
+    """Same predictor, same loop: no profiler, ours (CUPTI; framework + CUPTI), torch.profiler."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    out = {}
+    for bs in [int(b) for b in args.batch_sizes.split(",")]:
+        predictor = _predictor("resnet50")
+        batch = _batch("resnet50", bs)
+        n = args.iterations
+        _p50_loop(predictor, batch, 10)
+        rows = {"plain": _p50_loop(predictor, batch, n)}
+        with CuptiCollector(sync=torch.cuda.synchronize) as capture:
+            rows["mlms cupti"] = _p50_loop(predictor, batch, n)
+        with predictor.profile_layers(), CuptiCollector(sync=torch.cuda.synchronize):
+            rows["mlms framework+cupti"] = _p50_loop(predictor, batch, n)
+        with profile(activities=[ProfilerActivity.CUDA]):
+            rows["torch.profiler cuda"] = _p50_loop(predictor, batch, n)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+            rows["torch.profiler cpu+cuda"] = _p50_loop(predictor, batch, n)
+        rows["plain again"] = _p50_loop(predictor, batch, n)
+        base = statistics.mean([rows["plain"], rows["plain again"]])
+        print(f"bs {bs}: records {len(capture.records)}, dropped {capture.dropped}")
+        for label, value in rows.items():
+            print(f"  {label:26} p50 {value:8.3f} ms  slowdown {value / base:6.3f}")
+        out[str(bs)] = {label: {"p50_ms": v, "slowdown": v / base} for label, v in rows.items()}
+        predictor.close()
+    RESULTS["profiler"] = out
+
+
+def part_conflict(args) -> None:
+    """Our collector inside torch.profiler(CUDA): a clear error; after it ends, ours works."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from mlms.errors import Unavailable
+
+    predictor = _predictor("resnet18")
+    batch = _batch("resnet18", 1)
+    out = {}
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        predictor.predict(batch)
+        try:
+            with CuptiCollector(sync=torch.cuda.synchronize) as capture:
+                predictor.predict(batch)
+            out["inside"] = f"no error; {len(capture.records)} records"
+        except Unavailable as exc:
+            out["inside"] = f"Unavailable: {exc}"
+        predictor.predict(batch)
+    kernels = [e for e in prof.events() if e.device_type.name == "CUDA"]
+    out["torch.profiler kernels"] = len(kernels)
+    with CuptiCollector(sync=torch.cuda.synchronize) as capture:
+        predictor.predict(batch)
+    out["after"] = f"{len(capture.records)} records"
+    RESULTS["conflict"] = out
+    for key, value in out.items():
+        print(f"{key:8} {value}")
+
+
+def part_mllib(args) -> None:
+    """ML_LIBRARY in-process: cuDNN's API log routed through cudnnSetCallback."""
+    from mlms.tracer.ml_library import collect_cudnn
+
+    predictor = _predictor("resnet18")
+    batch = _batch("resnet18", 2)
+    plain = _p50_loop(predictor, batch, 20)
+    with collect_cudnn() as capture:
+        logged = _p50_loop(predictor, batch, 5)
+    events = capture.events()
+    engines = defaultdict(int)
+    for event in events:
+        engines[f"{event.name}:{event.attributes.get('engine_id')}"] += 1
+    out = {
+        "messages": len(capture.messages),
+        "events": len(events),
+        "engines": dict(engines),
+        "p50_plain_ms": plain,
+        "p50_logged_ms": logged,
+        "first_event": repr(events[0]) if events else None,
+        "threads": sorted({m.thread for m in capture.messages}),
+    }
+    RESULTS["mllib"] = out
+    for key, value in out.items():
+        print(f"{key:14} {value}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,297 @@
+"""CUPTI activity collector: CUDA API calls (SYSTEM_LIBRARY) and GPU work (HARDWARE).
+
+Built on cupti-python, NVIDIA's official bindings (the optional ``gpu`` extra). The collector
+records activities into large buffers that CUPTI hands back only when full or flushed, so the
+measured loop pays for the records and nothing else; the buffers are sized so that a run of
+minutes fits in a few, and CUPTI's count of dropped records is read and reported on exit.
+
+Records are kept as plain dicts on CUPTI's clock (``RawRecord``: what a fixture stores) together
+with a ``ClockMap`` onto the host clock (``time.time_ns``), calibrated by pairing CUPTI's
+timestamp with the host clock at start and at stop. ``to_events`` turns them into TimedEvents.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlms.errors import Unavailable
+from mlms.tracer.levels import TraceLevel
+from mlms.tracer.spans import TimedEvent
+
+RawRecord = dict[str, Any]
+
+#: Bytes per host activity buffer. A resnet50 step makes about 600 records of ~200 bytes, so one
+#: buffer holds hundreds of steps and CUPTI's completion callback runs only at flush.
+BUFFER_BYTES = 64 << 20
+#: Device-side buffer for concurrent-kernel records (CUPTI's default is 3 MiB).
+DEVICE_BUFFER_BYTES = 32 << 20
+
+API_KINDS = ("RUNTIME", "DRIVER")
+GPU_KINDS = ("CONCURRENT_KERNEL", "MEMCPY", "MEMSET")
+
+
+@dataclass(frozen=True)
+class ClockMap:
+    """Linear map from CUPTI's timestamp to ``time.time_ns``, from two paired samples."""
+
+    cupti_start: int
+    host_start: int
+    cupti_end: int
+    host_end: int
+
+    @property
+    def slope(self) -> float:
+        span = self.cupti_end - self.cupti_start
+        return (self.host_end - self.host_start) / span if span > 0 else 1.0
+
+    def to_host(self, cupti_ns: int) -> int:
+        return self.host_start + round((cupti_ns - self.cupti_start) * self.slope)
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "cupti_start": self.cupti_start,
+            "host_start": self.host_start,
+            "cupti_end": self.cupti_end,
+            "host_end": self.host_end,
+        }
+
+
+@dataclass
+class CuptiCapture:
+    """What one collection saw: raw records, the clock map, and how many records CUPTI dropped."""
+
+    records: list[RawRecord] = field(default_factory=list)
+    clock: ClockMap | None = None
+    dropped: int = 0
+
+    def events(self, level: TraceLevel = TraceLevel.HARDWARE) -> list[TimedEvent]:
+        if self.clock is None:
+            return []
+        return to_events(self.records, self.clock, level)
+
+
+def to_events(
+    records: Iterable[RawRecord], clock: ClockMap, level: TraceLevel = TraceLevel.HARDWARE
+) -> list[TimedEvent]:
+    """SYSTEM_LIBRARY events for API calls, HARDWARE events for kernels, copies and sets."""
+    events = []
+    for record in records:
+        is_api = record["kind"] in ("runtime", "driver")
+        event_level = TraceLevel.SYSTEM_LIBRARY if is_api else TraceLevel.HARDWARE
+        if event_level > level:
+            continue
+        attributes = {
+            key: value
+            for key, value in record.items()
+            if key not in _EVENT_FIELDS and value is not None
+        }
+        events.append(
+            TimedEvent(
+                name=record["name"],
+                kind=record["kind"],
+                level=event_level,
+                start_ns=clock.to_host(record["start"]),
+                end_ns=clock.to_host(record["end"]),
+                thread=record.get("thread") if is_api else None,
+                device=None if is_api else f"cuda:{record['device']}",
+                stream=None if is_api else record.get("stream"),
+                correlation_id=record["correlation_id"],
+                attributes=attributes,
+            )
+        )
+    return events
+
+
+_EVENT_FIELDS = {"name", "kind", "start", "end", "thread", "device", "stream", "correlation_id"}
+
+
+def available() -> str | None:
+    """None when CUPTI can run here; otherwise why not, in one line."""
+    try:
+        from cupti import cupti  # noqa: F401
+    except ImportError as exc:
+        return f"cupti-python is not installed ({exc}); install mlms with the 'gpu' extra"
+    except Exception as exc:  # the bindings load libcupti and the driver at import
+        return f"CUPTI cannot load on this machine: {exc}"
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return "no CUDA device is visible to this process"
+    except ImportError:
+        pass
+    return None
+
+
+class CuptiCollector:
+    """Context manager: collect CUPTI activities up to ``level`` while the block runs.
+
+    ``SYSTEM_LIBRARY`` collects the CUDA runtime and driver API; ``HARDWARE`` adds kernels,
+    memcpys and memsets. Only one collector may be active in a process. CUPTI has one set of
+    activity buffers per process: another client that takes them (torch.profiler with CUDA
+    activities) is detected and reported as ``Unavailable``, at ``__enter__`` where CUPTI refuses
+    our buffers, or at ``__exit__`` when CUPTI delivered no record at all for a block that ran.
+    (The callback API's subscriber slot is no signal: PyTorch's profiler library holds it as
+    soon as torch.profiler first runs, CPU-only too, and it is compatible with ours.)
+    """
+
+    _active_lock = threading.Lock()
+    _active = False
+
+    def __init__(self, level: TraceLevel = TraceLevel.HARDWARE, *, sync: Any = None) -> None:
+        if level < TraceLevel.SYSTEM_LIBRARY:
+            raise ValueError(f"CUPTI collects system_library and deeper, not {level.label!r}")
+        reason = available()
+        if reason:
+            raise Unavailable(f"trace level {level.label!r} needs CUPTI: {reason}")
+        from cupti import cupti
+
+        self._cupti = cupti
+        self._sync = sync  # called before reading the clock at stop, e.g. torch.cuda.synchronize
+        self.level = level
+        self.capture = CuptiCapture()
+        self._kinds = [
+            getattr(cupti.ActivityKind, name)
+            for name in (*API_KINDS, *(GPU_KINDS if level >= TraceLevel.HARDWARE else ()))
+        ]
+        self._names: dict[tuple[int, int], str] = {}
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> CuptiCapture:
+        cupti = self._cupti
+        with CuptiCollector._active_lock:
+            if CuptiCollector._active:
+                raise Unavailable("another mlms CUPTI collector is already active in this process")
+            CuptiCollector._active = True
+        try:
+            _set_size_attribute(cupti, "ATTR_DEVICE_BUFFER_SIZE", DEVICE_BUFFER_BYTES)
+            cupti.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
+            for kind in self._kinds:
+                cupti.activity_enable(kind)
+        except cupti.cuptiError as exc:
+            self._release()
+            raise Unavailable(f"{_IN_USE}: CUPTI refused our activity buffers ({exc})") from exc
+        except BaseException:
+            self._release()
+            raise
+        self._start = _paired_sample(cupti)
+        return self.capture
+
+    def __exit__(self, *exc: object) -> None:
+        cupti = self._cupti
+        try:
+            if self._sync is not None:
+                self._sync()
+            end = _paired_sample(cupti)
+            cupti.activity_flush_all(1)
+            for kind in self._kinds:
+                cupti.activity_disable(kind)
+            cupti.activity_flush_all(1)
+            self.capture.clock = ClockMap(self._start[0], self._start[1], end[0], end[1])
+            self.capture.dropped += _dropped_records(cupti)
+        finally:
+            self._release()
+        if exc[0] is None and self._sync is not None and not self.capture.records:
+            # The block synchronized the device at least once (our own sync), an API call that
+            # CUPTI always records: none arriving means another client holds the buffers.
+            raise Unavailable(f"{_IN_USE}: CUPTI delivered no records to mlms")
+
+    def _release(self) -> None:
+        with CuptiCollector._active_lock:
+            CuptiCollector._active = False
+
+    def _buffer_requested(self) -> tuple[int, int]:
+        return BUFFER_BYTES, 0  # 0: as many records as fit
+
+    def _buffer_completed(self, activities: Sequence[Any]) -> None:
+        rows = [row for row in (self._row(a) for a in activities) if row is not None]
+        with self._lock:
+            self.capture.records.extend(rows)
+
+    def _row(self, activity: Any) -> RawRecord | None:
+        cupti = self._cupti
+        kind = activity.kind
+        if kind in (cupti.ActivityKind.RUNTIME, cupti.ActivityKind.DRIVER):
+            runtime = kind == cupti.ActivityKind.RUNTIME
+            return {
+                "kind": "runtime" if runtime else "driver",
+                "name": self._api_name(runtime, activity.cbid),
+                "start": activity.start,
+                "end": activity.end,
+                "correlation_id": activity.correlation_id,
+                "thread": activity.thread_id,
+                "cbid": activity.cbid,
+            }
+        common = {
+            "start": activity.start,
+            "end": activity.end,
+            "correlation_id": activity.correlation_id,
+            "device": activity.device_id,
+            "stream": activity.stream_id,
+        }
+        if kind in (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.KERNEL):
+            return {
+                "kind": "kernel",
+                "name": activity.name,
+                **common,
+                "grid": [activity.grid_x, activity.grid_y, activity.grid_z],
+                "block": [activity.block_x, activity.block_y, activity.block_z],
+                "registers_per_thread": activity.registers_per_thread,
+                "shared_memory_bytes": activity.static_shared_memory
+                + activity.dynamic_shared_memory,
+            }
+        if kind == cupti.ActivityKind.MEMCPY:
+            copy = cupti.ActivityMemcpyKind(activity.copy_kind).name
+            return {"kind": "memcpy", "name": f"memcpy {copy}", **common, "bytes": activity.bytes}
+        if kind == cupti.ActivityKind.MEMSET:
+            return {"kind": "memset", "name": "memset", **common, "bytes": activity.bytes}
+        return None
+
+    def _api_name(self, runtime: bool, cbid: int) -> str:
+        domain = (
+            self._cupti.CallbackDomain.RUNTIME_API
+            if runtime
+            else self._cupti.CallbackDomain.DRIVER_API
+        )
+        key = (int(domain), cbid)
+        name = self._names.get(key)
+        if name is None:
+            name = self._names[key] = str(self._cupti.get_callback_name(domain, cbid))
+        return name
+
+
+_IN_USE = (
+    "CUPTI is in use by another profiler in this process (for example torch.profiler with "
+    "CUDA activities, or Nsight); stop it before tracing at system_library or deeper"
+)
+
+
+def _paired_sample(cupti: Any) -> tuple[int, int]:
+    """(CUPTI ns, host ns) taken together; the host value is the midpoint of two reads."""
+    best: tuple[int, int, int] | None = None
+    for _ in range(5):  # keep the tightest bracket: a preemption between reads widens it
+        before = time.time_ns()
+        stamp = cupti.get_timestamp()
+        after = time.time_ns()
+        if best is None or after - before < best[0]:
+            best = (after - before, stamp, (before + after) // 2)
+    assert best is not None
+    return best[1], best[2]
+
+
+def _set_size_attribute(cupti: Any, name: str, value: int) -> None:
+    attribute = getattr(cupti.ActivityAttribute, name)
+    size = ctypes.c_size_t(value)
+    cupti.activity_set_attribute(attribute, ctypes.sizeof(size), ctypes.addressof(size))
+
+
+def _dropped_records(cupti: Any) -> int:
+    """Records CUPTI could not store for lack of buffer space (context and stream 0: all)."""
+    dropped = ctypes.c_size_t(0)
+    cupti.activity_get_num_dropped_records(0, 0, ctypes.addressof(dropped))
+    return int(dropped.value)
