@@ -12,6 +12,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -41,6 +42,7 @@ from mlms.predictors.registry import choose_framework, predictor_class
 from mlms.registry import hardware
 from mlms.store.base import ObjectStore
 from mlms.tracer.archive import write_spans
+from mlms.tracer.gpu_run import gpu_run
 from mlms.tracer.hierarchy import innermost_containers
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.tracer import Tracer
@@ -49,7 +51,18 @@ from mlms.zoo.catalog import get_model
 from mlms.zoo.manifest import ModelManifest
 
 #: Levels that have a collector on this kind of device, beyond APPLICATION and MODEL spans.
-COLLECTED_LEVELS = {"cpu": (TraceLevel.FRAMEWORK,)}
+COLLECTED_LEVELS = {
+    "cpu": (TraceLevel.FRAMEWORK,),
+    # ml_library: cuDNN calls; system_library: CUPTI API calls; hardware: + kernels and copies;
+    # full: + ncu counters (mlms.tracer.gpu_run).
+    "cuda": (
+        TraceLevel.FRAMEWORK,
+        TraceLevel.ML_LIBRARY,
+        TraceLevel.SYSTEM_LIBRARY,
+        TraceLevel.HARDWARE,
+        TraceLevel.FULL,
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -242,14 +255,16 @@ def _run(
         )
         return latencies, seconds, 0
     first = len(tracer.records())
-    with predictor.profile_layers() as capture:
+    gpu = gpu_run(predictor, level, _tensor(predictor, source.take(0, batch_size)), request.warmup)
+    with predictor.profile_layers() as capture, gpu or nullcontext():
         latencies, seconds = measure_loop(
             predictor, source, tracer, request, batch_size, level, report
         )
     models = [r for r in tracer.records()[first:] if r.level == TraceLevel.MODEL]
     parents = innermost_containers(models, capture.events)
     tracer.add_events(capture.events, [models[i] if i is not None else None for i in parents])
-    return latencies, seconds, capture.dropped
+    dropped = gpu.emit(tracer, first) if gpu else 0
+    return latencies, seconds, capture.dropped + dropped
 
 
 def measure_loop(
