@@ -1,0 +1,275 @@
+"""The agent's gRPC ``Predictor`` service: protobuf in, domain calls, protobuf out.
+
+Predict sessions hold a loaded predictor between calls; ``Evaluate`` runs
+``mlms.evaluation.runner.evaluate`` on a worker thread (which queues on the device lock behind
+other evaluations) and streams its progress, then the record. The caller's trace context comes
+from the call's metadata and becomes the evaluation's parent, so the agent's model and layer
+spans join the caller's trace.
+"""
+
+from __future__ import annotations
+
+import io
+import queue
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import grpc
+import numpy as np
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from PIL import Image, UnidentifiedImageError
+
+from mlms.config import mlms_home
+from mlms.errors import InvalidArgument, NotFound, UnsupportedFramework
+from mlms.evaluation.record import EvaluationRecord
+from mlms.evaluation.runner import Progress, evaluate
+from mlms.predictors.base import Predictor, PredictorOptions
+from mlms.predictors.registry import choose_framework, predictor_class
+from mlms.protos.mlms.v1 import predictor_pb2, predictor_pb2_grpc, types_pb2
+from mlms.registry import hardware
+from mlms.rpc import tensors
+from mlms.rpc.otlp import otlp_sinks
+from mlms.rpc.payloads import evaluation_request
+from mlms.rpc.propagation import incoming_context
+from mlms.store.base import ObjectStore
+from mlms.zoo.assets import AssetManager
+from mlms.zoo.catalog import get_model
+
+_EVALUATION_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+@dataclass
+class Session:
+    predictor: Predictor
+    framework_version: str
+
+
+class Load:
+    """Evaluations queued or running here; ``on_change`` publishes the count (registry)."""
+
+    def __init__(self, on_change: Callable[[int], None] = lambda _count: None) -> None:
+        self._count = 0
+        self._lock = threading.Lock()
+        self.on_change = on_change
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    def __enter__(self) -> Load:
+        self._add(1)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._add(-1)
+
+    def _add(self, delta: int) -> None:
+        with self._lock:
+            self._count += delta
+            count = self._count
+        self.on_change(count)
+
+
+class PredictorService(predictor_pb2_grpc.PredictorServicer):
+    def __init__(
+        self,
+        *,
+        framework: str,
+        store: ObjectStore,
+        describe: Callable[[], str],
+        agent_labels: Callable[[], dict[str, str]],
+        load: Load,
+        provider: TracerProvider,
+        otlp_endpoint: str | None = None,
+    ) -> None:
+        self.framework = framework
+        self.store = store
+        self.describe = describe
+        self.agent_labels = agent_labels
+        self.load = load
+        self.provider = provider
+        self.tracer = provider.get_tracer("mlms.agent")
+        self.otlp_endpoint = otlp_endpoint
+        self._sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()
+
+    # -- Info ---------------------------------------------------------------------------------
+
+    def Info(self, request, context):
+        return predictor_pb2.InfoResponse(agent_json=self.describe())
+
+    # -- Open / Predict / Close ---------------------------------------------------------------
+
+    def Open(self, request, context):
+        spec = request.spec
+        manifest = get_model(spec.model)
+        framework, version = choose_framework(manifest, self._framework_for(spec.framework))
+        device = hardware.resolve(spec.hw or "cpu")
+        asset = AssetManager(self.store, mlms_home() / "cache").ensure(manifest, framework)
+        predictor = predictor_class(framework)(manifest, asset.path, PredictorOptions(device))
+        session_id = uuid.uuid4().hex
+        with self._lock:
+            self._sessions[session_id] = Session(predictor, version)
+        spec_in = manifest.inputs[0]
+        return predictor_pb2.OpenResponse(
+            session_id=session_id,
+            input_shape=spec_in.shape,
+            input_dtype=spec_in.dtype,
+            framework=framework,
+            framework_version=version,
+            device=device,
+        )
+
+    def Predict(self, request, context):
+        session = self._session(request.session_id)
+        predictor = session.predictor
+        batch = self._batch(request, predictor)
+        start = time.perf_counter_ns()
+        logits = predictor.predict(batch)
+        elapsed = time.perf_counter_ns() - start
+        reply = types_pb2.PredictResponse(
+            logits=tensors.to_proto(np.asarray(logits, dtype=np.float32)),
+            predict_ns=elapsed,
+            agent_id=self.agent_labels().get("agent_id", ""),
+        )
+        if request.top_k < 0:
+            raise InvalidArgument(f"top_k {request.top_k}: expected 0 or more")
+        if request.top_k:
+            indices, scores = predictor.postprocess(logits, k=request.top_k)
+            reply.top.extend(
+                types_pb2.TopK(indices=i.tolist(), scores=s.tolist())
+                for i, s in zip(indices, scores, strict=True)
+            )
+        return reply
+
+    def Close(self, request, context):
+        with self._lock:
+            session = self._sessions.pop(request.session_id, None)
+        if session is None:
+            raise NotFound(f"no predict session {request.session_id!r} on this agent")
+        session.predictor.close()
+        return predictor_pb2.CloseResponse()
+
+    def close_all(self) -> None:
+        with self._lock:
+            sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            session.predictor.close()
+
+    def _session(self, session_id: str) -> Session:
+        with self._lock:
+            session = self._sessions.get(session_id)
+        if session is None:
+            raise NotFound(f"no predict session {session_id!r} on this agent; call Open first")
+        return session
+
+    def _batch(self, request: types_pb2.PredictRequest, predictor: Predictor) -> np.ndarray:
+        spec = predictor.manifest.inputs[0]
+        which = request.WhichOneof("batch")
+        if which == "images":
+            if not request.images.images:
+                raise InvalidArgument("batch size 0: expected at least one image")
+            return predictor.preprocess(
+                [_decode(i, d) for i, d in enumerate(request.images.images)]
+            )
+        if which != "tensor":
+            raise InvalidArgument("empty predict request: expected a tensor or images")
+        batch = tensors.from_proto(request.tensor)
+        if batch.ndim != len(spec.shape) + 1 or list(batch.shape[1:]) != spec.shape:
+            raise InvalidArgument(
+                f"tensor shape {list(batch.shape)}: model {predictor.manifest.name!r} expects "
+                f"[batch, {', '.join(map(str, spec.shape))}]"
+            )
+        if batch.shape[0] < 1:
+            raise InvalidArgument("batch size 0: expected at least one sample")
+        if batch.dtype.name != spec.dtype:
+            raise InvalidArgument(
+                f"tensor dtype {batch.dtype.name!r}: model {predictor.manifest.name!r} expects "
+                f"{spec.dtype!r}"
+            )
+        return batch
+
+    # -- Evaluate -----------------------------------------------------------------------------
+
+    def Evaluate(self, request, context):
+        evaluation = evaluation_request(request.request_json)
+        evaluation = evaluation.model_copy(
+            update={"framework": self._framework_for(evaluation.framework)}
+        )
+        evaluation_id = request.evaluation_id or uuid.uuid4().hex
+        if not _EVALUATION_ID.match(evaluation_id):
+            raise InvalidArgument(
+                f"evaluation id {evaluation_id!r}: expected 32 lowercase hex digits"
+            )
+        parent = incoming_context(context)
+        events: queue.SimpleQueue[Progress | EvaluationRecord | BaseException] = queue.SimpleQueue()
+
+        def work() -> None:
+            try:
+                with (
+                    self.load,
+                    self.tracer.start_as_current_span(
+                        "agent.evaluate",
+                        context=parent,
+                        attributes={"mlms.evaluation_id": evaluation_id, **self.agent_labels()},
+                    ),
+                ):
+                    record = evaluate(
+                        evaluation,
+                        store=self.store,
+                        progress=events.put,
+                        processors=otlp_sinks(self.otlp_endpoint, f"evaluation {evaluation_id}"),
+                        parent=trace.set_span_in_context(trace.get_current_span()),
+                        agent={"mode": "remote", **self.agent_labels()},
+                        evaluation_id=evaluation_id,
+                    )
+                self.provider.force_flush()
+                events.put(record)
+            except BaseException as exc:
+                events.put(exc)
+
+        threading.Thread(target=work, name=f"evaluate-{evaluation_id[:8]}", daemon=True).start()
+        yield from _stream(events, context)
+
+    def _framework_for(self, requested: str | None) -> str:
+        if requested and requested != self.framework:
+            raise UnsupportedFramework(
+                f"this agent runs {self.framework!r}, not {requested!r}; ask the server, which "
+                "routes to an agent of the framework"
+            )
+        return self.framework
+
+
+def _stream(events: queue.SimpleQueue, context: grpc.ServicerContext) -> Iterator:
+    while True:
+        event = events.get()
+        if isinstance(event, Progress):
+            if context.is_active():
+                yield types_pb2.EvaluateEvent(
+                    progress=types_pb2.Progress(
+                        batch_size=event.batch_size,
+                        run=event.run,
+                        done=event.done,
+                        target=event.target,
+                    )
+                )
+        elif isinstance(event, EvaluationRecord):
+            yield types_pb2.EvaluateEvent(record_json=event.model_dump_json())
+            return
+        else:
+            raise event
+
+
+def _decode(index: int, data: bytes) -> np.ndarray:
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            return np.asarray(image.convert("RGB"))
+    except (UnidentifiedImageError, OSError) as exc:
+        raise InvalidArgument(
+            f"image {index} of the batch ({len(data)} bytes) is not a readable image: {exc}"
+        ) from exc

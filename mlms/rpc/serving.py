@@ -1,0 +1,103 @@
+"""A gRPC server as every mlms process runs it: limits, error interceptor, health, reflection.
+
+``start_server`` returns the running server and its bound port (pass port 0 in tests);
+``stop_server`` is the graceful shutdown: health NOT_SERVING first, so that load balancers and
+the mlms server stop sending work, then a stop with a grace period for calls in flight.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from concurrent import futures
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from mlms.errors import InvalidArgument, Unavailable
+from mlms.rpc.options import SERVER_OPTIONS
+from mlms.rpc.status import ErrorInterceptor
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Service:
+    """A servicer and what registers it: ``add`` is the generated ``add_XServicer_to_server``."""
+
+    name: str  # the full service name, e.g. "mlms.v1.Predictor"
+    servicer: Any
+    add: Callable[[Any, grpc.Server], None]
+
+
+@dataclass
+class RunningServer:
+    server: grpc.Server
+    port: int
+    health: health.HealthServicer
+    services: tuple[str, ...]
+
+    def stop(self, grace: float) -> None:
+        for name in (*self.services, ""):
+            self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        self.server.stop(grace).wait()
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """``HOST:PORT`` -> (host, port), naming the bad value otherwise."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+        raise InvalidArgument(f"bad address {address!r}: expected HOST:PORT like 127.0.0.1:50051")
+    return host, int(port)
+
+
+def start_server(
+    listen: str, services: Sequence[Service], *, max_workers: int = 32
+) -> RunningServer:
+    split_address(listen)
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
+        interceptors=[ErrorInterceptor()],
+        options=SERVER_OPTIONS,
+    )
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    for service in services:
+        service.add(service.servicer, server)
+    names = tuple(s.name for s in services)
+    reflection.enable_server_reflection(
+        (
+            *names,
+            health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+            reflection.SERVICE_NAME,
+        ),
+        server,
+    )
+    try:
+        port = server.add_insecure_port(listen)
+    except RuntimeError as exc:
+        raise Unavailable(f"cannot listen on {listen}: {exc}") from exc
+    server.start()
+    for name in (*names, ""):
+        health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return RunningServer(server, port, health_servicer, names)
+
+
+def serve_until_signalled(stop: Callable[[], None]) -> None:
+    """Block until SIGTERM or SIGINT, then call ``stop`` (the process's graceful shutdown)."""
+    done = threading.Event()
+
+    def handle(signum: int, _frame: object) -> None:
+        log.info("received %s", signal.Signals(signum).name)
+        done.set()
+
+    signal.signal(signal.SIGTERM, handle)
+    signal.signal(signal.SIGINT, handle)
+    while not done.wait(0.5):  # a timed wait lets the handler run promptly
+        pass
+    stop()

@@ -1,0 +1,138 @@
+"""mlms errors <-> gRPC status codes, by one table in each direction.
+
+Servers: ``ErrorInterceptor`` turns an ``MlmsError`` raised by a servicer into its status code
+and one-line message, with the error's class name in the trailing metadata ``mlms-error`` so
+that a Python client raises the same class; anything else becomes INTERNAL with a generic
+message (the traceback goes to the server's log, not to the caller).
+Clients: ``error_from_rpc`` turns a ``grpc.RpcError`` back into an ``MlmsError``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import grpc
+
+from mlms import errors
+from mlms.rpc.options import MAX_MESSAGE_BYTES
+
+log = logging.getLogger(__name__)
+
+ERROR_KEY = "mlms-error"
+
+#: Most specific first: the first class an error is an instance of gives its code.
+TO_STATUS: list[tuple[type[errors.MlmsError], grpc.StatusCode]] = [
+    (errors.InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),
+    (errors.NotFound, grpc.StatusCode.NOT_FOUND),
+    (errors.UnsupportedFramework, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),
+    (errors.ManifestError, grpc.StatusCode.FAILED_PRECONDITION),
+    (errors.AssetError, grpc.StatusCode.DATA_LOSS),
+    (errors.StoreError, grpc.StatusCode.UNAVAILABLE),
+]
+
+FROM_STATUS: dict[grpc.StatusCode, type[errors.MlmsError]] = {
+    grpc.StatusCode.INVALID_ARGUMENT: errors.InvalidArgument,
+    grpc.StatusCode.OUT_OF_RANGE: errors.InvalidArgument,
+    grpc.StatusCode.RESOURCE_EXHAUSTED: errors.InvalidArgument,
+    grpc.StatusCode.NOT_FOUND: errors.NotFound,
+    grpc.StatusCode.FAILED_PRECONDITION: errors.UnsupportedFramework,
+    grpc.StatusCode.UNAVAILABLE: errors.Unavailable,
+    grpc.StatusCode.DEADLINE_EXCEEDED: errors.Unavailable,
+    grpc.StatusCode.DATA_LOSS: errors.AssetError,
+}
+
+_CLASSES = {
+    cls.__name__: cls
+    for cls in vars(errors).values()
+    if isinstance(cls, type) and issubclass(cls, errors.MlmsError)
+}
+
+
+def status_of(error: errors.MlmsError) -> grpc.StatusCode:
+    return next(
+        (code for cls, code in TO_STATUS if isinstance(error, cls)), grpc.StatusCode.INTERNAL
+    )
+
+
+def error_from_rpc(exc: grpc.RpcError, peer: str) -> errors.MlmsError:
+    """The mlms error a failed call stands for; ``peer`` names the far end in messages."""
+    code: grpc.StatusCode = exc.code()  # type: ignore[attr-defined]
+    details: str = exc.details() or code.name  # type: ignore[attr-defined]
+    trailing = dict(exc.trailing_metadata() or ())  # type: ignore[attr-defined]
+    cls = _CLASSES.get(trailing.get(ERROR_KEY, ""))
+    if cls is not None:
+        return cls(details)
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        return errors.InvalidArgument(
+            f"{details} (the limit is {MAX_MESSAGE_BYTES // 2**20} MiB per message; "
+            "send smaller batches)"
+        )
+    if code == grpc.StatusCode.UNAVAILABLE:
+        return errors.Unavailable(f"cannot reach {peer}: {details}")
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return errors.Unavailable(f"{peer} did not answer in time: {details}")
+    return FROM_STATUS.get(code, errors.MlmsError)(f"{peer}: {details} ({code.name})")
+
+
+class ErrorInterceptor(grpc.ServerInterceptor):
+    def intercept_service(
+        self, continuation: Callable[..., Any], details: grpc.HandlerCallDetails
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(details)
+        if handler is None:
+            return None
+        method = details.method
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(
+                _unary(handler.unary_unary, method),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(
+                _streaming(handler.unary_stream, method),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler  # no client-streaming methods in mlms.v1
+
+
+def _unary(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]:
+    def call(request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            return behaviour(request, context)
+        except Exception as exc:
+            _abort(context, exc, method)
+
+    return call
+
+
+def _streaming(behaviour: Callable[..., Iterator[Any]], method: str) -> Callable[..., Any]:
+    def call(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        try:
+            yield from behaviour(request, context)
+        except Exception as exc:
+            _abort(context, exc, method)
+
+    return call
+
+
+def _abort(context: grpc.ServicerContext, exc: Exception, method: str) -> None:
+    if isinstance(exc, errors.MlmsError):
+        context.set_trailing_metadata(((ERROR_KEY, type(exc).__name__),))
+        context.abort(status_of(exc), str(exc))
+    if _is_abort(exc, context):
+        raise exc  # context.abort() inside the servicer: already a status
+    log.exception("unexpected error in %s", method)
+    context.abort(
+        grpc.StatusCode.INTERNAL,
+        f"internal error in {method} ({type(exc).__name__}); the details are in the server log",
+    )
+
+
+def _is_abort(exc: Exception, context: grpc.ServicerContext) -> bool:
+    # grpc raises a bare Exception from context.abort(); the code is then set on the context.
+    return type(exc) is Exception and context.code() is not None  # type: ignore[attr-defined]

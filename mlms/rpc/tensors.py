@@ -1,0 +1,41 @@
+"""numpy arrays <-> ``mlms.v1.Tensor`` (raw bytes, shape, dtype), checked on the way in."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from mlms.errors import InvalidArgument
+from mlms.protos.mlms.v1 import types_pb2
+
+DTYPES = ("float32", "float16", "uint8", "int64")
+
+
+def to_proto(array: np.ndarray) -> types_pb2.Tensor:
+    array = np.ascontiguousarray(array)
+    if array.dtype.name not in DTYPES:
+        raise InvalidArgument(f"tensor dtype {array.dtype.name!r}: expected one of {DTYPES}")
+    return types_pb2.Tensor(
+        data=array.astype(array.dtype.newbyteorder("<"), copy=False).tobytes(),
+        shape=list(array.shape),
+        dtype=array.dtype.name,
+    )
+
+
+def from_proto(tensor: types_pb2.Tensor) -> np.ndarray:
+    """The array a Tensor message holds; garbage (wrong size, dtype, shape) is InvalidArgument."""
+    if tensor.dtype not in DTYPES:
+        raise InvalidArgument(f"tensor dtype {tensor.dtype!r}: expected one of {DTYPES}")
+    shape = tuple(tensor.shape)
+    if not shape or any(d < 0 for d in shape):
+        raise InvalidArgument(f"tensor shape {list(shape)}: expected non-negative dimensions")
+    dtype = np.dtype(tensor.dtype).newbyteorder("<")
+    expected = math.prod(shape) * dtype.itemsize
+    if len(tensor.data) != expected:
+        raise InvalidArgument(
+            f"tensor data is {len(tensor.data)} bytes, but shape {list(shape)} of "
+            f"{tensor.dtype} needs {expected}"
+        )
+    # A writable copy: frameworks (torch.from_numpy) warn on read-only buffers.
+    return np.frombuffer(bytearray(tensor.data), dtype=dtype).reshape(shape)
