@@ -14,5 +14,8 @@ fi
 "$VENV/bin/pip" install -q --disable-pip-version-check \
     "torch==2.14.1" "torchvision==0.29.1" \
     -e ".[torch,onnxruntime,test]"
+# Distributed platform (issue 3): grpcio-tools, pinned to the version that generated
+# mlms/protos, so that tests/test_protos.py can regenerate the code and compare.
+"$VENV/bin/pip" install -q --disable-pip-version-check -e ".[protos]"
 
 echo "setup: done ($("$VENV/bin/python" --version), $("$VENV/bin/pip" --version | cut -d' ' -f2) pip)"
