@@ -64,3 +64,10 @@ class EmbeddedClient:
         from mlms.tracer.archive import read_spans
 
         return read_spans(self.store, trace_id)
+
+
+def remote_client(server: str) -> Client:
+    """A client for the mlms server at ``HOST:PORT`` (gRPC; see ``mlms.remote_client``)."""
+    from mlms.remote_client import RemoteClient
+
+    return RemoteClient(server)

@@ -8,6 +8,8 @@ import sys
 import click
 
 from mlms import __version__
+from mlms.cli.agent import agent, server
+from mlms.cli.agents import agents
 from mlms.cli.analyze import analyze
 from mlms.cli.evaluate import evaluate
 from mlms.cli.listing import evals, models
@@ -26,6 +28,9 @@ cli.add_command(models)
 cli.add_command(evals)
 cli.add_command(analyze)
 cli.add_command(trace)
+cli.add_command(agent)
+cli.add_command(server)
+cli.add_command(agents)
 
 
 def main() -> None:

@@ -1,0 +1,147 @@
+"""``mlms agent`` and ``mlms server``: the fleet's long-running processes.
+
+Every flag can also come from an ``MLMS_*`` variable (MLMS_REGISTRY, MLMS_STORE, ...), the
+way container deployments pass settings; S3 credentials come from AWS_ACCESS_KEY_ID and
+AWS_SECRET_ACCESS_KEY.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import click
+
+from mlms.predictors.registry import TABLE
+
+
+def _common(command):
+    for option in reversed(
+        [
+            click.option(
+                "--listen",
+                envvar="MLMS_LISTEN",
+                default="127.0.0.1:50051",
+                show_default=True,
+                metavar="HOST:PORT",
+                help="Where to serve gRPC (port 0: any free port).",
+            ),
+            click.option(
+                "--registry",
+                envvar="MLMS_REGISTRY",
+                default="memory://",
+                show_default=True,
+                help="etcd://HOST:PORT, or memory:// for a single process.",
+            ),
+            click.option(
+                "--store",
+                envvar="MLMS_STORE",
+                default=None,
+                help="s3://HOST:PORT/BUCKET or a folder; default: $MLMS_HOME/store.",
+            ),
+            click.option(
+                "--ttl",
+                envvar="MLMS_TTL",
+                default=5.0,
+                show_default=True,
+                type=click.FloatRange(min=1.0),
+                help="Seconds the registry keeps this process's entries after it dies.",
+            ),
+            click.option(
+                "--otlp-endpoint",
+                envvar="MLMS_OTLP_ENDPOINT",
+                default=None,
+                metavar="URL",
+                help="Also send spans to an OTLP/gRPC collector, e.g. http://127.0.0.1:4317.",
+            ),
+            click.option(
+                "--grace",
+                envvar="MLMS_GRACE",
+                default=10.0,
+                show_default=True,
+                type=click.FloatRange(min=0.0),
+                help="Seconds calls in flight may finish after SIGTERM.",
+            ),
+        ]
+    ):
+        command = option(command)
+    return command
+
+
+def _logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+@click.command()
+@click.option(
+    "--framework",
+    envvar="MLMS_FRAMEWORK",
+    required=True,
+    type=click.Choice(sorted(TABLE)),
+    help="The framework this agent runs.",
+)
+@click.option(
+    "--advertise",
+    envvar="MLMS_ADVERTISE",
+    default=None,
+    metavar="HOST:PORT",
+    help="The address servers reach this agent at; default: --listen with the bound port.",
+)
+@_common
+def agent(
+    framework: str,
+    advertise: str | None,
+    listen: str,
+    registry: str,
+    store: str | None,
+    ttl: float,
+    otlp_endpoint: str | None,
+    grace: float,
+) -> None:
+    """Serve one framework on this machine and register in the fleet's registry."""
+    from mlms.predictors.agent import Agent, AgentConfig
+    from mlms.rpc.serving import serve_until_signalled
+
+    _logging()
+    process = Agent(
+        AgentConfig(
+            framework=framework,
+            listen=listen,
+            advertise=advertise,
+            registry=registry,
+            store=store,
+            ttl=ttl,
+            otlp_endpoint=otlp_endpoint,
+            grace=grace,
+        )
+    ).start()
+    serve_until_signalled(process.stop)
+
+
+@click.command()
+@_common
+def server(
+    listen: str,
+    registry: str,
+    store: str | None,
+    ttl: float,
+    otlp_endpoint: str | None,
+    grace: float,
+) -> None:
+    """Serve the Evaluator API: route evaluations and predicts to the fleet's agents."""
+    from mlms.rpc.serving import serve_until_signalled
+    from mlms.server.process import Server, ServerConfig
+
+    _logging()
+    process = Server(
+        ServerConfig(
+            listen=listen,
+            registry=registry,
+            store=store,
+            ttl=ttl,
+            otlp_endpoint=otlp_endpoint,
+            grace=grace,
+        )
+    ).start()
+    serve_until_signalled(process.stop)

@@ -1,0 +1,41 @@
+"""``mlms agents``: the live agents a server sees (address, framework, hardware, load)."""
+
+from __future__ import annotations
+
+import click
+import pandas as pd
+
+from mlms.cli.render import frame_table, out
+
+
+@click.command()
+@click.option(
+    "--server",
+    envvar="MLMS_SERVER",
+    required=True,
+    metavar="HOST:PORT",
+    help="The mlms server whose fleet to list.",
+)
+def agents(server: str) -> None:
+    """List the fleet's live agents."""
+    from mlms.remote_client import RemoteClient
+
+    with RemoteClient(server) as client:
+        fleet = client.list_agents()
+    if not fleet:
+        out.print(f"no live agents registered with the server at {server}")
+        return
+    rows = [
+        {
+            "id": a.id,
+            "address": a.address,
+            "framework": f"{a.framework} {a.framework_version}",
+            "hardware": ", ".join(a.hardware.aliases()),
+            "cpu": f"{a.hardware.cpu_brand} ({a.hardware.cpu_cores_logical} cores)",
+            "gpus": ", ".join(g.name for g in a.hardware.gpus) or "-",
+            "models": len(a.models),
+            "in flight": a.in_flight,
+        }
+        for a in fleet
+    ]
+    out.print(frame_table(pd.DataFrame(rows), f"agents of {server}"))
