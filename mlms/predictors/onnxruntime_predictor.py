@@ -147,7 +147,7 @@ class OnnxRuntimePredictor(Predictor):
                 attributes[key] = int(args[key])
         start = node["ts"] * 1000 + offset_ns
         return TimedEvent(
-            name=self._layer_names.get(node_name, node_name),
+            name=_layer_name(self._layer_names, node_name),
             kind=normalise_kind(op_type),
             level=TraceLevel.FRAMEWORK,
             start_ns=start,
@@ -158,8 +158,20 @@ class OnnxRuntimePredictor(Predictor):
         )
 
 
+def _layer_name(names: dict[str, str], node_name: str) -> str:
+    """The layer name of a node of the graph as ONNX Runtime optimised it.
+
+    Fusion renames nodes: "fused <node>" for a fused node, "<output tensor>_nchwc" for a node
+    the NCHWc layout transformer rewrote; both lead back to the original node or the tensor it
+    produced. Anything else keeps the runtime's own name.
+    """
+    base = node_name.removeprefix("fused ").removesuffix("_nchwc")
+    return names.get(node_name) or names.get(base) or names.get(f"tensor:{base}") or node_name
+
+
 def _layer_names(path: Path) -> dict[str, str]:
-    """ONNX node name -> "module.path/op" from torch.export's name scopes, where recorded."""
+    """ONNX node name -> "module.path/op" from torch.export's name scopes, where recorded;
+    also "tensor:<output name>" -> the same, for nodes renamed after the tensor they write."""
     import onnx
 
     names: dict[str, str] = {}
@@ -175,4 +187,6 @@ def _layer_names(path: Path) -> dict[str, str]:
             continue
         if parts:
             names[node.name] = f"{parts[-2]}/{node.op_type}" if len(parts) > 1 else parts[0]
+            for tensor in node.output:
+                names[f"tensor:{tensor}"] = names[node.name]
     return names
