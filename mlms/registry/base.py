@@ -1,0 +1,157 @@
+"""The fleet registry: agent records and in-flight jobs under leases (DESIGN.md, "etcd keys").
+
+Keys are relative to the root ``/mlms/v1/``: ``agents/<agent_id>``, ``jobs/<evaluation_id>``.
+Values are bytes (JSON of a pydantic model). Every key that describes something alive is bound
+to a ``Lease``; when its holder dies the lease expires and the key vanishes with it.
+
+Implementations: ``MemoryRegistry`` (one process: the embedded mode and unit tests) and
+``EtcdRegistry`` (etcd's v3 HTTP gateway). ``registry_from_url`` picks one from a URL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Protocol, runtime_checkable
+from urllib.parse import urlsplit
+
+from pydantic import AliasChoices, BaseModel, Field
+
+import mlms
+from mlms.errors import InvalidArgument
+from mlms.registry.hardware import HardwareInfo
+
+#: The prefix every mlms key lives under in etcd.
+ROOT = "/mlms/v1/"
+
+
+class AgentRecord(BaseModel):
+    """What an agent publishes at ``agents/<agent_id>`` (and updates as its load changes)."""
+
+    # ``id`` is accepted too (and readable as ``record.id``): the short name the server uses.
+    agent_id: str = Field(validation_alias=AliasChoices("agent_id", "id"))
+    address: str  # host:port that servers dial
+    framework: str
+    framework_version: str
+    hardware: HardwareInfo
+    models: list[str] = []
+    in_flight: int = 0  # evaluations queued or running on the agent
+    started_at: datetime
+    mlms_version: str = mlms.__version__
+
+    @property
+    def id(self) -> str:
+        return self.agent_id
+
+
+@runtime_checkable
+class Lease(Protocol):
+    """A lease of ``ttl`` seconds, kept alive by a background thread while its holder lives.
+
+    Keys put through a lease vanish when it is closed (at once) or expires (its holder died or
+    lost the registry for longer than the ttl). When the lease is lost while the holder still
+    runs (etcd restarted without its data, keepalive failed past the ttl), the lease grants a
+    new one by itself and puts every key it holds again, so a live holder is back within about
+    2×ttl of the registry answering again.
+    """
+
+    ttl: float
+
+    def put(self, key: str, value: bytes) -> None:
+        """Bind ``key`` (relative to the root) to this lease with ``value``, overwriting it.
+        Raises ``Unavailable`` when the registry cannot be reached now; the key is remembered
+        all the same and put again as soon as the registry answers."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Remove ``key`` and stop re-putting it. Absent keys are fine."""
+        ...
+
+    def close(self) -> None:
+        """Revoke the lease: every key it holds is gone at once. Idempotent; best effort
+        when the registry is down (the ttl removes the keys then)."""
+        ...
+
+
+class WatchHandle(Protocol):
+    def close(self) -> None:
+        """Stop calling the callback."""
+        ...
+
+
+#: Called with the full current ``{key: value}`` under the watched prefix after every change.
+WatchCallback = Callable[[dict[str, bytes]], None]
+
+
+@runtime_checkable
+class Registry(Protocol):
+    """A small key-value view of the registry; keys are relative to ``ROOT``."""
+
+    @property
+    def url(self) -> str:
+        """Where the registry lives (``memory://``, ``etcd://host:port``), for messages."""
+        ...
+
+    def lease(self, ttl: float) -> Lease:
+        """A new lease of ``ttl`` seconds (> 0), already kept alive. Raises ``Unavailable``
+        when the registry cannot be reached."""
+        ...
+
+    def get(self, key: str) -> bytes | None:
+        """The value at ``key``, or None. Raises ``Unavailable`` when unreachable."""
+        ...
+
+    def get_prefix(self, prefix: str) -> dict[str, bytes]:
+        """Every key starting with ``prefix`` (e.g. ``agents/``) and its value, keys relative
+        to the root. Raises ``Unavailable`` when the registry cannot be reached."""
+        ...
+
+    def watch_prefix(self, prefix: str, callback: WatchCallback) -> WatchHandle:
+        """Call ``callback(current)`` with the whole current dict under ``prefix`` once at the
+        start and after every change, from a background thread. Keeps going across registry
+        outages (no calls while it is down; one call with the new state when it is back).
+        Exceptions from the callback are logged, never propagated."""
+        ...
+
+    def close(self) -> None:
+        """Stop this registry's watches and revoke the leases it granted. Idempotent."""
+        ...
+
+
+def validate_key(key: str, *, prefix: bool = False) -> str:
+    """A key (or with ``prefix``, a key prefix such as ``agents/``) relative to the root."""
+    parts = key.split("/")
+    inner = parts[:-1] if prefix else parts
+    if (not key and not prefix) or key.startswith("/") or any(p in ("", ".", "..") for p in inner):
+        what = "prefix like 'agents/'" if prefix else "key like 'agents/<id>'"
+        raise InvalidArgument(f"invalid registry key {key!r}: expected a relative {what}")
+    return key
+
+
+def validate_ttl(ttl: float) -> float:
+    if not ttl > 0:
+        raise InvalidArgument(f"invalid lease ttl {ttl!r}: expected seconds > 0")
+    return float(ttl)
+
+
+def registry_from_url(url: str) -> Registry:
+    """``memory://`` (this process only) or ``etcd://HOST:PORT`` (etcd's v3 HTTP gateway).
+
+    Raises ``InvalidArgument`` for any other URL and ``Unavailable`` (naming the address) when
+    etcd does not answer.
+    """
+    parts = urlsplit(url.strip())
+    if parts.scheme == "memory" and not parts.netloc and parts.path in ("", "/"):
+        from mlms.registry.memory import MemoryRegistry
+
+        return MemoryRegistry()
+    if parts.scheme == "etcd" and parts.path in ("", "/") and not parts.query:
+        try:
+            host, port = parts.hostname, parts.port
+        except ValueError:  # a port that is not a number
+            host, port = None, None
+        if host and port:
+            from mlms.registry.etcd import EtcdRegistry
+
+            return EtcdRegistry(host, port)
+    raise InvalidArgument(f"invalid registry URL {url!r}: expected etcd://HOST:PORT or memory://")
