@@ -1,0 +1,1 @@
+"""The mlms server: dispatch (selection, retries, jobs) and the ``Evaluator`` service."""

@@ -1,0 +1,168 @@
+"""The agent process: one framework on one machine, registered in etcd while it is alive.
+
+Start: serve ``Predictor`` (plus health and reflection), then register the agent's record
+under a lease of ``ttl`` seconds that the registry keeps alive (and grants again after an etcd
+restart). The record's in-flight count follows the evaluations queued or running here.
+Stop (SIGTERM or SIGINT): health NOT_SERVING, leave the registry, let calls in flight finish
+within the grace period, close loaded models, flush spans.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from mlms.config import default_store
+from mlms.errors import MlmsError, UnsupportedFramework
+from mlms.predictors.registry import installed_version
+from mlms.predictors.service import Load, PredictorService
+from mlms.protos.mlms.v1 import predictor_pb2, predictor_pb2_grpc
+from mlms.registry import hardware
+from mlms.registry.agents import AgentRegistration, register_agent
+from mlms.registry.base import AgentRecord, Registry, registry_from_url
+from mlms.rpc.otlp import process_provider
+from mlms.rpc.serving import RunningServer, Service, split_address, start_server
+from mlms.store.factory import store_from_url
+from mlms.zoo.catalog import all_models
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = predictor_pb2.DESCRIPTOR.services_by_name["Predictor"].full_name
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    framework: str
+    listen: str = "127.0.0.1:0"
+    advertise: str | None = None  # default: the listen address, with the bound port
+    registry: str = "memory://"
+    store: str | None = None  # default: the local store under MLMS_HOME
+    ttl: float = 5.0
+    otlp_endpoint: str | None = None
+    grace: float = 10.0
+
+
+def runnable_models(framework: str, version: str) -> list[str]:
+    """Zoo models whose manifest admits this framework version."""
+    names = []
+    for manifest in all_models():
+        constraint = manifest.constraint_for(framework)
+        if constraint is not None and constraint.admits(version):
+            names.append(manifest.name)
+    return names
+
+
+class Agent:
+    def __init__(self, config: AgentConfig, *, registry: Registry | None = None) -> None:
+        """``registry`` overrides ``config.registry`` (one in-memory registry shared in-process)."""
+        version = installed_version(config.framework)
+        if version is None:
+            raise UnsupportedFramework(
+                f"framework {config.framework!r} is not installed here; install the "
+                f"mlms[{config.framework}] extra or start the agent with another --framework"
+            )
+        split_address(config.listen)
+        self.config = config
+        self.id = uuid.uuid4().hex[:16]
+        self.framework_version = version
+        self.registry = registry or registry_from_url(config.registry)
+        self.store = store_from_url(config.store) if config.store else default_store()
+        self.provider = process_provider("mlms-agent", config.otlp_endpoint)
+        self.load = Load()
+        self.service = PredictorService(
+            framework=config.framework,
+            store=self.store,
+            describe=lambda: self.record().model_dump_json(),
+            agent_labels=self.labels,
+            load=self.load,
+            provider=self.provider,
+            otlp_endpoint=config.otlp_endpoint,
+        )
+        self.models = runnable_models(config.framework, version)
+        self.started_at = datetime.now(UTC)
+        self.server: RunningServer | None = None
+        self.registration: AgentRegistration | None = None
+        self.address = ""
+        self._stopped = threading.Event()
+        self._publish_lock = threading.Lock()
+
+    def start(self) -> Agent:
+        self.server = start_server(
+            self.config.listen,
+            [
+                Service(
+                    SERVICE_NAME, self.service, predictor_pb2_grpc.add_PredictorServicer_to_server
+                )
+            ],
+        )
+        self.address = advertised(self.config.listen, self.config.advertise, self.server.port)
+        self.registration = register_agent(self.registry, self.record(), self.config.ttl)
+        self.load.on_change = lambda _count: self._publish()
+        log.info(
+            "agent %s: %s %s on %s, %d models, registered in %s (ttl %ss)",
+            self.id,
+            self.config.framework,
+            self.framework_version,
+            self.address,
+            len(self.models),
+            self.config.registry,
+            self.config.ttl,
+        )
+        return self
+
+    def record(self) -> AgentRecord:
+        return AgentRecord(
+            id=self.id,
+            address=self.address,
+            framework=self.config.framework,
+            framework_version=self.framework_version,
+            hardware=hardware.detect(),
+            models=self.models,
+            in_flight=self.load.count,
+            started_at=self.started_at,
+        )
+
+    def labels(self) -> dict[str, str]:
+        return {"agent_id": self.id, "address": self.address}
+
+    def _publish(self) -> None:
+        """Put the record again with the current load."""
+        with self._publish_lock:
+            if self.registration is not None and not self._stopped.is_set():
+                try:
+                    self.registration.update(self.record())
+                except MlmsError as exc:  # the registry is down; it is put again once it answers
+                    log.warning("agent %s: could not publish its load: %s", self.id, exc)
+
+    def stop(self, grace: float | None = None) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        grace = self.config.grace if grace is None else grace
+        log.info("agent %s: stopping (grace %ss)", self.id, grace)
+        if self.registration is not None:
+            self.registration.close()  # leave the registry first: the server stops choosing us
+        if self.server is not None:
+            self.server.stop(grace)
+        self.service.close_all()
+        self.provider.shutdown()
+        self.registry.close()
+
+    def wait(self) -> None:
+        self._stopped.wait()
+
+
+def advertised(listen: str, advertise: str | None, port: int) -> str:
+    """The address others reach this process at: ``advertise``, else ``listen`` with the
+    bound port (a wildcard host becomes this machine's name)."""
+    if advertise:
+        split_address(advertise)
+        return advertise
+    host, _ = split_address(listen)
+    if host in ("0.0.0.0", "[::]", "::"):
+        host = socket.getfqdn()
+    return f"{host}:{port}"

@@ -1,0 +1,146 @@
+"""``RemoteClient``: the ``mlms.client.Client`` methods over gRPC to an ``mlms server``.
+
+Each call starts a client span whose W3C context rides in the call's metadata, so the server's
+and the agent's spans join the caller's trace; spans are exported over OTLP when
+``otlp_endpoint`` (or MLMS_OTLP_ENDPOINT) is set. Failed calls become mlms errors with one line.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+import grpc
+import pandas as pd
+import pyarrow.parquet as pq
+
+from mlms.errors import Unavailable
+from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
+from mlms.evaluation.runner import Progress, ProgressCallback
+from mlms.protos.mlms.v1 import evaluator_pb2, evaluator_pb2_grpc, types_pb2
+from mlms.registry.base import AgentRecord
+from mlms.rpc.options import CHANNEL_OPTIONS
+from mlms.rpc.otlp import process_provider
+from mlms.rpc.propagation import outgoing_metadata
+from mlms.rpc.serving import split_address
+from mlms.rpc.status import error_from_rpc
+from mlms.zoo.manifest import ModelManifest
+
+T = TypeVar("T")
+
+#: Unary calls (listings, records, one predict); evaluations stream for as long as they run.
+CALL_TIMEOUT_S = 60.0
+
+
+class RemoteClient:
+    def __init__(self, address: str, *, otlp_endpoint: str | None = None) -> None:
+        split_address(address)
+        self.address = address
+        self.peer = f"mlms server at {address}"
+        self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self._stub = evaluator_pb2_grpc.EvaluatorStub(self._channel)
+        self._provider = process_provider(
+            "mlms-client", otlp_endpoint or os.environ.get("MLMS_OTLP_ENDPOINT") or None
+        )
+        self._tracer = self._provider.get_tracer("mlms.client")
+        self.last_trace_id: str | None = None
+
+    def evaluate(
+        self, request: EvaluationRequest, progress: ProgressCallback | None = None
+    ) -> EvaluationRecord:
+        with self._span("client.evaluate", {"mlms.model": request.model}) as metadata:
+            record_json = self._call(
+                lambda: _record_of(
+                    self._stub.Evaluate(
+                        types_pb2.EvaluateRequest(request_json=request.model_dump_json()),
+                        metadata=metadata,
+                    ),
+                    progress,
+                    self.peer,
+                )
+            )
+        return EvaluationRecord.model_validate_json(record_json)
+
+    def predict(self, request: types_pb2.PredictRequest) -> types_pb2.PredictResponse:
+        with self._span("client.predict", {"mlms.model": request.spec.model}) as metadata:
+            return self._call(
+                lambda: self._stub.Predict(request, timeout=CALL_TIMEOUT_S, metadata=metadata)
+            )
+
+    def list_models(self) -> list[ModelManifest]:
+        reply = self._call(
+            lambda: self._stub.ListModels(evaluator_pb2.ListModelsRequest(), timeout=CALL_TIMEOUT_S)
+        )
+        return [ModelManifest.model_validate_json(m) for m in reply.manifests_json]
+
+    def list_agents(self) -> list[AgentRecord]:
+        reply = self._call(
+            lambda: self._stub.ListAgents(evaluator_pb2.ListAgentsRequest(), timeout=CALL_TIMEOUT_S)
+        )
+        return [AgentRecord.model_validate_json(a) for a in reply.agents_json]
+
+    def get_evaluation(self, evaluation_id: str) -> EvaluationRecord:
+        reply = self._call(
+            lambda: self._stub.GetEvaluation(
+                evaluator_pb2.GetEvaluationRequest(evaluation_id=evaluation_id),
+                timeout=CALL_TIMEOUT_S,
+            )
+        )
+        return EvaluationRecord.model_validate_json(reply.record_json)
+
+    def list_evaluations(self) -> list[EvaluationRecord]:
+        reply = self._call(
+            lambda: self._stub.ListEvaluations(
+                evaluator_pb2.ListEvaluationsRequest(), timeout=CALL_TIMEOUT_S
+            )
+        )
+        return [EvaluationRecord.model_validate_json(r) for r in reply.records_json]
+
+    def spans(self, trace_id: str) -> pd.DataFrame:
+        chunks = self._call(
+            lambda: [
+                chunk.data
+                for chunk in self._stub.GetSpans(
+                    evaluator_pb2.GetSpansRequest(trace_id=trace_id), timeout=CALL_TIMEOUT_S
+                )
+            ]
+        )
+        return pq.read_table(io.BytesIO(b"".join(chunks))).to_pandas()
+
+    def close(self) -> None:
+        self._provider.shutdown()
+        self._channel.close()
+
+    def __enter__(self) -> RemoteClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _call(self, call: Callable[[], T]) -> T:
+        try:
+            return call()
+        except grpc.RpcError as exc:
+            raise error_from_rpc(exc, self.peer) from exc
+
+    @contextmanager
+    def _span(self, name: str, attributes: dict[str, str]) -> Iterator[list[tuple[str, str]]]:
+        with self._tracer.start_as_current_span(name, attributes=attributes) as span:
+            self.last_trace_id = f"{span.get_span_context().trace_id:032x}"
+            yield outgoing_metadata()
+        self._provider.force_flush()
+
+
+def _record_of(events, progress: ProgressCallback | None, peer: str) -> str:
+    """Report progress events; the record's JSON, which ends the stream."""
+    for event in events:
+        which = event.WhichOneof("event")
+        if which == "progress" and progress is not None:
+            p = event.progress
+            progress(Progress(p.batch_size, p.run, p.done, p.target))
+        elif which == "record_json":
+            return event.record_json
+    raise Unavailable(f"{peer} ended the evaluation stream without a record")

@@ -1,0 +1,30 @@
+"""Channels and stubs to agents, one channel per address, reused across calls."""
+
+from __future__ import annotations
+
+import threading
+
+import grpc
+
+from mlms.protos.mlms.v1 import predictor_pb2_grpc
+from mlms.rpc.options import CHANNEL_OPTIONS
+
+
+class AgentChannels:
+    def __init__(self) -> None:
+        self._channels: dict[str, grpc.Channel] = {}
+        self._lock = threading.Lock()
+
+    def stub(self, address: str) -> predictor_pb2_grpc.PredictorStub:
+        with self._lock:
+            channel = self._channels.get(address)
+            if channel is None:
+                channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+                self._channels[address] = channel
+        return predictor_pb2_grpc.PredictorStub(channel)
+
+    def close(self) -> None:
+        with self._lock:
+            channels, self._channels = list(self._channels.values()), {}
+        for channel in channels:
+            channel.close()

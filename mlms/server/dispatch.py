@@ -1,0 +1,194 @@
+"""Dispatch: send an evaluation or a predict to a chosen agent, and retry when the agent dies.
+
+A transport failure (UNAVAILABLE, DEADLINE_EXCEEDED, a stream cut by a killed process) moves
+the work to another agent that fits, keeping the evaluation id; an error the agent raised on
+purpose (it carries the ``mlms-error`` trailer: bad input, unknown model) goes back to the
+caller as it is. The job in the registry follows each attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Iterator
+
+import grpc
+from opentelemetry import context as otel_context
+
+from mlms.errors import Unavailable
+from mlms.evaluation.record import EvaluationRequest
+from mlms.protos.mlms.v1 import predictor_pb2, types_pb2
+from mlms.registry.base import AgentRecord
+from mlms.rpc.propagation import outgoing_metadata
+from mlms.rpc.status import ERROR_KEY, error_from_rpc
+from mlms.server.agents import AgentChannels
+from mlms.server.fleet import Fleet, Pending
+from mlms.server.jobs import Jobs
+from mlms.server.selection import choose, parse_framework
+from mlms.zoo.catalog import get_model
+
+log = logging.getLogger(__name__)
+
+#: Agents tried for one request before giving up.
+MAX_ATTEMPTS = 3
+#: One predict call; evaluations have none (their length is unknown): keepalive finds the dead.
+PREDICT_TIMEOUT_S = 60.0
+
+_TRANSPORT = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.ABORTED,
+    grpc.StatusCode.CANCELLED,
+}
+
+
+def transport_failure(exc: grpc.RpcError) -> bool:
+    """True when the agent went away, False when it answered with an error of its own."""
+    if any(key == ERROR_KEY for key, _ in exc.trailing_metadata() or ()):  # type: ignore[attr-defined]
+        return False
+    code = exc.code()  # type: ignore[attr-defined]
+    details = exc.details() or ""  # type: ignore[attr-defined]
+    # A process killed mid-stream may show as a reset HTTP/2 stream rather than UNAVAILABLE.
+    return code in _TRANSPORT or (
+        code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)
+        and ("RST_STREAM" in details or "Stream removed" in details)
+    )
+
+
+class Dispatcher:
+    def __init__(self, fleet: Fleet, jobs: Jobs, channels: AgentChannels) -> None:
+        self.fleet = fleet
+        self.jobs = jobs
+        self.channels = channels
+        self.pending = Pending()
+        self._sessions: dict[tuple[str, str, str, str], str] = {}
+        self._sessions_lock = threading.Lock()
+
+    def choose(
+        self, request: EvaluationRequest | types_pb2.ModelSpec, exclude: frozenset[str]
+    ) -> AgentRecord:
+        return choose(
+            self.fleet.agents(),
+            manifest=get_model(request.model),
+            framework=parse_framework(request.framework or None),
+            hw=request.hw or "cpu",
+            pending=self.pending.snapshot(),
+            exclude=exclude,
+        )
+
+    def evaluate(
+        self, request: EvaluationRequest, parent: otel_context.Context | None = None
+    ) -> Iterator[types_pb2.EvaluateEvent]:
+        """Assigned, progress and record events; the record comes from whichever agent finished."""
+        get_model(request.model)  # an unknown model fails before anything is recorded
+        parse_framework(request.framework)
+        evaluation_id = uuid.uuid4().hex
+        job = self.jobs.start(evaluation_id, request.model)
+        failed: list[str] = []
+        try:
+            for attempt in range(1, MAX_ATTEMPTS + 1):
+                agent = self.choose(request, frozenset(failed))
+                job = self.jobs.running(job, agent.id, attempt)
+                yield types_pb2.EvaluateEvent(
+                    assigned=types_pb2.Assigned(
+                        evaluation_id=evaluation_id,
+                        agent_id=agent.id,
+                        address=agent.address,
+                        attempt=attempt,
+                    )
+                )
+                forwarded = request.model_copy(update={"framework": agent.framework})
+                call = self.channels.stub(agent.address).Evaluate(
+                    types_pb2.EvaluateRequest(
+                        request_json=forwarded.model_dump_json(), evaluation_id=evaluation_id
+                    ),
+                    metadata=outgoing_metadata(parent),
+                )
+                with self.pending.hold(agent.id):
+                    try:
+                        yield from call
+                        return
+                    except grpc.RpcError as exc:
+                        if not transport_failure(exc):
+                            raise error_from_rpc(exc, _peer(agent)) from exc
+                        log.warning(
+                            "evaluation %s: agent %s at %s failed (%s: %s); retrying elsewhere",
+                            evaluation_id,
+                            agent.id,
+                            agent.address,
+                            exc.code().name,  # type: ignore[attr-defined]
+                            exc.details(),  # type: ignore[attr-defined]
+                        )
+                        failed.append(agent.id)
+                    finally:
+                        call.cancel()  # the client went away: stop the agent's stream too
+            raise Unavailable(
+                f"evaluation {evaluation_id} failed on {len(failed)} agents in a row "
+                f"({', '.join(failed)}); the fleet may be going down"
+            )
+        finally:
+            self.jobs.finish(evaluation_id)
+
+    def predict(
+        self, request: types_pb2.PredictRequest, parent: otel_context.Context | None = None
+    ) -> types_pb2.PredictResponse:
+        failed: list[str] = []
+        for _attempt in range(MAX_ATTEMPTS):
+            agent = self.choose(request.spec, frozenset(failed))
+            stub = self.channels.stub(agent.address)
+            forwarded = types_pb2.PredictRequest()
+            forwarded.CopyFrom(request)
+            forwarded.ClearField("spec")
+            try:
+                with self.pending.hold(agent.id):
+                    forwarded.session_id = self._session(agent, request.spec, stub)
+                    try:
+                        return stub.Predict(
+                            forwarded,
+                            timeout=PREDICT_TIMEOUT_S,
+                            metadata=outgoing_metadata(parent),
+                        )
+                    except grpc.RpcError as exc:
+                        if exc.code() != grpc.StatusCode.NOT_FOUND:  # type: ignore[attr-defined]
+                            raise
+                        # The agent restarted and lost the session: open a fresh one.
+                        self._forget(agent, request.spec)
+                        forwarded.session_id = self._session(agent, request.spec, stub)
+                        return stub.Predict(forwarded, timeout=PREDICT_TIMEOUT_S)
+            except grpc.RpcError as exc:
+                if not transport_failure(exc):
+                    raise error_from_rpc(exc, _peer(agent)) from exc
+                self._forget(agent, request.spec)
+                failed.append(agent.id)
+        raise Unavailable(f"predict failed on {len(failed)} agents in a row ({', '.join(failed)})")
+
+    def _session(self, agent: AgentRecord, spec: types_pb2.ModelSpec, stub) -> str:
+        key = _session_key(agent, spec)
+        with self._sessions_lock:
+            session = self._sessions.get(key)
+        if session is None:
+            opened = stub.Open(
+                predictor_pb2.OpenRequest(
+                    spec=types_pb2.ModelSpec(
+                        model=spec.model, framework=agent.framework, hw=spec.hw or "cpu"
+                    )
+                ),
+                timeout=PREDICT_TIMEOUT_S * 5,  # the first open may build the asset
+            )
+            session = opened.session_id
+            with self._sessions_lock:
+                self._sessions[key] = session
+        return session
+
+    def _forget(self, agent: AgentRecord, spec: types_pb2.ModelSpec) -> None:
+        with self._sessions_lock:
+            self._sessions.pop(_session_key(agent, spec), None)
+
+
+def _session_key(agent: AgentRecord, spec: types_pb2.ModelSpec) -> tuple[str, str, str, str]:
+    return (agent.id, spec.model, agent.framework, spec.hw or "cpu")
+
+
+def _peer(agent: AgentRecord) -> str:
+    return f"agent {agent.id} at {agent.address}"

@@ -1,0 +1,99 @@
+"""The server process: stateless; everything it knows is in the registry and the store.
+
+It serves ``Evaluator`` (plus health and reflection), watches the registry's agents, records
+in-flight jobs under its own lease and reads records and span archives from the store, so any
+number of servers can run side by side and a second one answers for the first's work.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from dataclasses import dataclass
+
+from mlms.config import default_store
+from mlms.protos.mlms.v1 import evaluator_pb2, evaluator_pb2_grpc
+from mlms.registry.base import Registry, registry_from_url
+from mlms.rpc.otlp import process_provider
+from mlms.rpc.serving import RunningServer, Service, start_server
+from mlms.server.agents import AgentChannels
+from mlms.server.dispatch import Dispatcher
+from mlms.server.fleet import Fleet
+from mlms.server.jobs import Jobs
+from mlms.server.service import EvaluatorService
+from mlms.store.factory import store_from_url
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = evaluator_pb2.DESCRIPTOR.services_by_name["Evaluator"].full_name
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    listen: str = "127.0.0.1:0"
+    registry: str = "memory://"
+    store: str | None = None
+    ttl: float = 5.0  # of the lease that holds this server's jobs
+    otlp_endpoint: str | None = None
+    grace: float = 10.0
+
+
+class Server:
+    def __init__(self, config: ServerConfig, *, registry: Registry | None = None) -> None:
+        """``registry`` overrides ``config.registry`` (one in-memory registry shared in-process)."""
+        self.config = config
+        self.id = uuid.uuid4().hex[:16]
+        self.registry = registry or registry_from_url(config.registry)
+        self.store = store_from_url(config.store) if config.store else default_store()
+        self.provider = process_provider("mlms-server", config.otlp_endpoint)
+        self.lease = self.registry.lease(config.ttl)
+        self.fleet = Fleet(self.registry)
+        self.channels = AgentChannels()
+        self.dispatcher = Dispatcher(
+            self.fleet, Jobs(self.registry, self.lease, self.id), self.channels
+        )
+        self.service = EvaluatorService(
+            dispatcher=self.dispatcher, fleet=self.fleet, store=self.store, provider=self.provider
+        )
+        self.server: RunningServer | None = None
+        self._stopped = threading.Event()
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None, "start() first"
+        return self.server.port
+
+    def start(self) -> Server:
+        self.server = start_server(
+            self.config.listen,
+            [
+                Service(
+                    SERVICE_NAME, self.service, evaluator_pb2_grpc.add_EvaluatorServicer_to_server
+                )
+            ],
+        )
+        log.info(
+            "server %s: listening on %s (port %d), registry %s, store %s, %d agents",
+            self.id,
+            self.config.listen,
+            self.server.port,
+            self.config.registry,
+            self.store.url,
+            len(self.fleet.agents()),
+        )
+        return self
+
+    def stop(self, grace: float | None = None) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        grace = self.config.grace if grace is None else grace
+        log.info("server %s: stopping (grace %ss)", self.id, grace)
+        if self.server is not None:
+            self.server.stop(grace)
+        self.fleet.close()
+        self.channels.close()
+        self.lease.close()
+        self.provider.shutdown()
+        self.registry.close()

@@ -1,0 +1,93 @@
+"""The server's gRPC ``Evaluator`` service: protobuf in, dispatcher and store calls, out."""
+
+from __future__ import annotations
+
+import re
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.trace import set_span_in_context
+
+from mlms.errors import InvalidArgument, StoreError, UnknownEvaluation
+from mlms.evaluation.records import list_records, load_record
+from mlms.protos.mlms.v1 import evaluator_pb2, evaluator_pb2_grpc
+from mlms.rpc.options import CHUNK_BYTES
+from mlms.rpc.payloads import evaluation_request
+from mlms.rpc.propagation import incoming_context
+from mlms.server.dispatch import Dispatcher
+from mlms.server.fleet import Fleet
+from mlms.store.base import ObjectStore
+from mlms.tracer.archive import archive_key
+from mlms.zoo.catalog import all_models
+
+_TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
+    def __init__(
+        self,
+        *,
+        dispatcher: Dispatcher,
+        fleet: Fleet,
+        store: ObjectStore,
+        provider: TracerProvider,
+    ) -> None:
+        self.dispatcher = dispatcher
+        self.fleet = fleet
+        self.store = store
+        self.provider = provider
+        self.tracer = provider.get_tracer("mlms.server")
+
+    def Evaluate(self, request, context):
+        evaluation = evaluation_request(request.request_json)
+        # Not a "current" span: the generator is resumed once per event, so the span is
+        # passed down explicitly instead of being attached to the thread's context.
+        span = self.tracer.start_span(
+            "server.evaluate",
+            context=incoming_context(context),
+            attributes={"mlms.model": evaluation.model, "mlms.hw": evaluation.hw},
+        )
+        try:
+            for event in self.dispatcher.evaluate(evaluation, set_span_in_context(span)):
+                if event.WhichOneof("event") == "assigned":
+                    span.set_attribute("mlms.evaluation_id", event.assigned.evaluation_id)
+                    span.set_attribute("mlms.agent_id", event.assigned.agent_id)
+                yield event
+        finally:
+            span.end()
+            self.provider.force_flush()
+
+    def Predict(self, request, context):
+        with self.tracer.start_as_current_span(
+            "server.predict", context=incoming_context(context)
+        ) as span:
+            return self.dispatcher.predict(request, set_span_in_context(span))
+
+    def ListAgents(self, request, context):
+        agents = sorted(self.fleet.agents(), key=lambda a: a.address)
+        return evaluator_pb2.ListAgentsResponse(agents_json=[a.model_dump_json() for a in agents])
+
+    def ListModels(self, request, context):
+        return evaluator_pb2.ListModelsResponse(
+            manifests_json=[m.model_dump_json() for m in all_models()]
+        )
+
+    def GetEvaluation(self, request, context):
+        record = load_record(self.store, request.evaluation_id)
+        return evaluator_pb2.GetEvaluationResponse(record_json=record.model_dump_json())
+
+    def ListEvaluations(self, request, context):
+        return evaluator_pb2.ListEvaluationsResponse(
+            records_json=[r.model_dump_json() for r in list_records(self.store)]
+        )
+
+    def GetSpans(self, request, context):
+        if not _TRACE_ID.match(request.trace_id):
+            raise InvalidArgument(f"trace id {request.trace_id!r}: expected 32 hex digits")
+        try:
+            data = self.store.get_bytes(archive_key(request.trace_id))
+        except StoreError as exc:
+            raise UnknownEvaluation(
+                f"no span archive for trace {request.trace_id!r} in {self.store.url}"
+            ) from exc
+        for start in range(0, len(data), CHUNK_BYTES):
+            yield evaluator_pb2.SpansChunk(data=data[start : start + CHUNK_BYTES])

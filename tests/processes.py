@@ -1,0 +1,78 @@
+"""Helpers for tests that run mlms processes: free loopback ports, waiting on conditions,
+and child processes whose output is kept for the failure message."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for(condition: Callable[[], T], timeout: float, what: str, every: float = 0.05) -> T:
+    """The first truthy value of ``condition`` within ``timeout`` seconds, else fail naming it."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(every)
+
+
+class MlmsProcess:
+    """``python -m mlms ARGS`` with its output in a log file."""
+
+    def __init__(self, args: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+        self.args = args
+        self.log = log
+        self._handle = open(log, "wb")  # noqa: SIM115 - closed in stop()
+        self.popen = subprocess.Popen(
+            [sys.executable, "-m", "mlms", *args],
+            stdout=self._handle,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def kill(self) -> None:
+        """``kill -9``: no goodbye to the registry, no flush."""
+        if self.alive():
+            os.kill(self.pid, signal.SIGKILL)
+            self.popen.wait(10)
+
+    def terminate(self, timeout: float = 30) -> int:
+        if self.alive():
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.popen.returncode
+
+    def stop(self) -> None:
+        self.terminate()
+        self._handle.close()

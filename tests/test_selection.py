@@ -1,0 +1,96 @@
+"""Agent selection: model, framework and version constraint (PEP 440 and semver), --hw alias,
+least load, and the one-line errors that name what the fleet has."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from mlms.errors import HardwareNotFound, InvalidArgument, Unavailable, UnsupportedFramework
+from mlms.registry.base import AgentRecord
+from mlms.registry.hardware import GpuInfo, HardwareInfo
+from mlms.server.selection import choose, parse_framework
+from mlms.zoo.catalog import get_model
+
+RESNET = get_model("resnet50")
+
+
+def _agent(id: str, framework: str, version: str, gpu: str | None = None, load: int = 0):
+    gpus = (
+        [
+            GpuInfo(
+                index=0,
+                name=gpu,
+                alias=gpu.split()[-1].lower(),
+                memory_bytes=1 << 34,
+                compute_capability="7.0",
+                driver="550",
+            )
+        ]
+        if gpu
+        else []
+    )
+    return AgentRecord(
+        id=id,
+        address=f"127.0.0.1:{5000 + len(id)}",
+        framework=framework,
+        framework_version=version,
+        hardware=HardwareInfo(
+            host=id,
+            cpu_brand="EPYC",
+            cpu_cores_logical=8,
+            cpu_cores_physical=4,
+            memory_bytes=1 << 34,
+            machine="x86_64",
+            gpus=gpus,
+        ),
+        models=["resnet50", "digits_cnn"],
+        in_flight=load,
+        started_at=datetime.now(UTC),
+    )
+
+
+FLEET = [
+    _agent("a", "torch", "2.14.1", load=2),
+    _agent("b", "torch", "2.14.1+cu130", load=0),
+    _agent("c", "onnxruntime", "1.31.1", gpu="Tesla V100"),
+    _agent("d", "torch", "1.13.0", gpu="Tesla V100", load=5),
+]
+
+
+def _choose(framework: str | None = None, hw: str = "cpu", **kwargs):
+    return choose(FLEET, manifest=RESNET, framework=parse_framework(framework), hw=hw, **kwargs).id
+
+
+def test_least_loaded_among_those_that_fit() -> None:
+    assert _choose("torch") == "b"
+    assert _choose("torch", pending={"b": 3}) == "a"
+    assert _choose("torch", exclude=frozenset({"b"})) == "a"
+    assert _choose(None, hw="v100") == "c"
+
+
+def test_version_constraints_pep440_and_semver() -> None:
+    assert _choose("torch>=2.4,<3") == "b"  # the local label +cu130 does not hide 2.14.1
+    assert _choose("torch^1.13", hw="v100") == "d"
+    assert _choose("torch~2.14") == "b"
+    assert parse_framework("torch^0.2.3").versions == parse_framework("torch>=0.2.3,<0.3").versions
+    with pytest.raises(UnsupportedFramework, match=r"runs framework torch>=3.*torch 2.14.1"):
+        _choose("torch>=3")
+    with pytest.raises(InvalidArgument, match="bad version range '=>2'"):
+        parse_framework("torch=>2")
+
+
+def test_no_agent_for_the_hardware_names_the_fleet() -> None:
+    with pytest.raises(HardwareNotFound) as caught:
+        _choose("onnxruntime", hw="a100")
+    message = str(caught.value)
+    assert "no agent with hardware 'a100'" in message and "v100 (Tesla V100)" in message
+    assert "\n" not in message
+
+
+def test_no_agents_at_all_or_none_for_the_model() -> None:
+    with pytest.raises(Unavailable, match="no live agents"):
+        choose([], manifest=RESNET, framework=parse_framework(None), hw="cpu")
+    with pytest.raises(UnsupportedFramework, match="no agent can run model 'vgg16'"):
+        choose(FLEET, manifest=get_model("vgg16"), framework=parse_framework(None), hw="cpu")
