@@ -12,6 +12,8 @@ import pytest
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # keep torch.profiler's C++ chatter quiet
 
+pytest_plugins = ["tests.fixtures_services"]  # etcd and s3: real servers on loopback
+
 
 @pytest.fixture(scope="session", autouse=True)
 def mlms_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
