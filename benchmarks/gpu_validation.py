@@ -46,7 +46,7 @@ from mlms.tracer.tracer import Tracer
 from mlms.zoo.assets import AssetManager
 from mlms.zoo.catalog import get_model
 
-PARTS = ("env", "fixture", "mllib", "leveled", "profiler", "conflict")
+PARTS = ("env", "leveled", "fixture", "mllib", "profiler", "conflict")
 RESULTS: dict[str, Any] = {}
 
 
@@ -233,13 +233,19 @@ def part_leveled(args) -> None:
         "min_seconds": args.min_seconds,
         "warmup": 10,
     }
+    # Model-only evaluations before and after the full one: the difference between those two
+    # is the run-to-run spread that the full one's model latency is judged against.
     model_only = evaluate(EvaluationRequest(**common, trace_level="model"), store=store)
     full = evaluate(EvaluationRequest(**common, trace_level="full"), store=store)
+    model_again = evaluate(EvaluationRequest(**common, trace_level="model"), store=store)
     spans = records_of(read_spans(store, full.trace_id))
     out: dict[str, Any] = {"model_only_id": model_only.id, "full_id": full.id}
     print(f"{'bs':>3} {'run':16} {'p50 ms':>9} {'slowdown':>9} {'spans':>8} {'dropped':>8}")
-    for only, result in zip(model_only.results, full.results, strict=True):
+    for only, result, again in zip(
+        model_only.results, full.results, model_again.results, strict=True
+    ):
         bs = result.batch_size
+        reference = (only.latency_ms.p50 + again.latency_ms.p50) / 2
         rows = {}
         for label, level in result.levels.items():
             rows[label] = level.model_dump()
@@ -247,18 +253,22 @@ def part_leveled(args) -> None:
                 f"{bs:>3} {label:16} {level.latency_ms['p50']:9.3f} {level.overhead:9.3f} "
                 f"{level.spans:8d} {level.dropped:8d}"
             )
-        diff = result.latency_ms.p50 / only.latency_ms.p50 - 1
+        diff = result.latency_ms.p50 / reference - 1
+        spread = again.latency_ms.p50 / only.latency_ms.p50 - 1
         print(
             f"{bs:>3} model p50 under full {result.latency_ms.p50:.3f} ms vs model-only "
-            f"{only.latency_ms.p50:.3f} ms: {diff:+.2%}"
+            f"{only.latency_ms.p50:.3f} / {again.latency_ms.p50:.3f} ms (before / after): "
+            f"{diff:+.2%} (model-only spread {spread:+.2%})"
         )
         full_run = result.levels["full"].run
         batch_spans = _spans_of_batch(spans, bs)
         out[str(bs)] = {
             "levels": rows,
             "model_p50_full_ms": result.latency_ms.p50,
-            "model_p50_model_only_ms": only.latency_ms.p50,
+            "model_p50_model_only_ms": [only.latency_ms.p50, again.latency_ms.p50],
             "model_p50_diff": diff,
+            "model_only_spread": spread,
+            "ml_library": _mllib_check(batch_spans, result.levels["ml_library"].run),
             "ncu": _ncu_check(batch_spans, full_run),
             "layers": _layer_check(batch_spans, full_run),
         }
@@ -277,6 +287,24 @@ def _spans_of_batch(spans, batch_size):
             result.append(child)
             stack.append(child.span_id)
     return result
+
+
+def _mllib_check(spans, run: int) -> dict[str, Any]:
+    by_id = {s.span_id: s for s in spans}
+    calls = [s for s in spans if s.run == run and s.level == TraceLevel.ML_LIBRARY]
+    under_layer = [
+        c
+        for c in calls
+        if c.parent_id in by_id and by_id[c.parent_id].level == TraceLevel.FRAMEWORK
+    ]
+    engines = defaultdict(int)
+    for call in calls:
+        engines[f"{call.name}:{call.attributes.get('engine_id')}"] += 1
+    print(
+        f"    ml_library: {len(calls)} cuDNN calls, {len(under_layer)} under a layer; "
+        f"engines {dict(engines)}"
+    )
+    return {"calls": len(calls), "under_layer": len(under_layer), "engines": dict(engines)}
 
 
 def _ncu_check(spans, run: int) -> dict[str, Any]:
@@ -346,42 +374,62 @@ def _layer_check(spans, run: int) -> dict[str, Any]:
 
 
 def _p50_loop(predictor, batch, iterations: int) -> float:
-    times = []
-    for _ in range(iterations):
-        began = time.perf_counter_ns()
-        predictor.predict(batch)
-        times.append(time.perf_counter_ns() - began)
-    return statistics.median(times) / 1e6
+    return statistics.median(_times(predictor, batch, iterations))
 
 
 def part_profiler(args) -> None:
-    """Same predictor, same loop: no profiler, ours (CUPTI; framework + CUPTI), torch.profiler."""
+    """Same predictor, interleaved blocks: no profiler, ours, torch.profiler (CUDA activities)."""
+    from contextlib import ExitStack
+
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    def ours_cupti(predictor):
+        return [CuptiCollector(sync=torch.cuda.synchronize)]
+
+    def ours_full(predictor):
+        return [predictor.profile_layers(), CuptiCollector(sync=torch.cuda.synchronize)]
+
+    configs = {
+        "plain": lambda p: [],
+        "mlms cupti": ours_cupti,
+        "mlms framework+cupti": ours_full,
+        "torch.profiler cuda": lambda p: [profile(activities=[ProfilerActivity.CUDA])],
+        "torch.profiler cpu+cuda": lambda p: [
+            profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+        ],
+    }
     out = {}
     for bs in [int(b) for b in args.batch_sizes.split(",")]:
         predictor = _predictor("resnet50")
         batch = _batch("resnet50", bs)
-        n = args.iterations
         _p50_loop(predictor, batch, 10)
-        rows = {"plain": _p50_loop(predictor, batch, n)}
-        with CuptiCollector(sync=torch.cuda.synchronize) as capture:
-            rows["mlms cupti"] = _p50_loop(predictor, batch, n)
-        with predictor.profile_layers(), CuptiCollector(sync=torch.cuda.synchronize):
-            rows["mlms framework+cupti"] = _p50_loop(predictor, batch, n)
-        with profile(activities=[ProfilerActivity.CUDA]):
-            rows["torch.profiler cuda"] = _p50_loop(predictor, batch, n)
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
-            rows["torch.profiler cpu+cuda"] = _p50_loop(predictor, batch, n)
-        rows["plain again"] = _p50_loop(predictor, batch, n)
-        base = statistics.mean([rows["plain"], rows["plain again"]])
-        print(f"bs {bs}: records {len(capture.records)}, dropped {capture.dropped}")
-        for label, value in rows.items():
-            print(f"  {label:26} p50 {value:8.3f} ms  slowdown {value / base:6.3f}")
-        out[str(bs)] = {label: {"p50_ms": v, "slowdown": v / base} for label, v in rows.items()}
+        samples: dict[str, list[float]] = defaultdict(list)
+        for _round in range(3):
+            for label, contexts in configs.items():
+                with ExitStack() as stack:
+                    for context in contexts(predictor):
+                        stack.enter_context(context)
+                    samples[label] += _times(predictor, batch, 25)
+        base = statistics.median(samples["plain"])
+        print(f"bs {bs}: 3 interleaved rounds of 25 predicts per configuration")
+        rows = {}
+        for label, values in samples.items():
+            p50 = statistics.median(values)
+            rows[label] = {"p50_ms": p50, "slowdown": p50 / base}
+            print(f"  {label:26} p50 {p50:8.3f} ms  slowdown {p50 / base:6.3f}")
+        out[str(bs)] = rows
         predictor.close()
     RESULTS["profiler"] = out
+
+
+def _times(predictor, batch, iterations: int) -> list[float]:
+    times = []
+    for _ in range(iterations):
+        began = time.perf_counter_ns()
+        predictor.predict(batch)
+        times.append((time.perf_counter_ns() - began) / 1e6)
+    return times
 
 
 def part_conflict(args) -> None:
@@ -434,6 +482,7 @@ def part_mllib(args) -> None:
         "p50_logged_ms": logged,
         "first_event": repr(events[0]) if events else None,
         "threads": sorted({m.thread for m in capture.messages}),
+        "sample_message": capture.messages[0].text[:1500] if capture.messages else None,
     }
     RESULTS["mllib"] = out
     for key, value in out.items():

@@ -20,6 +20,7 @@ import numpy as np
 
 from mlms.errors import ManifestError, UnsupportedFramework
 from mlms.predictors.base import LayerCapture, PredictAnchor, Predictor, anchor
+from mlms.predictors.torch_layer_hooks import hook_layer_events
 from mlms.tracer.layer_kinds import normalise_kind
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.spans import TimedEvent
@@ -112,6 +113,10 @@ class TorchPredictor(Predictor):
 
     def _layer_events(self) -> Iterator[LayerCapture]:
         torch = self._torch
+        if self.device.type == "cuda":
+            # torch.profiler would take CUPTI's buffers from the GPU levels (torch_layer_hooks).
+            yield from hook_layer_events(torch, self.module)
+            return
         capture = LayerCapture()
         handles = _install_hooks(torch, self.module)
         self._anchors = []

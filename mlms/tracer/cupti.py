@@ -28,8 +28,6 @@ RawRecord = dict[str, Any]
 #: Bytes per host activity buffer. A resnet50 step makes about 600 records of ~200 bytes, so one
 #: buffer holds hundreds of steps and CUPTI's completion callback runs only at flush.
 BUFFER_BYTES = 64 << 20
-#: Device-side buffer for concurrent-kernel records (CUPTI's default is 3 MiB).
-DEVICE_BUFFER_BYTES = 32 << 20
 
 API_KINDS = ("RUNTIME", "DRIVER")
 GPU_KINDS = ("CONCURRENT_KERNEL", "MEMCPY", "MEMSET")
@@ -68,17 +66,28 @@ class CuptiCapture:
     records: list[RawRecord] = field(default_factory=list)
     clock: ClockMap | None = None
     dropped: int = 0
+    #: CUPTI's thread id (the low 32 bits of pthread_self) -> ``threading.get_ident()``.
+    threads: dict[int, int] = field(default_factory=dict)
 
     def events(self, level: TraceLevel = TraceLevel.HARDWARE) -> list[TimedEvent]:
         if self.clock is None:
             return []
-        return to_events(self.records, self.clock, level)
+        return to_events(self.records, self.clock, level, self.threads)
+
+
+def thread_key(ident: int) -> int:
+    """CUPTI's default thread id for a ``threading.get_ident()`` value (pthread_t, truncated)."""
+    return ident & 0xFFFFFFFF
 
 
 def to_events(
-    records: Iterable[RawRecord], clock: ClockMap, level: TraceLevel = TraceLevel.HARDWARE
+    records: Iterable[RawRecord],
+    clock: ClockMap,
+    level: TraceLevel = TraceLevel.HARDWARE,
+    threads: dict[int, int] | None = None,
 ) -> list[TimedEvent]:
     """SYSTEM_LIBRARY events for API calls, HARDWARE events for kernels, copies and sets."""
+    threads = threads or {}
     events = []
     for record in records:
         is_api = record["kind"] in ("runtime", "driver")
@@ -97,7 +106,7 @@ def to_events(
                 level=event_level,
                 start_ns=clock.to_host(record["start"]),
                 end_ns=clock.to_host(record["end"]),
-                thread=record.get("thread") if is_api else None,
+                thread=threads.get(record["thread"], record["thread"]) if is_api else None,
                 device=None if is_api else f"cuda:{record['device']}",
                 stream=None if is_api else record.get("stream"),
                 correlation_id=record["correlation_id"],
@@ -168,8 +177,9 @@ class CuptiCollector:
             if CuptiCollector._active:
                 raise Unavailable("another mlms CUPTI collector is already active in this process")
             CuptiCollector._active = True
+        ident = threading.get_ident()
+        self.capture.threads[thread_key(ident)] = ident
         try:
-            _set_size_attribute(cupti, "ATTR_DEVICE_BUFFER_SIZE", DEVICE_BUFFER_BYTES)
             cupti.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
             for kind in self._kinds:
                 cupti.activity_enable(kind)
@@ -194,6 +204,9 @@ class CuptiCollector:
             cupti.activity_flush_all(1)
             self.capture.clock = ClockMap(self._start[0], self._start[1], end[0], end[1])
             self.capture.dropped += _dropped_records(cupti)
+            # Detach CUPTI from the process, as torch.profiler does: an attached CUPTI keeps a
+            # cost on every later CUDA call, which the model-level run must not pay.
+            cupti.finalize()
         finally:
             self._release()
         if exc[0] is None and self._sync is not None and not self.capture.records:
@@ -282,12 +295,6 @@ def _paired_sample(cupti: Any) -> tuple[int, int]:
             best = (after - before, stamp, (before + after) // 2)
     assert best is not None
     return best[1], best[2]
-
-
-def _set_size_attribute(cupti: Any, name: str, value: int) -> None:
-    attribute = getattr(cupti.ActivityAttribute, name)
-    size = ctypes.c_size_t(value)
-    cupti.activity_set_attribute(attribute, ctypes.sizeof(size), ctypes.addressof(size))
 
 
 def _dropped_records(cupti: Any) -> int:

@@ -33,8 +33,9 @@ from mlms.tracer.spans import TimedEvent
 _HEADER = re.compile(r"function (\w+)\(\) called:")
 _TIME = re.compile(r"Time: (\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)")
 _THREAD = re.compile(r"Thread=(\d+)")
-_STATUS = re.compile(r"^\s*i!\s+status: type=cudnnStatus_t; val=(\w+)", re.MULTILINE)
-_VALUE = re.compile(r"^\s*i!\s+(\w+): type=[^;]*; val=([^;]*);", re.MULTILINE)
+# Log-file lines start with "i!"; the callback's lines come without it.
+_STATUS = re.compile(r"^\s*(?:i!)?\s*status: type=cudnnStatus_t; val=(\w+)", re.MULTILINE)
+_VALUE = re.compile(r"^\s*(?:i!)?\s*(\w+): type=[^;]*; val=([^;]*);", re.MULTILINE)
 #: Argument values worth carrying as attributes (the first of each in a call's entry block).
 _KEPT = ("engine_id", "operation", "dimA", "mode", "enable_tf32")
 #: Calls that do work on the device; the rest (descriptor set-up) are dropped.
@@ -139,7 +140,7 @@ class _Debug(ctypes.Structure):
 
 
 _CALLBACK = ctypes.CFUNCTYPE(
-    None, ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_Debug), ctypes.c_char_p
+    None, ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(_Debug), ctypes.c_void_p
 )
 SEV_INFO_EN = 1 << 3  # cudnnSeverity_t: FATAL 0, ERROR 1, WARNING 2, INFO 3
 
@@ -162,6 +163,18 @@ def cudnn_library() -> ctypes.CDLL:
     return ctypes.CDLL(sorted(paths)[0])
 
 
+def _lines(address: int | None) -> str:
+    """A callback message: lines each ending in NUL, the message ending in an empty line."""
+    lines = []
+    while address:
+        line = ctypes.string_at(address)
+        if not line:
+            break
+        lines.append(line.decode(errors="replace"))
+        address += len(line) + 1
+    return "\n".join(lines)
+
+
 @contextmanager
 def collect_cudnn() -> Iterator[CudnnCapture]:
     """Route cuDNN's API log to us while the block runs (INFO severity: every call)."""
@@ -170,9 +183,9 @@ def collect_cudnn() -> Iterator[CudnnCapture]:
     capture.threads[threading.get_native_id()] = threading.get_ident()
     lock = threading.Lock()
 
-    def receive(_severity: int, _data: Any, debug: Any, text: bytes) -> None:
+    def receive(_severity: int, _data: Any, debug: Any, text: int | None) -> None:
         info = debug.contents
-        block = text.decode(errors="replace") if text else ""
+        block = _lines(text)
         header = _HEADER.search(block)
         if header is None:
             return
