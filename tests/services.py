@@ -119,9 +119,12 @@ class EtcdServer:
             self._process.wait(10)
         self._process = None
 
-    def restart(self) -> None:
-        """Stop and start again with the same data folder and port."""
+    def restart(self, *, wipe: bool = False) -> None:
+        """Stop and start again on the same port, with the same data folder, or with
+        ``wipe`` an empty one (every lease and key lost, as when etcd's volume is gone)."""
         self.stop()
+        if wipe:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
         self.start()
 
 
