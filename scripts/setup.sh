@@ -18,4 +18,27 @@ fi
 # mlms/protos, so that tests/test_protos.py can regenerate the code and compare.
 "$VENV/bin/pip" install -q --disable-pip-version-check -e ".[protos]"
 
+# --- Fleet infrastructure (issue 3): etcd and S3 for the registry and store tests -----------
+# The Python side (etcd3gw, minio; moto[s3], flask, flask-cors for the test S3 server) comes
+# with the pyproject dependencies installed above. The etcd server is Debian's etcd-server
+# (it serves the /v3 HTTP gateway); tests start the binary themselves, since systemd does not
+# run in containers. Without root it is skipped with a message and the etcd tests skip.
+if command -v etcd >/dev/null 2>&1; then
+    :
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server >/dev/null \
+        || { apt-get update -q >/dev/null && \
+             DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server >/dev/null; }
+    # The package enables a systemd unit; stop it where systemd runs so port 2379 stays free.
+    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet etcd 2>/dev/null; then
+        systemctl disable --now etcd >/dev/null 2>&1 || true
+    fi
+else
+    echo "setup: etcd is not installed and this is not root with apt-get:" \
+        "run 'apt-get install -y etcd-server' as root (or set MLMS_ETCD_BIN); etcd tests will skip"
+fi
+"$VENV/bin/python" -c "import etcd3gw, minio, moto, flask, flask_cors" \
+    || { echo "setup: the fleet's Python packages did not install" >&2; exit 1; }
+# --- end fleet infrastructure ----------------------------------------------------------------
+
 echo "setup: done ($("$VENV/bin/python" --version), $("$VENV/bin/pip" --version | cut -d' ' -f2) pip)"
