@@ -134,24 +134,33 @@ def validate_ttl(ttl: float) -> float:
     return float(ttl)
 
 
-def registry_from_url(url: str) -> Registry:
-    """``memory://`` (this process only) or ``etcd://HOST:PORT`` (etcd's v3 HTTP gateway).
-
-    Raises ``InvalidArgument`` for any other URL and ``Unavailable`` (naming the address) when
-    etcd does not answer.
-    """
+def parse_registry_url(url: str) -> tuple[str, int] | None:
+    """``(host, port)`` of an ``etcd://HOST:PORT`` URL, None for ``memory://``; raises
+    ``InvalidArgument`` for anything else. Touches no network."""
     parts = urlsplit(url.strip())
     if parts.scheme == "memory" and not parts.netloc and parts.path in ("", "/"):
-        from mlms.registry.memory import MemoryRegistry
-
-        return MemoryRegistry()
+        return None
     if parts.scheme == "etcd" and parts.path in ("", "/") and not parts.query:
         try:
             host, port = parts.hostname, parts.port
         except ValueError:  # a port that is not a number
             host, port = None, None
         if host and port:
-            from mlms.registry.etcd import EtcdRegistry
-
-            return EtcdRegistry(host, port)
+            return host, port
     raise InvalidArgument(f"invalid registry URL {url!r}: expected etcd://HOST:PORT or memory://")
+
+
+def registry_from_url(url: str) -> Registry:
+    """``memory://`` (this process only) or ``etcd://HOST:PORT`` (etcd's v3 HTTP gateway).
+
+    Raises ``InvalidArgument`` for any other URL and ``Unavailable`` (naming the address) when
+    etcd does not answer.
+    """
+    address = parse_registry_url(url)
+    if address is None:
+        from mlms.registry.memory import MemoryRegistry
+
+        return MemoryRegistry()
+    from mlms.registry.etcd import EtcdRegistry
+
+    return EtcdRegistry(*address)
