@@ -41,4 +41,19 @@ fi
     || { echo "setup: the fleet's Python packages did not install" >&2; exit 1; }
 # --- end fleet infrastructure ----------------------------------------------------------------
 
+# --- TensorFlow and MXNet (issue 4) ----------------------------------------------------------
+# tensorflow-cpu 2.21 installs beside torch, onnxruntime and protobuf 7 in the main virtualenv.
+# mxnet 1.9.1 imports only with numpy 1.23.5, so it gets its own virtualenv, .venv-mxnet, with
+# mlms but without torch; `mlms agent --framework mxnet` and the embedded
+# `mlms eval --framework mxnet` run from it (mlms/predictors/registry.py names it).
+"$VENV/bin/pip" install -q --disable-pip-version-check -e ".[tensorflow]"
+MXNET_VENV=.venv-mxnet
+if [ ! -x "$MXNET_VENV/bin/python" ]; then
+    "$PY" -m venv "$MXNET_VENV"
+fi
+"$MXNET_VENV/bin/pip" install -q --disable-pip-version-check -e ".[mxnet]"
+"$MXNET_VENV/bin/python" -c "import mxnet, numpy; assert numpy.__version__ == '1.23.5'" \
+    || { echo "setup: mxnet did not install in $MXNET_VENV" >&2; exit 1; }
+# --- end TensorFlow and MXNet ------------------------------------------------------------------
+
 echo "setup: done ($("$VENV/bin/python" --version), $("$VENV/bin/pip" --version | cut -d' ' -f2) pip)"

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 
 from mlms.errors import UnsupportedFramework
 from mlms.predictors.base import Predictor
@@ -19,6 +21,9 @@ class FrameworkEntry:
     cls: str
     imports: str  # the package the framework is imported as
     distributions: tuple[str, ...]  # PyPI names that may provide it, for its version
+    #: A virtualenv (relative to the repository) whose interpreter runs the framework when it
+    #: cannot import beside the others (mxnet 1.9 needs numpy 1.23); scripts/setup.sh makes it.
+    venv: str | None = None
 
 
 TABLE: dict[str, FrameworkEntry] = {
@@ -31,6 +36,21 @@ TABLE: dict[str, FrameworkEntry] = {
         "OnnxRuntimePredictor",
         "onnxruntime",
         ("onnxruntime", "onnxruntime-gpu"),
+    ),
+    "tensorflow": FrameworkEntry(
+        "tensorflow",
+        "mlms.predictors.tensorflow_predictor",
+        "TensorFlowPredictor",
+        "tensorflow",
+        ("tensorflow-cpu", "tensorflow", "tensorflow-gpu"),
+    ),
+    "mxnet": FrameworkEntry(
+        "mxnet",
+        "mlms.predictors.mxnet_predictor",
+        "MXNetPredictor",
+        "mxnet",
+        ("mxnet", "mxnet-mkl", "mxnet-cu112"),
+        venv=".venv-mxnet",
     ),
 }
 
@@ -45,6 +65,20 @@ def installed_version(name: str) -> str | None:
         except metadata.PackageNotFoundError:
             continue
     return None
+
+
+def own_interpreter(name: str) -> Path | None:
+    """The Python that runs ``name`` in its own virtualenv, when it does not import here.
+
+    ``MLMS_<NAME>_PYTHON`` overrides the table's virtualenv. None when the framework imports in
+    this environment or has no environment of its own."""
+    entry = TABLE.get(name)
+    if entry is None or entry.venv is None or installed_version(name) is not None:
+        return None
+    override = os.environ.get(f"MLMS_{name.upper()}_PYTHON")
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parents[2] / entry.venv / "bin" / "python"
 
 
 def installed_frameworks() -> dict[str, str]:

@@ -50,7 +50,25 @@ def export_onnx(module: Any, manifest: ModelManifest, folder: Path) -> str:
     return "model.onnx"
 
 
+def export_tensorflow(module: Any, manifest: ModelManifest, folder: Path) -> str:
+    """A Keras model (see ``mlms.zoo.keras_models``: torch weights where the layers map)."""
+    from mlms.zoo.keras_models import keras_model
+
+    keras_model(module, manifest).save(folder / "model.keras")
+    return "model.keras"
+
+
+def export_mxnet(module: Any, manifest: ModelManifest, folder: Path) -> str:
+    """Gluon parameters as .npz (see ``mlms.zoo.gluon_models``: torch weights where the layers
+    map, else the seeded Gluon model zoo network, built in MXNet's own interpreter)."""
+    from mlms.zoo.gluon_models import export_parameters
+
+    return export_parameters(module, manifest, folder)
+
+
 EXPORTERS: dict[str, Exporter] = {
     "torch": export_torch,
     "onnxruntime": export_onnx,
+    "tensorflow": export_tensorflow,
+    "mxnet": export_mxnet,
 }

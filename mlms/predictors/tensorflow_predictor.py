@@ -1,0 +1,213 @@
+"""TensorFlow predictor: a Keras model (``.keras``) called inside one ``tf.function``.
+
+The function is traced once for a batch axis of any size, so every predict runs the same graph.
+Layer profiling starts TensorFlow's profiler for the stretch and reads its XPlane file with
+TensorFlow's own protobufs: on the host plane, each executed graph node is an event named
+"<node name>:<op type>", and each predict call is wrapped in a ``Trace`` named ``mlms::predict``
+whose start is matched to the host clock taken at the call (the anchor) to map the profiler's
+clock onto the host clock. A node's layer is the Keras layer of its name scope.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlms.errors import UnsupportedFramework
+from mlms.predictors.base import LayerCapture, PredictAnchor, Predictor, anchor
+from mlms.tracer.layer_kinds import normalise_kind
+from mlms.tracer.levels import TraceLevel
+from mlms.tracer.spans import TimedEvent
+from mlms.zoo.keras_models import import_tensorflow
+
+MARK = "mlms::predict"
+#: Graph nodes that move no data through the model (variable reads, arguments, control).
+BOOKKEEPING = frozenset({"ReadVariableOp", "Identity", "NoOp", "Const", "_Arg", "_Retval"})
+_CALL_SUFFIX = re.compile(r"_\d+$")  # Keras names a layer's call scope "<layer>_1"
+
+
+class TensorFlowPredictor(Predictor):
+    framework = "tensorflow"
+
+    def __init__(self, manifest, asset_path, options):
+        super().__init__(manifest, asset_path, options)
+        tf = import_tensorflow()
+        import keras
+
+        self._tf = tf
+        # Settable only before TensorFlow's runtime starts; later calls keep what is in force.
+        with contextlib.suppress(RuntimeError):
+            if options.intra_op_threads:
+                tf.config.threading.set_intra_op_parallelism_threads(options.intra_op_threads)
+            if options.inter_op_threads:
+                tf.config.threading.set_inter_op_parallelism_threads(options.inter_op_threads)
+        self.device = _tf_device(tf, options.device)
+        with tf.device(self.device):
+            self.model = keras.models.load_model(asset_path, compile=False)
+        spec = manifest.inputs[0]
+        model = self.model
+        self._function = tf.function(
+            lambda batch: model(batch, training=False),
+            input_signature=[tf.TensorSpec([None, *spec.shape], spec.dtype)],
+        )
+        self._layers = {layer.name: type(layer).__name__ for layer in model.layers}
+        self._anchors: list[PredictAnchor] | None = None
+
+    @classmethod
+    def framework_version(cls) -> str:
+        return import_tensorflow().__version__
+
+    def settings(self) -> dict[str, Any]:
+        threading = self._tf.config.threading
+        return {
+            "device": self.options.device,
+            "tf_device": self.device,
+            "intra_op_threads": threading.get_intra_op_parallelism_threads() or "default",
+            "inter_op_threads": threading.get_inter_op_parallelism_threads() or "default",
+            "dtype": "float32",
+            "mode": "tf.function, Keras inference",
+            "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"),
+        }
+
+    def predict(self, batch: np.ndarray) -> np.ndarray:
+        tf = self._tf
+        with tf.device(self.device):
+            if self._anchors is None:
+                return self._function(batch).numpy()
+            self._anchors.append(anchor())
+            with tf.profiler.experimental.Trace(MARK):
+                return self._function(batch).numpy()
+
+    def close(self) -> None:
+        self.model = self._function = None
+
+    def _layer_events(self) -> Iterator[LayerCapture]:
+        tf = self._tf
+        capture = LayerCapture()
+        with tempfile.TemporaryDirectory() as logdir:
+            options = tf.profiler.experimental.ProfilerOptions(
+                host_tracer_level=2, python_tracer_level=0, device_tracer_level=1
+            )
+            self._anchors = []
+            tf.profiler.experimental.start(logdir, options=options)
+            try:
+                yield capture
+            finally:
+                tf.profiler.experimental.stop()
+                anchors, self._anchors = self._anchors, None
+            files = sorted(
+                glob.glob(os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb"))
+            )
+            if not files:
+                raise RuntimeError(f"the TensorFlow profiler wrote no XPlane file under {logdir}")
+            marks, nodes = read_host_events(Path(files[-1]))
+        capture.events = self._convert(marks, nodes, anchors)
+
+    def _convert(
+        self, marks: list[HostEvent], nodes: list[HostEvent], anchors: list[PredictAnchor]
+    ) -> list[TimedEvent]:
+        if len(marks) != len(anchors):
+            raise RuntimeError(
+                f"the TensorFlow profiler recorded {len(marks)} predict traces for "
+                f"{len(anchors)} predict calls"
+            )
+        events: list[TimedEvent] = []
+        position = 0
+        for mark, where in zip(marks, anchors, strict=True):
+            offset_ns = where.start_ns - mark.start_ns
+            index = 0
+            while position < len(nodes) and nodes[position].start_ns <= mark.end_ns:
+                node = nodes[position]
+                position += 1
+                if node.start_ns < mark.start_ns:
+                    continue
+                events.append(self._timed(node, index, offset_ns, where.thread))
+                index += 1
+        return events
+
+    def _timed(self, node: HostEvent, index: int, offset_ns: int, thread: int) -> TimedEvent:
+        node_name, _, op_type = node.name.rpartition(":")
+        layer = self._layer_of(node_name)
+        kind = normalise_kind(op_type)
+        if kind == "other" and layer in self._layers:
+            # Shape arithmetic inside a layer (a Flatten's StridedSlice and Pack) is the layer's.
+            kind = normalise_kind(self._layers[layer])
+        return TimedEvent(
+            name=layer,
+            kind=kind,
+            level=TraceLevel.FRAMEWORK,
+            start_ns=node.start_ns + offset_ns,
+            end_ns=node.end_ns + offset_ns,
+            thread=thread,
+            layer_index=index,
+            attributes={"op_type": op_type, "node": node_name, "tf_thread": node.line},
+        )
+
+    def _layer_of(self, node_name: str) -> str:
+        """The Keras layer whose name scope holds the node ("model_1/conv1_1/Conv2D" ->
+        "conv1"); nodes outside any layer keep their own name."""
+        parts = node_name.split("/")
+        for part in parts[1:2] if len(parts) > 1 else ():
+            for candidate in (part, _CALL_SUFFIX.sub("", part)):
+                if candidate in self._layers:
+                    return candidate
+        return node_name
+
+
+@dataclass(frozen=True)
+class HostEvent:
+    name: str
+    start_ns: int  # the profiler's clock
+    end_ns: int
+    line: str
+
+
+def read_host_events(path: Path) -> tuple[list[HostEvent], list[HostEvent]]:
+    """(predict marks, executed graph nodes) on the host plane of an XPlane file, by start."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    space = xplane_pb2.XSpace()
+    space.ParseFromString(path.read_bytes())
+    marks: list[HostEvent] = []
+    nodes: list[HostEvent] = []
+    for plane in space.planes:
+        if plane.name != "/host:CPU":
+            continue
+        metadata = plane.event_metadata
+        for line in plane.lines:
+            for event in line.events:
+                meta = metadata[event.metadata_id]
+                start = line.timestamp_ns + event.offset_ps // 1000
+                host_event = HostEvent(
+                    meta.name, start, start + event.duration_ps // 1000, line.display_name
+                )
+                if meta.name == MARK:
+                    marks.append(host_event)
+                elif meta.display_name and meta.display_name not in BOOKKEEPING:
+                    # Executed graph nodes carry their op type as the display name.
+                    nodes.append(host_event)
+    marks.sort(key=lambda e: e.start_ns)
+    nodes.sort(key=lambda e: e.start_ns)
+    return marks, nodes
+
+
+def _tf_device(tf: Any, device: str) -> str:
+    if not device.startswith("cuda"):
+        return "/CPU:0"
+    index = int(device.partition(":")[2] or 0)
+    gpus = tf.config.list_physical_devices("GPU")
+    if index >= len(gpus):
+        raise UnsupportedFramework(
+            f"device {device!r} asked for, but this TensorFlow sees {len(gpus)} GPU(s) "
+            "(tensorflow-cpu has none; install the tensorflow[and-cuda] build for GPUs)"
+        )
+    return f"/GPU:{index}"
