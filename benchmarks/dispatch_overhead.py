@@ -1,0 +1,180 @@
+"""What the distributed path costs over the embedded one.
+
+1. Per-iteration latency, remote vs embedded: rounds that alternate an embedded evaluation
+   (``EmbeddedClient``) with the same evaluation through ``mlms server`` -> ``mlms agent`` over
+   loopback gRPC (both in this process, sharing one in-memory registry). The ratio of the
+   medians of the records' model-level p50 is the dispatch path's cost to what it measures
+   (target <= 1.02); the wall time per evaluation shows the fixed cost of the round trip.
+2. Predict round trip: one 1x3x224x224 float32 tensor through an agent process's Predict on
+   loopback against the same predictor called in this process, interleaved; the difference of
+   the p50s is what gRPC adds (target <= 1 ms).
+
+    .venv/bin/python benchmarks/dispatch_overhead.py [--model resnet50] [--rounds 6]
+        [--iterations 20] [--predict-model squeezenet1_1] [--calls 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def percentile(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q))
+
+
+def remote_vs_embedded(model: str, rounds: int, iterations: int) -> None:
+    from mlms.client import EmbeddedClient
+    from mlms.evaluation.record import EvaluationRequest
+    from mlms.predictors.agent import Agent, AgentConfig
+    from mlms.registry.base import registry_from_url
+    from mlms.remote_client import RemoteClient
+    from mlms.server.process import Server, ServerConfig
+
+    registry = registry_from_url("memory://")
+    agent = Agent(AgentConfig(framework="torch"), registry=registry).start()
+    server = Server(ServerConfig(), registry=registry).start()
+    remote = RemoteClient(f"127.0.0.1:{server.port}")
+    embedded = EmbeddedClient()
+    request = EvaluationRequest(
+        model=model, framework="torch", iterations=iterations, warmup=3, min_seconds=0.0
+    )
+    embedded.evaluate(request)  # builds the asset once, outside the measurement
+    p50 = {"embedded": [], "remote": []}
+    wall = {"embedded": [], "remote": []}
+    try:
+        for number in range(rounds):
+            pair = [("embedded", embedded), ("remote", remote)]
+            for name, client in pair if number % 2 == 0 else pair[::-1]:  # ABBA: no order bias
+                start = time.perf_counter()
+                record = client.evaluate(request)
+                wall[name].append(time.perf_counter() - start)
+                p50[name].append(record.results[0].latency_ms.p50)
+    finally:
+        remote.close()
+        server.stop(0)
+        agent.stop(0)
+    e, r = statistics.median(p50["embedded"]), statistics.median(p50["remote"])
+    print(f"remote vs embedded: {model}, torch, batch 1, {iterations} iterations, {rounds} rounds")
+    print(f"  embedded p50 per iteration   {e:8.3f} ms   (rounds: {_fmt(p50['embedded'])})")
+    print(f"  remote   p50 per iteration   {r:8.3f} ms   (rounds: {_fmt(p50['remote'])})")
+    print(f"  ratio remote/embedded        {r / e:8.3f}     (target <= 1.02)")
+    we, wr = statistics.median(wall["embedded"]), statistics.median(wall["remote"])
+    print(
+        f"  wall per evaluation          {we:8.3f} s embedded, {wr:.3f} s remote "
+        f"(+{(wr - we) * 1e3:.0f} ms)"
+    )
+
+
+def predict_round_trip(model: str, calls: int) -> None:
+    import grpc
+
+    from mlms.config import default_store, mlms_home
+    from mlms.predictors.base import PredictorOptions
+    from mlms.predictors.registry import predictor_class
+    from mlms.protos.mlms.v1 import predictor_pb2, predictor_pb2_grpc, types_pb2
+    from mlms.rpc import tensors
+    from mlms.rpc.options import CHANNEL_OPTIONS
+    from mlms.zoo.assets import AssetManager
+    from mlms.zoo.catalog import get_model
+
+    manifest = get_model(model)
+    asset = AssetManager(default_store(), mlms_home() / "cache").ensure(manifest, "torch")
+    local = predictor_class("torch")(manifest, asset.path, PredictorOptions("cpu"))
+    batch = np.random.default_rng(0).random((1, 3, 224, 224), dtype=np.float32)
+    port = _free_port()
+    agent = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlms",
+            "agent",
+            "--framework",
+            "torch",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--registry",
+            "memory://",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=os.environ.copy(),
+    )
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=CHANNEL_OPTIONS)
+    try:
+        grpc.channel_ready_future(channel).result(timeout=120)
+        stub = predictor_pb2_grpc.PredictorStub(channel)
+        session = stub.Open(
+            predictor_pb2.OpenRequest(spec=types_pb2.ModelSpec(model=model, hw="cpu")),
+            timeout=300,
+        ).session_id
+        request = types_pb2.PredictRequest(session_id=session, tensor=tensors.to_proto(batch))
+        for _ in range(10):  # warm both sides
+            local.predict(batch)
+            stub.Predict(request)
+        in_process, over_grpc, agent_side = [], [], []
+        for _ in range(calls):
+            start = time.perf_counter_ns()
+            local.predict(batch)
+            in_process.append((time.perf_counter_ns() - start) / 1e6)
+            start = time.perf_counter_ns()
+            reply = stub.Predict(request)
+            tensors.from_proto(reply.logits)
+            over_grpc.append((time.perf_counter_ns() - start) / 1e6)
+            agent_side.append(reply.predict_ns / 1e6)
+    finally:
+        channel.close()
+        agent.terminate()
+        agent.wait(30)
+        local.close()
+    added = percentile(over_grpc, 50) - percentile(in_process, 50)
+    print(
+        f"predict round trip: {model}, one 1x3x224x224 float32 tensor "
+        f"({batch.nbytes / 1024:.0f} KiB), {calls} interleaved calls"
+    )
+    print(f"  in-process predict p50       {percentile(in_process, 50):8.3f} ms")
+    print(
+        f"  gRPC Predict p50             {percentile(over_grpc, 50):8.3f} ms   "
+        f"(agent's own predict p50 {percentile(agent_side, 50):.3f} ms)"
+    )
+    print(f"  added by gRPC (p50 - p50)    {added:8.3f} ms   (target <= 1 ms)")
+    transport = [o - a for o, a in zip(over_grpc, agent_side, strict=True)]
+    print(
+        f"  per call, gRPC minus the agent's predict: p50 {percentile(transport, 50):.3f} ms, "
+        f"p99 {percentile(transport, 99):.3f} ms"
+    )
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _fmt(values: list[float]) -> str:
+    return ", ".join(f"{v:.2f}" for v in values)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="resnet50")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--predict-model", default="squeezenet1_1")
+    parser.add_argument("--calls", type=int, default=200)
+    args = parser.parse_args()
+    os.environ.setdefault("KINETO_LOG_LEVEL", "5")
+    remote_vs_embedded(args.model, args.rounds, args.iterations)
+    predict_round_trip(args.predict_model, args.calls)
+
+
+if __name__ == "__main__":
+    main()
