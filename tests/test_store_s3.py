@@ -127,8 +127,9 @@ def test_unreachable_endpoint_is_unavailable(tmp_path: Path) -> None:
     store = store_from_url(f"s3://{endpoint}/mlms")
     for call in (lambda: store.get_bytes("a/b"), lambda: store.put_bytes("a/b", b"1")):
         start = time.monotonic()
-        with pytest.raises(Unavailable, match=f"S3 endpoint {endpoint} is unreachable"):
+        with pytest.raises(Unavailable, match=f"S3 endpoint {endpoint} is unreachable") as caught:
             call()
+        assert str(caught.value).endswith("Connection refused")  # the cause, on one line
         assert time.monotonic() - start < 10
 
 
@@ -190,3 +191,9 @@ def test_assets_in_s3_are_cached_and_verified(store: S3Store, tmp_path: Path) ->
         AssetManager(store, tmp_path / "fresh-cache").load(manifest, "torch")
     for key in store.list(f"{prefix}/"):  # leave the bucket without a broken asset
         store.delete(key)
+
+
+@pytest.mark.parametrize("bucket", ["b", "Upper", "-dash", "a_b"])
+def test_bad_bucket_name(bucket: str) -> None:
+    with pytest.raises(InvalidArgument, match=f"invalid S3 bucket name '{bucket}'"):
+        store_from_url(f"s3://127.0.0.1:9000/{bucket}")

@@ -10,6 +10,7 @@ Every etcd3gw exception is translated into ``Unavailable`` here, naming the addr
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import threading
@@ -21,6 +22,7 @@ import requests
 from etcd3gw import exceptions as etcd_errors
 
 from mlms.errors import Unavailable
+from mlms.reasons import short_reason
 from mlms.registry.base import ROOT, WatchCallback, validate_key
 from mlms.registry.keeper import KeptLease, PrefixWatch
 
@@ -121,6 +123,11 @@ class EtcdRegistry:
 
 
 def _reason(exc: Exception) -> str:
-    """One line from an etcd3gw/requests exception (they carry the HTTP body or a repr)."""
-    text = " ".join(str(part) for part in getattr(exc, "args", ()) if part) or type(exc).__name__
-    return " ".join(text.split())[:300]
+    """etcd's own message when it answered (a JSON body), else the connection failure."""
+    text = getattr(exc, "detail_text", None) or str(exc)
+    try:
+        body = json.loads(text)
+        text = body.get("message") or body.get("error") or text
+    except (ValueError, AttributeError):
+        pass
+    return short_reason(exc, str(text), limit=300)

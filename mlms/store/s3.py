@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
@@ -23,7 +24,8 @@ import urllib3
 from minio import Minio
 from minio.error import MinioException, S3Error, ServerError
 
-from mlms.errors import StoreError, Unavailable
+from mlms.errors import InvalidArgument, StoreError, Unavailable
+from mlms.reasons import short_reason
 from mlms.store.base import validate_key
 
 T = TypeVar("T")
@@ -33,6 +35,7 @@ PART_SIZE = 16 << 20
 #: Parts uploaded at once (each one held in memory while it is sent).
 PARALLEL_PARTS = 2
 CHUNK = 1 << 20
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _MISSING = {"NoSuchKey", "NoSuchBucket", "NoSuchObject"}
 _CREDENTIALS = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch"}
 
@@ -50,6 +53,11 @@ class S3Store:
         part_size: int = PART_SIZE,
     ) -> None:
         """``endpoint`` is ``host:port``; no request is made until the first operation."""
+        if not _BUCKET.fullmatch(bucket):
+            raise InvalidArgument(
+                f"invalid S3 bucket name {bucket!r}: expected 3-63 lowercase letters, digits, "
+                "'-' or '.', starting and ending with a letter or digit"
+            )
         self.endpoint = endpoint
         self.bucket = bucket
         self.part_size = part_size
@@ -190,9 +198,9 @@ class S3Store:
                 f"S3 endpoint {self.endpoint} failed {what} of {where}: HTTP {exc.status_code}"
             ) from exc
         except (urllib3.exceptions.HTTPError, MinioException) as exc:
-            reason = " ".join(str(exc).split())[:200]
             raise Unavailable(
-                f"S3 endpoint {self.endpoint} is unreachable ({what} of {where}): {reason}"
+                f"S3 endpoint {self.endpoint} is unreachable ({what} of {where}): "
+                f"{short_reason(exc)}"
             ) from exc
 
 
