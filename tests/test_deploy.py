@@ -22,7 +22,7 @@ from mlms.store.s3 import S3Store
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 #: MLMS_* variables that configure mlms itself rather than mirror a flag.
-NOT_FLAGS = {"MLMS_HOME", "MLMS_MXNET_PYTHON"}
+NOT_FLAGS = {"MLMS_HOME"}
 
 
 @dataclass
