@@ -42,7 +42,13 @@ class EmbeddedClient:
         self, request: EvaluationRequest, progress: ProgressCallback | None = None
     ) -> EvaluationRecord:
         from mlms.evaluation.runner import evaluate
+        from mlms.predictors.registry import own_interpreter
 
+        if request.framework and own_interpreter(request.framework):
+            # A framework that cannot import here (mxnet) runs in a child agent of its own env.
+            from mlms.predictors.child_agent import evaluate_in_child
+
+            return evaluate_in_child(request, self.store, progress)
         return evaluate(request, store=self.store, progress=progress)
 
     def list_models(self) -> list[ModelManifest]:

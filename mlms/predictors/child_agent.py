@@ -1,0 +1,151 @@
+"""Frameworks that cannot import here run in an agent started from their own interpreter.
+
+MXNet 1.9 needs numpy 1.23, so it lives in its own virtualenv (the framework table names it).
+The embedded client evaluates such a framework by starting ``mlms agent`` with that interpreter
+on a free loopback port, streaming the evaluation over the agent's gRPC ``Evaluate`` and
+stopping the agent afterwards; the agent shares this process's store (and MLMS_HOME), so the
+record and the span archive land where an in-process evaluation would put them. ``mlms agent``
+started for such a framework from the main environment replaces itself with the same command
+under the framework's interpreter.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import grpc
+
+from mlms.config import mlms_home
+from mlms.errors import Unavailable, UnsupportedFramework
+from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
+from mlms.evaluation.runner import ProgressCallback
+from mlms.predictors.registry import own_interpreter
+from mlms.protos.mlms.v1 import predictor_pb2, predictor_pb2_grpc, types_pb2
+from mlms.remote_client import _record_of
+from mlms.rpc.options import CHANNEL_OPTIONS
+from mlms.rpc.status import error_from_rpc
+from mlms.store.base import ObjectStore
+from mlms.zoo.assets import AssetManager
+from mlms.zoo.catalog import get_model
+
+#: An agent imports its framework and registers within seconds; a cold disk cache may be slow.
+START_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 15.0
+
+
+def interpreter_for(framework: str) -> Path:
+    """The framework's own interpreter; a clear error when its virtualenv is missing."""
+    python = own_interpreter(framework)
+    if python is None:
+        raise UnsupportedFramework(f"framework {framework!r} imports here; it needs no child agent")
+    if not python.exists():
+        raise UnsupportedFramework(
+            f"framework {framework!r} runs from its own virtualenv, but {python} does not exist; "
+            "run scripts/setup.sh to create it"
+        )
+    return python
+
+
+def exec_in_own_interpreter(framework: str) -> None:
+    """Replace this process with the same ``mlms`` command under the framework's interpreter,
+    when the framework does not import here; return otherwise."""
+    if own_interpreter(framework) is None:
+        return
+    python = str(interpreter_for(framework))
+    os.execv(python, [python, "-m", "mlms", *sys.argv[1:]])
+
+
+def evaluate_in_child(
+    request: EvaluationRequest, store: ObjectStore, progress: ProgressCallback | None = None
+) -> EvaluationRecord:
+    """Run ``request`` on a child agent of its framework; the record it stored."""
+    framework = request.framework or ""
+    python = interpreter_for(framework)
+    # Assets are exported from the canonical torch module, which only this side can build.
+    AssetManager(store, mlms_home() / "cache").ensure(get_model(request.model), framework)
+    with child_agent(python, framework, store) as address:
+        peer = f"{framework} agent at {address} ({python})"
+        with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+            stub = predictor_pb2_grpc.PredictorStub(channel)
+            try:
+                events = stub.Evaluate(
+                    types_pb2.EvaluateRequest(request_json=request.model_dump_json())
+                )
+                record_json = _record_of(events, progress, peer)
+            except grpc.RpcError as exc:
+                raise error_from_rpc(exc, peer) from exc
+    return EvaluationRecord.model_validate_json(record_json)
+
+
+@contextmanager
+def child_agent(python: Path, framework: str, store: ObjectStore) -> Iterator[str]:
+    """An ``mlms agent`` for ``framework`` run by ``python`` on loopback; yields its address.
+
+    It registers only in its own in-memory registry: nothing outside this process finds it."""
+    address = f"127.0.0.1:{_free_port()}"
+    command = [
+        str(python),
+        "-m",
+        "mlms",
+        "agent",
+        "--framework",
+        framework,
+        "--listen",
+        address,
+        "--registry",
+        "memory://",
+        "--store",
+        store.url,
+        "--grace",
+        "1",
+    ]
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _wait_ready(process, address, log)
+            yield address
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _wait_ready(process: subprocess.Popen, address: str, log) -> None:
+    """Until the agent answers ``Info``; fail with its last output line if it exits first."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+        stub = predictor_pb2_grpc.PredictorStub(channel)
+        while True:
+            if process.poll() is not None:
+                log.seek(0)
+                lines = log.read().decode(errors="replace").strip().splitlines() or ["no output"]
+                raise Unavailable(
+                    f"the child agent ({' '.join(process.args[:5])}) exited with status "
+                    f"{process.returncode}: {lines[-1]}"
+                )
+            try:
+                stub.Info(predictor_pb2.InfoRequest(), timeout=1.0, wait_for_ready=True)
+                return
+            except grpc.RpcError as exc:
+                if time.monotonic() > deadline:
+                    raise Unavailable(
+                        f"the child agent on {address} did not answer within "
+                        f"{START_TIMEOUT_S:.0f}s: {exc.code().name}"
+                    ) from exc
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
