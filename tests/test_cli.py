@@ -117,7 +117,7 @@ def test_trace_export(evaluated: dict, tmp_path: Path) -> None:
 def test_errors_are_one_line(tmp_path: Path, evaluated: dict) -> None:
     _one_line_error(mlms("eval", "--model", "resnet5"), "unknown model 'resnet5'", "resnet50")
     _one_line_error(
-        mlms("eval", "--model", "digits_cnn", "--framework", "mxnet"), "framework 'mxnet'"
+        mlms("eval", "--model", "alexnet", "--framework", "tensorflow"), "framework 'tensorflow'"
     )
     _one_line_error(mlms("eval", "--model", "digits_cnn", "-b", "1,x"), "bad batch size 'x'")
     _one_line_error(mlms("eval", "--model", "digits_cnn", "--hw", "v100"), "no 'v100' device")
