@@ -13,6 +13,7 @@ timestamp with the host clock at start and at stop. ``to_events`` turns them int
 from __future__ import annotations
 
 import ctypes
+import re
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -30,6 +31,13 @@ RawRecord = dict[str, Any]
 BUFFER_BYTES = 64 << 20
 
 API_KINDS = ("RUNTIME", "DRIVER")
+#: API calls recorded by default: those that launch, copy, set, allocate, free or wait. The rest
+#: (cudaGetDevice, cudaStreamIsCapturing, cuGetProcAddress, ...) are ten times as many as the
+#: launches in a PyTorch step; recording them costs host time on every call and adds nothing to
+#: the layer -> call -> kernel tree. ``all_api=True`` records every call.
+API_CALLS = re.compile(
+    r"Launch|Memcpy|Memset|Synchronize|Malloc|Free|MemAlloc|EventRecord|StreamWait|EventSync"
+)
 GPU_KINDS = ("CONCURRENT_KERNEL", "MEMCPY", "MEMSET")
 
 
@@ -152,7 +160,9 @@ class CuptiCollector:
     _active_lock = threading.Lock()
     _active = False
 
-    def __init__(self, level: TraceLevel = TraceLevel.HARDWARE, *, sync: Any = None) -> None:
+    def __init__(
+        self, level: TraceLevel = TraceLevel.HARDWARE, *, sync: Any = None, all_api: bool = False
+    ) -> None:
         if level < TraceLevel.SYSTEM_LIBRARY:
             raise ValueError(f"CUPTI collects system_library and deeper, not {level.label!r}")
         reason = available()
@@ -163,6 +173,7 @@ class CuptiCollector:
         self._cupti = cupti
         self._sync = sync  # called before reading the clock at stop, e.g. torch.cuda.synchronize
         self.level = level
+        self.all_api = all_api
         self.capture = CuptiCapture()
         self._kinds = [
             getattr(cupti.ActivityKind, name)
@@ -183,6 +194,8 @@ class CuptiCollector:
             cupti.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
             for kind in self._kinds:
                 cupti.activity_enable(kind)
+            if not self.all_api:
+                _select_api_calls(cupti)
         except cupti.cuptiError as exc:
             self._release()
             raise Unavailable(f"{_IN_USE}: CUPTI refused our activity buffers ({exc})") from exc
@@ -276,6 +289,18 @@ class CuptiCollector:
         if name is None:
             name = self._names[key] = str(self._cupti.get_callback_name(domain, cbid))
         return name
+
+
+def _select_api_calls(cupti: Any) -> None:
+    """Record only the API calls that ``API_CALLS`` names (per-callback-id switches)."""
+    for enum, switch in (
+        (cupti.RuntimeApiTraceCbid, cupti.activity_enable_runtime_api),
+        (cupti.DriverApiTraceCbid, cupti.activity_enable_driver_api),
+    ):
+        for member in enum:
+            if member.name in ("INVALID", "SIZE", "FORCE_INT"):
+                continue
+            switch(int(member), 1 if API_CALLS.search(member.name) else 0)
 
 
 _IN_USE = (

@@ -130,7 +130,7 @@ def with_counters(
             if row is None:
                 continue
             figures = counters.rows[row].figures()
-            extra = {f"counter.{k}": v for k, v in figures.items()}
+            extra = {"counter.launch": row, **{f"counter.{k}": v for k, v in figures.items()}}
             extra |= {f"counter.{k}": v for k, v in roofline(figures, device_peaks).items()}
             event = events[position]
             result[position] = dataclasses.replace(event, attributes={**event.attributes, **extra})

@@ -72,12 +72,16 @@ def collect(
     batch: np.ndarray,
     warmup: int,
     workdir: Path,
+    metrics: list[str] | None = None,
     timeout_s: float = 900,
 ) -> CounterRun:
-    """Run one predict of ``batch`` under ncu and return its per-kernel counter rows."""
+    """Run one predict of ``batch`` under ncu and return its per-kernel counter rows.
+
+    ``metrics`` defaults to every metric of ``mlms.tracer.counters`` this device's ncu has.
+    """
     ncu = ncu_executable()
     index = int(device.split(":", 1)[1]) if ":" in device else 0
-    metrics = wanted_metrics(available_metrics(ncu, index))
+    metrics = metrics or wanted_metrics(available_metrics(ncu, index))
     workdir.mkdir(parents=True, exist_ok=True)
     batch_path, log_path = workdir / "batch.npy", workdir / "ncu.csv"
     np.save(batch_path, batch)
