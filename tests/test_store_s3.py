@@ -164,7 +164,7 @@ def test_bad_store_url(url: str) -> None:
 
 
 def test_assets_in_s3_are_cached_and_verified(store: S3Store, tmp_path: Path) -> None:
-    manifest = get_model("digits_cnn")
+    manifest = get_model("squeezenet1_1")  # seeded, not trained: quick to build
     built = AssetManager(store, tmp_path / "cache").ensure(manifest, "torch")
     prefix = asset_prefix(manifest, "torch")
     info = json.loads(store.get_bytes(f"{prefix}/asset.json"))
