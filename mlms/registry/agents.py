@@ -42,13 +42,6 @@ class AgentRegistration:
             )
         self.lease.put(self.key, record.model_dump_json().encode())
 
-    # The Lease protocol, so the agent can treat its registration as its lease.
-    def put(self, key: str, value: bytes) -> None:
-        self.lease.put(key, value)
-
-    def delete(self, key: str) -> None:
-        self.lease.delete(key)
-
     def close(self) -> None:
         self.lease.close()
 
