@@ -26,6 +26,7 @@ from PIL import Image, UnidentifiedImageError
 
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument, NotFound, UnsupportedFramework
+from mlms.evaluation.device_lock import exclusive_device
 from mlms.evaluation.record import EvaluationRecord
 from mlms.evaluation.runner import Progress, evaluate
 from mlms.predictors.base import Predictor, PredictorOptions
@@ -129,9 +130,11 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
         session = self._session(request.session_id)
         predictor = session.predictor
         batch = self._batch(request, predictor)
-        start = time.perf_counter_ns()
-        logits = predictor.predict(batch)
-        elapsed = time.perf_counter_ns() - start
+        # Not while an evaluation measures this device: wait for it, as evaluations do.
+        with exclusive_device(mlms_home() / "locks", predictor.options.device):
+            start = time.perf_counter_ns()
+            logits = predictor.predict(batch)
+            elapsed = time.perf_counter_ns() - start
         reply = types_pb2.PredictResponse(
             logits=tensors.to_proto(np.asarray(logits, dtype=np.float32)),
             predict_ns=elapsed,
