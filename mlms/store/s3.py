@@ -87,16 +87,16 @@ class S3Store:
         return f"{'s3+https' if self._secure else 's3'}://{self.endpoint}/{self.bucket}"
 
     def put_bytes(self, key: str, data: bytes) -> None:
+        validate_key(key)
         self._ensure_bucket()
         self._call(
             "put",
             key,
-            lambda: self._client.put_object(
-                self.bucket, validate_key(key), io.BytesIO(data), len(data)
-            ),
+            lambda: self._client.put_object(self.bucket, key, io.BytesIO(data), len(data)),
         )
 
     def put_file(self, key: str, path: Path) -> None:
+        validate_key(key)
         if not Path(path).is_file():
             raise StoreError(f"cannot upload {str(path)!r} to {self.url}: expected a file")
         self._ensure_bucket()
@@ -105,7 +105,7 @@ class S3Store:
             key,
             lambda: self._client.fput_object(
                 self.bucket,
-                validate_key(key),
+                key,
                 str(path),
                 part_size=self.part_size,
                 num_parallel_uploads=PARALLEL_PARTS,
