@@ -144,6 +144,7 @@ def test_compose_services_and_image() -> None:
     for name, service in services.items():
         if str(service.get("image", "")).startswith("mlms"):
             assert {"etcd", "minio"} <= set(service["depends_on"]), name
+            assert "build" in service, f"{name}: compose would pull an 'mlms' image, not build it"
     dockerfile = (DEPLOY / "Dockerfile").read_text()
     assert 'ENTRYPOINT ["mlms"]' in dockerfile  # so compose commands are mlms arguments
 
