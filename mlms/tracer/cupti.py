@@ -194,14 +194,14 @@ class CuptiCollector:
             cupti.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
             for kind in self._kinds:
                 cupti.activity_enable(kind)
-            if not self.all_api:
-                _select_api_calls(cupti)
         except cupti.cuptiError as exc:
             self._release()
             raise Unavailable(f"{_IN_USE}: CUPTI refused our activity buffers ({exc})") from exc
         except BaseException:
             self._release()
             raise
+        if not self.all_api:
+            _select_api_calls(cupti)
         self._start = _paired_sample(cupti)
         return self.capture
 
@@ -300,7 +300,10 @@ def _select_api_calls(cupti: Any) -> None:
         for member in enum:
             if member.name in ("INVALID", "SIZE", "FORCE_INT"):
                 continue
-            switch(int(member), 1 if API_CALLS.search(member.name) else 0)
+            try:
+                switch(int(member), 1 if API_CALLS.search(member.name) else 0)
+            except cupti.cuptiError:
+                continue  # an id this driver does not have (retired or reserved)
 
 
 _IN_USE = (
