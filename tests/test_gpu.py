@@ -1,0 +1,159 @@
+"""The GPU levels: clear failures on a machine without a GPU, and real-GPU checks.
+
+The first group runs everywhere (CI has no GPU): it checks what a CPU-only machine says when
+asked for GPU hardware or a GPU-only trace level. The second group needs an NVIDIA GPU with
+cupti-python (``pip install mlms[gpu]``) and skips with the reason otherwise; it ran on the H100
+through ``benchmarks/gpu_validation.py``, which exercises the same paths at full size.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import pytest
+
+from mlms.errors import HardwareNotFound, InvalidArgument, Unavailable
+from mlms.evaluation.runner import leveled_runs
+from mlms.registry import hardware
+from mlms.tracer import cupti
+from mlms.tracer.levels import TraceLevel
+
+GPU_REASON = cupti.available()
+needs_gpu = pytest.mark.skipif(GPU_REASON is not None, reason=f"no usable GPU: {GPU_REASON}")
+
+
+def _cpu_only() -> hardware.HardwareInfo:
+    """This machine as detected, with its GPU list emptied: what a CPU-only host reports."""
+    return hardware.detect().model_copy(update={"gpus": []})
+
+
+def test_gpu_hw_on_a_cpu_only_machine_names_what_exists():
+    with pytest.raises(HardwareNotFound, match=r"no 'h100' device on this machine .* no GPU"):
+        hardware.resolve("h100", _cpu_only())
+    with pytest.raises(HardwareNotFound, match="no 'gpu' device"):
+        hardware.resolve("gpu", _cpu_only())
+
+
+@pytest.mark.parametrize("level", ["ml_library", "system_library", "hardware"])
+def test_gpu_only_trace_levels_on_cpu_say_they_need_a_gpu(level):
+    with pytest.raises(InvalidArgument, match=rf"'{level}' has no collector on cpu.*--hw"):
+        leveled_runs(TraceLevel.parse(level), "cpu")
+
+
+def test_leveled_runs_on_a_gpu():
+    assert leveled_runs(TraceLevel.FULL, "cuda:0") == [
+        TraceLevel.MODEL,
+        TraceLevel.FRAMEWORK,
+        TraceLevel.ML_LIBRARY,
+        TraceLevel.SYSTEM_LIBRARY,
+        TraceLevel.HARDWARE,
+        TraceLevel.FULL,
+    ]
+    assert leveled_runs(TraceLevel.SYSTEM_LIBRARY, "cuda:0")[-1] == TraceLevel.SYSTEM_LIBRARY
+    # On the CPU, full means every level the CPU has.
+    assert leveled_runs(TraceLevel.FULL, "cpu") == [TraceLevel.MODEL, TraceLevel.FRAMEWORK]
+
+
+@pytest.mark.skipif(GPU_REASON is None, reason="this machine has a usable GPU")
+def test_cupti_collector_without_a_gpu_says_why():
+    with pytest.raises(Unavailable, match="trace level 'hardware' needs CUPTI: "):
+        cupti.CuptiCollector(TraceLevel.HARDWARE)
+
+
+def test_counters_without_ncu_say_so(monkeypatch):
+    from mlms.tracer import ncu
+
+    monkeypatch.setenv("PATH", os.devnull)
+    with pytest.raises(Unavailable, match="need Nsight Compute's ncu on PATH"):
+        ncu.ncu_executable()
+
+
+@needs_gpu
+def test_cupti_records_a_kernel_and_its_launch():
+    import torch
+
+    from mlms.tracer.join import gpu_parents
+
+    a = torch.randn(512, 512, device="cuda")
+    torch.cuda.synchronize()
+    with cupti.CuptiCollector(sync=torch.cuda.synchronize) as capture:
+        (a @ a).sum()
+    events = capture.events()
+    kernels = [e for e in events if e.kind == "kernel"]
+    api = [e for e in events if e.level == TraceLevel.SYSTEM_LIBRARY]
+    assert kernels and capture.dropped == 0
+    assert all(p is not None for p in gpu_parents(api, kernels))
+    assert {e.thread for e in api} == {threading.get_ident()}
+
+
+@needs_gpu
+def test_another_cupti_client_is_reported_not_crashed_into():
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]), pytest.raises(Unavailable, match="in use"):
+        with cupti.CuptiCollector(sync=torch.cuda.synchronize):
+            torch.ones(8, device="cuda").sum()
+    # Once it has stopped, ours works again.
+    with cupti.CuptiCollector(sync=torch.cuda.synchronize) as capture:
+        torch.ones(8, device="cuda").sum()
+    assert any(r["kind"] == "kernel" for r in capture.records)
+
+
+@needs_gpu
+def test_cudnn_calls_carry_the_engine_cudnn_chose():
+    import torch
+
+    from mlms.tracer.ml_library import collect_cudnn
+
+    conv = torch.nn.Conv2d(3, 8, 3).cuda()
+    x = torch.randn(2, 3, 32, 32, device="cuda")
+    conv(x)
+    with collect_cudnn() as capture:
+        conv(x)
+        torch.cuda.synchronize()
+    calls = [c for c in capture.events() if c.name == "cudnnBackendExecute"]
+    assert calls and isinstance(calls[0].attributes["engine_id"], int)
+
+
+@needs_gpu
+def test_hardware_level_evaluation_joins_kernels_to_layers(store):
+    from mlms.evaluation.record import EvaluationRequest
+    from mlms.evaluation.runner import evaluate
+    from mlms.tracer.archive import read_spans, records_of
+
+    record = evaluate(
+        EvaluationRequest(
+            model="resnet18",
+            hw="gpu",
+            trace_level="hardware",
+            iterations=3,
+            min_seconds=0,
+            warmup=2,
+        ),
+        store=store,
+    )
+    levels = record.results[0].levels
+    assert list(levels) == ["model", "framework", "ml_library", "system_library", "hardware"]
+    assert all(level.dropped == 0 for level in levels.values())
+    spans = records_of(read_spans(store, record.trace_id))
+    by_id = {s.span_id: s for s in spans}
+    kernels = [s for s in spans if s.kind == "kernel" and s.run == levels["hardware"].run]
+    assert kernels
+    under_layers = [
+        k for k in kernels if by_id[by_id[k.parent_id].parent_id].level == TraceLevel.FRAMEWORK
+    ]
+    assert len(under_layers) / len(kernels) > 0.9
+
+
+@needs_gpu
+def test_peaks_are_measured_once_and_cached():
+    from mlms.tracer import peaks
+
+    first = peaks.peaks("cuda:0")
+    import torch
+
+    assert peaks.cache_path(torch.cuda.get_device_name(0)).exists()
+    assert peaks.peaks("cuda:0") == first
+    assert first.flops_tensor > first.flops_fp32 > 0 and first.dram_bytes_per_s > 0
