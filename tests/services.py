@@ -13,30 +13,15 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import requests
 
+from tests.processes import free_port, wait_for
+
 READY_TIMEOUT = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def etcd_binary() -> str | None:
@@ -83,10 +68,10 @@ class EtcdServer:
                 stderr=subprocess.STDOUT,
             )
         try:
-            wait_until(self.healthy, READY_TIMEOUT, f"etcd at {self.address}")
-        except TimeoutError as exc:
+            wait_for(self.healthy, READY_TIMEOUT, f"etcd at {self.address}")
+        except AssertionError as exc:
             self.kill()
-            raise TimeoutError(f"{exc}; its log:\n{self.log.read_text()[-3000:]}") from None
+            raise AssertionError(f"{exc}; its log:\n{self.log.read_text()[-3000:]}") from None
         return self
 
     @property
@@ -151,7 +136,7 @@ class S3Server:
         host, port = self._server.get_host_and_port()
         self.endpoint = f"{host}:{port}"
         self.url = f"s3://{self.endpoint}/{self.bucket}"
-        wait_until(self.healthy, READY_TIMEOUT, f"moto S3 at {self.endpoint}")
+        wait_for(self.healthy, READY_TIMEOUT, f"moto S3 at {self.endpoint}")
         return self
 
     def healthy(self) -> bool:

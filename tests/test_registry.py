@@ -21,7 +21,8 @@ from mlms.errors import InvalidArgument, Unavailable
 from mlms.registry.agents import list_agents, register_agent
 from mlms.registry.base import AgentRecord, Lease, Registry, registry_from_url
 from mlms.registry.hardware import HardwareInfo
-from tests.services import EtcdServer, free_port
+from tests.processes import free_port, wait_for
+from tests.services import EtcdServer
 
 #: etcd counts leases in whole seconds and refuses less than about 2 s.
 ETCD_TTL = 2.0
@@ -52,10 +53,7 @@ def _record(agent_id: str | None = None, **changes) -> AgentRecord:
 def _eventually(condition: Callable[[], object], timeout: float, what: str) -> float:
     """Seconds until ``condition()`` is truthy; fails naming ``what`` after ``timeout``."""
     start = time.monotonic()
-    while not condition():
-        if time.monotonic() - start > timeout:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
+    wait_for(condition, timeout, what, every=0.02)
     return time.monotonic() - start
 
 

@@ -21,7 +21,8 @@ from mlms.store.local import LocalStore
 from mlms.store.s3 import S3Store
 from mlms.zoo.assets import AssetManager, asset_prefix
 from mlms.zoo.catalog import get_model
-from tests.services import S3Server, free_port
+from tests.processes import free_port
+from tests.services import S3Server
 
 MIB = 1 << 20
 
