@@ -348,11 +348,14 @@ def _ncu_check(spans, run: int, single) -> dict[str, Any]:
     launches = sorted(names)
     aligned = match_rows([names[i] for i in launches], [r.name for r in single])
     to_single = dict(zip(launches, aligned, strict=True))
-    rel_single = []
+    rel_single, rel_single_long = [], []
     for span in matched:
         row = to_single.get(span.attributes["counter.launch"])
         if row is not None and single[row].values.get("gpu__time_duration.sum", 0) > 0:
-            rel_single.append(_rel(span.duration_ns, single[row].values["gpu__time_duration.sum"]))
+            reference = single[row].values["gpu__time_duration.sum"]
+            rel_single.append(_rel(span.duration_ns, reference))
+            if reference >= 10_000:  # kernels of 10 us and more
+                rel_single_long.append(_rel(span.duration_ns, reference))
     signed = [
         s.duration_ns / s.attributes["counter.duration_ns"] - 1
         for s in matched
@@ -369,6 +372,10 @@ def _ncu_check(spans, run: int, single) -> dict[str, Any]:
         "p90_rel_diff": float(np.percentile(rel, 90)) if rel else None,
         "duration_only_matched": len(rel_single),
         "duration_only_median_rel_diff": statistics.median(rel_single) if rel_single else None,
+        "duration_only_ge_10us_matched": len(rel_single_long),
+        "duration_only_ge_10us_median_rel_diff": (
+            statistics.median(rel_single_long) if rel_single_long else None
+        ),
         "bound": dict(bounds),
     }
     print(
@@ -378,7 +385,8 @@ def _ncu_check(spans, run: int, single) -> dict[str, Any]:
     )
     print(
         f"    ncu (gpu__time_duration alone, one pass): {len(rel_single)} matched; median "
-        f"|ours-ncu|/ncu {check['duration_only_median_rel_diff']}"
+        f"|ours-ncu|/ncu {check['duration_only_median_rel_diff']}; kernels >= 10 us: "
+        f"{len(rel_single_long)}, median {check['duration_only_ge_10us_median_rel_diff']}"
     )
     return check
 
