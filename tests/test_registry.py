@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import etcd3gw
 import pytest
 
 from mlms.errors import InvalidArgument, Unavailable
@@ -284,6 +285,27 @@ def test_agent_is_back_within_two_ttl_after_etcd_restart(
     assert (registration.lease.lease_id != granted) == wipe
     registration.close()
     assert registry.get(f"agents/{record.agent_id}") is None
+    registry.close()
+
+
+def test_a_revoked_lease_is_granted_again_with_its_keys(running_etcd: EtcdServer) -> None:
+    """Someone else revokes the lease (``etcdctl lease revoke``, or etcd expired it while the
+    holder was cut off): the keys vanish, and the holder puts them back under a new lease."""
+    registry = registry_from_url(running_etcd.url)
+    lease = registry.lease(ETCD_TTL)
+    lease.put("agents/revoked", b"a")
+    lease.put("jobs/revoked", b"j")
+    first = lease.lease_id
+    operator = etcd3gw.Etcd3Client("127.0.0.1", running_etcd.port, api_path="/v3/")
+    etcd3gw.Lease(first, operator).revoke()
+    back = _eventually(
+        lambda: registry.get_prefix("") == {"agents/revoked": b"a", "jobs/revoked": b"j"},
+        ETCD_TTL,
+        "both keys back",
+    )
+    print(f"keys back {back:.2f}s after the lease was revoked")
+    assert lease.lease_id != first
+    lease.close()
     registry.close()
 
 
