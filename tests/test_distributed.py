@@ -327,10 +327,11 @@ def test_sigterm_leaves_the_registry_at_once(fleet: Fleet) -> None:
     assert address not in fleet.registered()  # gone before the process exited, no TTL wait
 
 
-def test_etcd_restart_agents_come_back(fleet: Fleet, etcd) -> None:
+@pytest.mark.parametrize("wipe", [False, True], ids=["same-data", "data-lost"])
+def test_etcd_restart_agents_come_back(fleet: Fleet, etcd, wipe: bool) -> None:
     before = fleet.registered()
     assert before == fleet.live()
-    etcd.restart()
+    etcd.restart(wipe=wipe)  # data-lost: every lease and key is gone, the leases re-grant
     back_at = time.monotonic()
     wait_for(lambda: _registered_quietly(fleet) == before, 2 * TTL, "agents back after restart")
     assert time.monotonic() - back_at <= 2 * TTL

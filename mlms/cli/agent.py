@@ -14,13 +14,22 @@ import click
 from mlms.predictors.registry import TABLE
 
 
-def _common(command):
+def _common(default_listen: str):
+    """The flags the server and the agent share; they differ in the default port."""
+
+    def apply(command):
+        return _with_options(command, default_listen)
+
+    return apply
+
+
+def _with_options(command, default_listen: str):
     for option in reversed(
         [
             click.option(
                 "--listen",
                 envvar="MLMS_LISTEN",
-                default="127.0.0.1:50051",
+                default=default_listen,
                 show_default=True,
                 metavar="HOST:PORT",
                 help="Where to serve gRPC (port 0: any free port).",
@@ -88,7 +97,7 @@ def _logging() -> None:
     metavar="HOST:PORT",
     help="The address servers reach this agent at; default: --listen with the bound port.",
 )
-@_common
+@_common("127.0.0.1:50052")
 def agent(
     framework: str,
     advertise: str | None,
@@ -123,7 +132,7 @@ def agent(
 
 
 @click.command()
-@_common
+@_common("127.0.0.1:50051")
 def server(
     listen: str,
     registry: str,
