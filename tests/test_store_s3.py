@@ -7,6 +7,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -107,6 +109,39 @@ def test_large_file_is_uploaded_in_parts(s3: S3Server, tmp_path: Path) -> None:
     store.get_file(key, target)
     digest = hashlib.sha256
     assert digest(target.read_bytes()).digest() == digest(source.read_bytes()).digest()
+
+
+_UPLOADER = """
+import sys, tracemalloc
+from pathlib import Path
+from mlms.store.s3 import S3Store
+store = S3Store(sys.argv[1], sys.argv[2], part_size=5 << 20)
+store.put_bytes("warm/up", b"x")  # imports and connections, before measuring
+tracemalloc.start()
+store.put_file("large/streamed.bin", Path(sys.argv[3]))
+print(tracemalloc.get_traced_memory()[1])
+"""
+
+
+def test_upload_memory_stays_at_a_few_parts(s3: S3Server, tmp_path: Path) -> None:
+    """Uploading a 64 MiB file in 5 MiB parts peaks at a few parts of Python memory, not the
+    file: traced in a process of its own (the S3 server lives in this one)."""
+    source = tmp_path / "streamed.bin"
+    with open(source, "wb") as out:
+        for _ in range(64):
+            out.write(os.urandom(MIB))
+    peak = int(
+        subprocess.run(
+            [sys.executable, "-c", _UPLOADER, s3.endpoint, s3.bucket, str(source)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        ).stdout
+    )
+    print(f"upload of 64 MiB in 5 MiB parts peaked at {peak / MIB:.1f} MiB of Python memory")
+    assert peak < 40 * MIB  # reading the file whole would take 64
+    assert _observer(s3).stat_object(s3.bucket, "large/streamed.bin").size == 64 * MIB
 
 
 def test_missing_keys_are_store_errors(store: S3Store, tmp_path: Path) -> None:
