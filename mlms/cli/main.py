@@ -11,6 +11,7 @@ from mlms import __version__
 from mlms.cli.agent import agent, server
 from mlms.cli.agents import agents
 from mlms.cli.analyze import analyze
+from mlms.cli.compare import compare
 from mlms.cli.evaluate import evaluate
 from mlms.cli.listing import evals, models
 from mlms.cli.trace import trace
@@ -27,6 +28,7 @@ cli.add_command(evaluate)
 cli.add_command(models)
 cli.add_command(evals)
 cli.add_command(analyze)
+cli.add_command(compare)
 cli.add_command(trace)
 cli.add_command(agent)
 cli.add_command(server)
