@@ -157,3 +157,24 @@ def test_peaks_are_measured_once_and_cached():
     assert peaks.cache_path(torch.cuda.get_device_name(0)).exists()
     assert peaks.peaks("cuda:0") == first
     assert first.flops_tensor > first.flops_fp32 > 0 and first.dram_bytes_per_s > 0
+
+
+def test_cudnn_log_is_routed_in_process_without_a_gpu():
+    """cuDNN's API log through cudnnSetCallback: works wherever torch's cuDNN is loaded."""
+    import time
+
+    import torch  # noqa: F401 - loads cuDNN with the CUDA build of torch
+
+    from mlms.tracer.ml_library import collect_cudnn, cudnn_library
+
+    library = cudnn_library()
+    if library is None:
+        pytest.skip("this torch build loads no cuDNN")
+    before = time.time_ns()
+    with collect_cudnn() as capture:
+        version = library.cudnnGetVersion()
+    calls = [m for m in capture.messages if m.function == "cudnnGetVersion"]
+    assert version > 0 and calls
+    assert calls[0].thread == threading.get_native_id()
+    # The callback's timestamp is the wall clock to the microsecond, so host-clock spans line up.
+    assert before - 1_000_000 <= calls[0].time_ns <= time.time_ns()

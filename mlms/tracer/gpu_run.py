@@ -84,6 +84,12 @@ class GpuRun:
             if r.level in (TraceLevel.MODEL, TraceLevel.FRAMEWORK)
         ]
         if isinstance(self.capture, CudnnCapture):
+            if self.capture.unavailable:
+                attributes = {"mlms.unavailable": self.capture.unavailable}
+                with tracer.span(
+                    "cudnn: not available", TraceLevel.ML_LIBRARY, attributes=attributes
+                ):
+                    pass
             calls = self.capture.events()
             parents = innermost_containers(containers, calls)
             tracer.add_events(calls, [containers[i] if i is not None else None for i in parents])

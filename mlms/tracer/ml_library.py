@@ -149,18 +149,18 @@ SEV_INFO_EN = 1 << 3  # cudnnSeverity_t: FATAL 0, ERROR 1, WARNING 2, INFO 3
 class CudnnCapture:
     messages: list[Message] = field(default_factory=list)
     threads: dict[int, int] = field(default_factory=dict)
+    #: Why nothing was collected (the model never loaded cuDNN), or None.
+    unavailable: str | None = None
 
     def events(self) -> list[TimedEvent]:
         return to_events(self.messages, self.threads)
 
 
-def cudnn_library() -> ctypes.CDLL:
-    """The cuDNN the process already loaded (the framework's), not another copy."""
+def cudnn_library() -> ctypes.CDLL | None:
+    """The cuDNN the process already loaded (the framework's, after warm-up), not another copy."""
     with open("/proc/self/maps") as maps:
         paths = {line.split()[-1] for line in maps if "libcudnn.so" in line}
-    if not paths:
-        raise Unavailable("trace level 'ml_library' needs cuDNN loaded in this process")
-    return ctypes.CDLL(sorted(paths)[0])
+    return ctypes.CDLL(sorted(paths)[0]) if paths else None
 
 
 def _lines(address: int | None) -> str:
@@ -177,9 +177,17 @@ def _lines(address: int | None) -> str:
 
 @contextmanager
 def collect_cudnn() -> Iterator[CudnnCapture]:
-    """Route cuDNN's API log to us while the block runs (INFO severity: every call)."""
+    """Route cuDNN's API log to us while the block runs (INFO severity: every call).
+
+    A model whose warm-up never loaded cuDNN (no convolution, no batch norm) gets an empty
+    capture that says so, rather than a failed evaluation.
+    """
     library = cudnn_library()
     capture = CudnnCapture()
+    if library is None:
+        capture.unavailable = "this model's framework did not load cuDNN (it makes no cuDNN call)"
+        yield capture
+        return
     capture.threads[threading.get_native_id()] = threading.get_ident()
     lock = threading.Lock()
 
