@@ -31,13 +31,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-#: Where the in-process side runs: a worker thread, like the agent's (see the docstring).
-_WORKER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="in-process")
 _MAIN_THREAD = False
 
 
 def in_process(call, *args):
-    return call(*args) if _MAIN_THREAD else _WORKER.submit(call, *args).result()
+    """``call(*args)`` on a fresh thread, as the agent runs each evaluation (see the docstring)."""
+    if _MAIN_THREAD:
+        return call(*args)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="in-process") as worker:
+        return worker.submit(call, *args).result()
 
 
 def percentile(values: list[float], q: float) -> float:
