@@ -8,11 +8,12 @@ switched on at run time with ``cudnnSetCallback`` and routed to us, so no enviro
 has to be set before cuDNN loads; the parser also reads a log file written with
 ``CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG=<file>``.
 
-What was tried and not used: cuBLAS's and cuBLASLt's API logs (``CUBLAS_LOGINFO_DBG``,
-``CUBLASLT_LOG_LEVEL``) stamp calls to the second, too coarse for spans; CUPTI's NVTX domain
-needs NVTX injection configured before the process starts, and cuDNN 9.19 emits no NVTX ranges
-of its own. So cuBLAS calls appear only as their kernels (HARDWARE) and runtime calls
-(SYSTEM_LIBRARY).
+What was tried and not used (H100, torch 2.11, cuDNN 9.19, cuBLAS 13.1): cuBLAS's and
+cuBLASLt's API logs (``CUBLAS_LOGINFO_DBG``, ``CUBLASLT_LOG_LEVEL``) stamp calls to the second,
+too coarse for spans. Not tried: NVTX ranges through CUPTI's NVTX domain, which needs NVTX
+injection configured before the process starts. So cuBLAS calls appear only as their kernels
+(HARDWARE) and launch calls (SYSTEM_LIBRARY). cuDNN's legacy batch-norm call logs no exit, so
+it becomes an instant at its entry.
 """
 
 from __future__ import annotations
