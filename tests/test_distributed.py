@@ -258,9 +258,11 @@ def test_bad_inputs_over_grpc(fleet: Fleet) -> None:
     assert code == grpc.StatusCode.NOT_FOUND or code == grpc.StatusCode.INVALID_ARGUMENT
     # Still serving, and a good predict goes through the same route.
     batch = np.zeros((2, 1, 8, 8), np.float32)
-    reply = stub.Predict(
-        types_pb2.PredictRequest(spec=spec, tensor=tensors.to_proto(batch), top_k=1), timeout=120
-    )
+    with fleet.client() as client:
+        reply = client.predict(
+            types_pb2.PredictRequest(spec=spec, tensor=tensors.to_proto(batch), top_k=1)
+        )
+        assert reply.agent_id in {a.id for a in client.list_agents()}
     assert tensors.from_proto(reply.logits).shape == (2, 10) and len(reply.top) == 2
     assert stub.ListModels(evaluator_pb2.ListModelsRequest()).manifests_json
     channel.close()

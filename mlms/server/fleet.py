@@ -34,10 +34,6 @@ class Fleet:
         with self._lock:
             return list(self._agents.values())
 
-    def get(self, agent_id: str) -> AgentRecord | None:
-        with self._lock:
-            return self._agents.get(agent_id)
-
     def _apply(self, current: dict[str, bytes]) -> None:
         agents = {}
         for key, value in current.items():

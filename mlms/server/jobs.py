@@ -72,6 +72,3 @@ class Jobs:
             self.lease.delete(f"{PREFIX}{evaluation_id}")
         except MlmsError as exc:  # the lease expiry removes it anyway
             log.warning("could not remove job %s: %s", evaluation_id, exc)
-
-    def all(self) -> list[Job]:
-        return [Job.model_validate_json(v) for v in self.registry.get_prefix(PREFIX).values()]
