@@ -156,8 +156,8 @@ class TensorFlowPredictor(Predictor):
         """The Keras layer whose name scope holds the node ("model_1/conv1_1/Conv2D" ->
         "conv1"); nodes outside any layer keep their own name."""
         parts = node_name.split("/")
-        for part in parts[1:2] if len(parts) > 1 else ():
-            for candidate in (part, _CALL_SUFFIX.sub("", part)):
+        if len(parts) > 1:
+            for candidate in (parts[1], _CALL_SUFFIX.sub("", parts[1])):
                 if candidate in self._layers:
                     return candidate
         return node_name
