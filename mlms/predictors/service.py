@@ -225,7 +225,7 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
                     record = evaluate(
                         evaluation,
                         store=self.store,
-                        progress=events.put,
+                        progress=_throttled(events.put),
                         processors=otlp_sinks(self.otlp_endpoint, f"evaluation {evaluation_id}"),
                         parent=trace.set_span_in_context(trace.get_current_span()),
                         agent={"mode": "remote", **self.agent_labels()},
@@ -246,6 +246,24 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
                 "routes to an agent of the framework"
             )
         return self.framework
+
+
+#: Progress goes out at most this often: a message per iteration would make the gRPC thread
+#: compete with the measured loop for the CPU.
+PROGRESS_INTERVAL_S = 0.2
+
+
+def _throttled(report: Callable[[Progress], None]) -> Callable[[Progress], None]:
+    """``report`` for the first and last event of each run and at most every interval between."""
+    last = [0.0]
+
+    def throttled(event: Progress) -> None:
+        now = time.monotonic()
+        if event.done in (1, event.target) or now - last[0] >= PROGRESS_INTERVAL_S:
+            last[0] = now
+            report(event)
+
+    return throttled
 
 
 def _stream(events: queue.SimpleQueue, context: grpc.ServicerContext) -> Iterator:
