@@ -145,17 +145,22 @@ def predict_round_trip(model: str, calls: int) -> None:
             timeout=300,
         ).session_id
         request = types_pb2.PredictRequest(session_id=session, tensor=tensors.to_proto(batch))
-        for _ in range(10):  # warm both sides
-            in_process(local.predict, batch)
-            stub.Predict(request)
         in_process_ms, over_grpc, agent_side = [], [], []
-        for _ in range(calls):
-            in_process_ms.append(in_process(_timed, local.predict, batch))
-            start = time.perf_counter_ns()
-            reply = stub.Predict(request)
-            tensors.from_proto(reply.logits)
-            over_grpc.append((time.perf_counter_ns() - start) / 1e6)
-            agent_side.append(reply.predict_ns / 1e6)
+
+        def interleave() -> None:
+            # One thread for the whole loop, as the agent's gRPC worker threads persist.
+            for _ in range(10):  # warm both sides
+                local.predict(batch)
+                stub.Predict(request)
+            for _ in range(calls):
+                in_process_ms.append(_timed(local.predict, batch))
+                start = time.perf_counter_ns()
+                reply = stub.Predict(request)
+                tensors.from_proto(reply.logits)
+                over_grpc.append((time.perf_counter_ns() - start) / 1e6)
+                agent_side.append(reply.predict_ns / 1e6)
+
+        in_process(interleave)
     finally:
         channel.close()
         agent.terminate()
