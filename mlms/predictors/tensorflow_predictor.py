@@ -32,6 +32,8 @@ from mlms.zoo.keras_models import import_tensorflow
 MARK = "mlms::predict"
 #: Graph nodes that move no data through the model (variable reads, arguments, control).
 BOOKKEEPING = frozenset({"ReadVariableOp", "Identity", "NoOp", "Const", "_Arg", "_Retval"})
+#: Op kinds that say less than the kind of the layer the op belongs to.
+GENERIC_KINDS = frozenset({"add", "mul", "reshape", "activation", "other"})
 _CALL_SUFFIX = re.compile(r"_\d+$")  # Keras names a layer's call scope "<layer>_1"
 
 
@@ -138,9 +140,12 @@ class TensorFlowPredictor(Predictor):
         node_name, _, op_type = node.name.rpartition(":")
         layer = self._layer_of(node_name)
         kind = normalise_kind(op_type)
-        if kind == "other" and layer in self._layers:
-            # Shape arithmetic inside a layer (a Flatten's StridedSlice and Pack) is the layer's.
-            kind = normalise_kind(self._layers[layer])
+        layer_kind = normalise_kind(self._layers.get(layer, ""))
+        if kind in GENERIC_KINDS and layer_kind != "other":
+            # Elementwise and shape ops serve their layer: Keras's inference BatchNormalization
+            # is Mul/AddV2/Rsqrt, a Conv2D's bias a BiasAdd, a Flatten's size a StridedSlice.
+            # A fused op (conv+relu) keeps its op's kind even when named after the relu.
+            kind = layer_kind
         return TimedEvent(
             name=layer,
             kind=kind,
