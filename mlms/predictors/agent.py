@@ -109,7 +109,7 @@ class Agent:
             self.framework_version,
             self.address,
             len(self.models),
-            self.config.registry,
+            self.registry.url,
             self.config.ttl,
         )
         return self

@@ -78,7 +78,7 @@ class Server:
             self.id,
             self.config.listen,
             self.server.port,
-            self.config.registry,
+            self.registry.url,
             self.store.url,
             len(self.fleet.agents()),
         )
