@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import sys
 import tempfile
 import urllib.error
 import urllib.request
@@ -120,7 +121,14 @@ class AssetManager:
         Built once (seeded, or trained for digits) and kept as the torch asset, so that all
         frameworks share the very same weights.
         """
-        import torch
+        try:
+            import torch
+        except ImportError as exc:
+            raise AssetError(
+                f"the {manifest.name!r} assets are built from torch, which this environment "
+                f"({sys.prefix}) lacks: build them once from the main environment (any "
+                "'mlms eval' of this model there) into the same store"
+            ) from exc
 
         from mlms.predictors.torch_predictor import architecture_of
 
