@@ -24,7 +24,7 @@ from mlms.predictors.torch_layer_hooks import hook_layer_events
 from mlms.tracer.layer_kinds import normalise_kind
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.spans import TimedEvent
-from mlms.zoo.architectures import build
+from mlms.zoo.architectures import architecture
 from mlms.zoo.manifest import BuildSource, ModelManifest
 
 MARK = "mlms::predict"
@@ -33,14 +33,14 @@ MODULE = "mlms.module::"
 
 
 def architecture_of(manifest: ModelManifest) -> Any:
-    """The manifest's architecture with its seeded initial weights."""
+    """The manifest's network, untrained: stored weights are loaded into it."""
     source = next((s for s in manifest.sources if isinstance(s, BuildSource)), None)
     if source is None:
         raise ManifestError(
             f"model {manifest.name!r}: the torch predictor needs a 'build' "
             "source naming the architecture"
         )
-    return build(source.builder, source.seed)
+    return architecture(source.builder)
 
 
 class TorchPredictor(Predictor):

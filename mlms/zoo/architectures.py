@@ -1,7 +1,9 @@
-"""Architectures the zoo can build locally: builder name -> seeded ``torch.nn.Module``.
+"""Architectures the zoo can build locally, as ``torch.nn.Module``.
 
-No weights are downloaded: torchvision models are built with ``weights=None`` after seeding, so
-the same seed gives the same weights. Other frameworks' artifacts are exported from these.
+No weights are downloaded: ``build`` seeds, constructs the torchvision network with
+``weights=None`` (the same seed gives the same weights) and trains the few that have a trainer
+(digits). Other frameworks' artifacts are exported from these weights; ``architecture`` gives
+the bare network that stored weights are loaded into.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mlms.errors import ManifestError
-from mlms.zoo.digits import build_digits_cnn
+from mlms.zoo.digits import digits_network, train_digits_cnn
 
 TORCHVISION = (
     "alexnet",
@@ -28,27 +30,42 @@ TORCHVISION = (
 )
 
 
-def _torchvision(name: str) -> Callable[[int], Any]:
-    def build(seed: int) -> Any:
-        import torch
+def _torchvision(name: str) -> Callable[[], Any]:
+    def network() -> Any:
         import torchvision
 
-        torch.manual_seed(seed)
         extra = {"aux_logits": True, "init_weights": True} if name == "inception_v3" else {}
-        return torchvision.models.get_model(name, weights=None, **extra).eval()
+        return torchvision.models.get_model(name, weights=None, **extra)
 
-    return build
+    return network
 
 
-BUILDERS: dict[str, Callable[[int], Any]] = {name: _torchvision(name) for name in TORCHVISION}
-BUILDERS["digits_cnn"] = build_digits_cnn
+#: Builder name -> the network with freshly initialised weights.
+ARCHITECTURES: dict[str, Callable[[], Any]] = {name: _torchvision(name) for name in TORCHVISION}
+ARCHITECTURES["digits_cnn"] = digits_network
+
+#: Builders whose weights are trained at build time rather than left at their seeded init.
+TRAINERS: dict[str, Callable[[Any, int], None]] = {"digits_cnn": train_digits_cnn}
+
+
+def architecture(builder: str) -> Any:
+    """The untrained network, to load stored weights into."""
+    try:
+        factory = ARCHITECTURES[builder]
+    except KeyError:
+        raise ManifestError(
+            f"unknown builder {builder!r}; expected one of: {', '.join(sorted(ARCHITECTURES))}"
+        ) from None
+    return factory()
 
 
 def build(builder: str, seed: int) -> Any:
-    try:
-        factory = BUILDERS[builder]
-    except KeyError:
-        raise ManifestError(
-            f"unknown builder {builder!r}; expected one of: {', '.join(sorted(BUILDERS))}"
-        ) from None
-    return factory(seed)
+    """The network with its canonical weights: seeded, and trained where it has a trainer."""
+    import torch
+
+    torch.manual_seed(seed)
+    module = architecture(builder)
+    trainer = TRAINERS.get(builder)
+    if trainer is not None:
+        trainer(module, seed)
+    return module.eval()

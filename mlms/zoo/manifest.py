@@ -81,7 +81,7 @@ class BuildSource(_Strict):
     """Construct the architecture locally with seeded weights."""
 
     kind: Literal["build"] = "build"
-    builder: str = Field(description="a name in mlms.zoo.architectures.BUILDERS")
+    builder: str = Field(description="a name in mlms.zoo.architectures.ARCHITECTURES")
     seed: int = 0
 
 
