@@ -17,13 +17,13 @@ import grpc
 import pandas as pd
 import pyarrow.parquet as pq
 
-from mlms.errors import Unavailable
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
-from mlms.evaluation.runner import Progress, ProgressCallback
+from mlms.evaluation.runner import ProgressCallback
 from mlms.protos.mlms.v1 import evaluator_pb2, evaluator_pb2_grpc, types_pb2
 from mlms.registry.base import AgentRecord
 from mlms.rpc.options import CHANNEL_OPTIONS
 from mlms.rpc.otlp import process_provider
+from mlms.rpc.payloads import record_from_events
 from mlms.rpc.propagation import outgoing_metadata
 from mlms.rpc.serving import split_address
 from mlms.rpc.status import error_from_rpc
@@ -53,7 +53,7 @@ class RemoteClient:
     ) -> EvaluationRecord:
         with self._span("client.evaluate", {"mlms.model": request.model}) as metadata:
             record_json = self._call(
-                lambda: _record_of(
+                lambda: record_from_events(
                     self._stub.Evaluate(
                         types_pb2.EvaluateRequest(request_json=request.model_dump_json()),
                         metadata=metadata,
@@ -132,15 +132,3 @@ class RemoteClient:
             self.last_trace_id = f"{span.get_span_context().trace_id:032x}"
             yield outgoing_metadata()
         self._provider.force_flush()
-
-
-def _record_of(events, progress: ProgressCallback | None, peer: str) -> str:
-    """Report progress events; the record's JSON, which ends the stream."""
-    for event in events:
-        which = event.WhichOneof("event")
-        if which == "progress" and progress is not None:
-            p = event.progress
-            progress(Progress(p.batch_size, p.run, p.done, p.target))
-        elif which == "record_json":
-            return event.record_json
-    raise Unavailable(f"{peer} ended the evaluation stream without a record")

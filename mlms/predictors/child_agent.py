@@ -29,8 +29,8 @@ from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.runner import ProgressCallback
 from mlms.predictors.registry import own_interpreter
 from mlms.protos.mlms.v1 import predictor_pb2, predictor_pb2_grpc, types_pb2
-from mlms.remote_client import _record_of
 from mlms.rpc.options import CHANNEL_OPTIONS
+from mlms.rpc.payloads import record_from_events
 from mlms.rpc.status import error_from_rpc
 from mlms.store.base import ObjectStore
 from mlms.zoo.assets import AssetManager
@@ -79,7 +79,7 @@ def evaluate_in_child(
                 events = stub.Evaluate(
                     types_pb2.EvaluateRequest(request_json=request.model_dump_json())
                 )
-                record_json = _record_of(events, progress, peer)
+                record_json = record_from_events(events, progress, peer)
             except grpc.RpcError as exc:
                 raise error_from_rpc(exc, peer) from exc
     return EvaluationRecord.model_validate_json(record_json)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from pydantic import ValidationError
 
-from mlms.errors import InvalidArgument
+from mlms.errors import InvalidArgument, Unavailable
 from mlms.evaluation.record import EvaluationRequest
+from mlms.evaluation.runner import Progress, ProgressCallback
 
 
 def evaluation_request(text: str) -> EvaluationRequest:
@@ -16,3 +20,15 @@ def evaluation_request(text: str) -> EvaluationRequest:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "request"
         raise InvalidArgument(f"bad evaluation request: {field}: {first['msg']}") from None
+
+
+def record_from_events(events: Iterable[Any], progress: ProgressCallback | None, peer: str) -> str:
+    """Report an Evaluate stream's progress events; return the record's JSON, which ends it."""
+    for event in events:
+        which = event.WhichOneof("event")
+        if which == "progress" and progress is not None:
+            p = event.progress
+            progress(Progress(p.batch_size, p.run, p.done, p.target))
+        elif which == "record_json":
+            return event.record_json
+    raise Unavailable(f"{peer} ended the evaluation stream without a record")
