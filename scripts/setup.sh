@@ -10,13 +10,13 @@ VENV=.venv
 if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
 fi
-# torch 2.14.1 + torchvision 0.29.1 are the pair that import together here (see README).
+# One resolution for the main environment: torch 2.14.1 + torchvision 0.29.1 (the pair that
+# imports together here, see README), ONNX Runtime, tensorflow-cpu 2.21 (it installs beside
+# torch, onnxruntime and protobuf 7), the test tools, and grpcio-tools pinned to the version
+# that generated mlms/protos (tests/test_protos.py regenerates the code and compares).
 "$VENV/bin/pip" install -q --disable-pip-version-check \
     "torch==2.14.1" "torchvision==0.29.1" \
-    -e ".[torch,onnxruntime,test]"
-# Distributed platform (issue 3): grpcio-tools, pinned to the version that generated
-# mlms/protos, so that tests/test_protos.py can regenerate the code and compare.
-"$VENV/bin/pip" install -q --disable-pip-version-check -e ".[protos]"
+    -e ".[torch,onnxruntime,tensorflow,test,protos]"
 
 # --- Fleet infrastructure (issue 3): etcd and S3 for the registry and store tests -----------
 # The Python side (etcd3gw, minio; moto[s3], flask, flask-cors for the test S3 server) comes
@@ -41,12 +41,10 @@ fi
     || { echo "setup: the fleet's Python packages did not install" >&2; exit 1; }
 # --- end fleet infrastructure ----------------------------------------------------------------
 
-# --- TensorFlow and MXNet (issue 4) ----------------------------------------------------------
-# tensorflow-cpu 2.21 installs beside torch, onnxruntime and protobuf 7 in the main virtualenv.
+# --- MXNet (issue 4) ------------------------------------------------------------------------
 # mxnet 1.9.1 imports only with numpy 1.23.5, so it gets its own virtualenv, .venv-mxnet, with
 # mlms but without torch; `mlms agent --framework mxnet` and the embedded
 # `mlms eval --framework mxnet` run from it (mlms/predictors/registry.py names it).
-"$VENV/bin/pip" install -q --disable-pip-version-check -e ".[tensorflow]"
 MXNET_VENV=.venv-mxnet
 if [ ! -x "$MXNET_VENV/bin/python" ]; then
     "$PY" -m venv "$MXNET_VENV"
@@ -54,6 +52,6 @@ fi
 "$MXNET_VENV/bin/pip" install -q --disable-pip-version-check -e ".[mxnet]"
 "$MXNET_VENV/bin/python" -c "import mxnet, numpy; assert numpy.__version__ == '1.23.5'" \
     || { echo "setup: mxnet did not install in $MXNET_VENV" >&2; exit 1; }
-# --- end TensorFlow and MXNet ------------------------------------------------------------------
+# --- end MXNet -----------------------------------------------------------------------------
 
 echo "setup: done ($("$VENV/bin/python" --version), $("$VENV/bin/pip" --version | cut -d' ' -f2) pip)"
