@@ -69,8 +69,15 @@ def main() -> None:
         bare: list[int] = []
         for _ in range(args.rounds):
             with tracer.run(1, TraceLevel.MODEL):
-                latencies, _ = measure_loop(predictor, source, tracer, request, args.batch_size,
-                                            TraceLevel.MODEL, lambda _event: None)
+                latencies, _ = measure_loop(
+                    predictor,
+                    source,
+                    tracer,
+                    request,
+                    args.batch_size,
+                    TraceLevel.MODEL,
+                    lambda _event: None,
+                )
             ours += latencies
             for _ in range(args.block):
                 start = time.perf_counter_ns()
@@ -78,8 +85,10 @@ def main() -> None:
                 bare.append(time.perf_counter_ns() - start)
         tracer.shutdown()
         mine, theirs = statistics.median(ours) / 1e6, statistics.median(bare) / 1e6
-        print(f"{framework:12} {mine:12.2f} {theirs:12.2f} {mine / theirs:7.3f}  "
-              f"{len(ours)}+{len(bare)}")
+        print(
+            f"{framework:12} {mine:12.2f} {theirs:12.2f} {mine / theirs:7.3f}  "
+            f"{len(ours)}+{len(bare)}"
+        )
         predictor.close()
 
 
