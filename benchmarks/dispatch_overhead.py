@@ -2,7 +2,8 @@
 
 1. Per-iteration latency, remote vs embedded: rounds that alternate an embedded evaluation
    (``EmbeddedClient``) with the same evaluation through ``mlms server`` -> ``mlms agent`` over
-   loopback gRPC (both in this process, sharing one in-memory registry). The ratio of the
+   loopback gRPC: by default both as processes on a real etcd, as deployed (``--fleet
+   in-process`` runs them in this process on one in-memory registry instead). The ratio of the
    medians of the records' model-level p50 is the dispatch path's cost to what it measures
    (target <= 1.02); the wall time per evaluation shows the fixed cost of the round trip.
 2. Predict round trip: one 1x3x224x224 float32 tensor through an agent process's Predict on
@@ -22,14 +23,20 @@ a worker thread, which says nothing about dispatch.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.services
 
 _MAIN_THREAD = False
 
@@ -46,9 +53,9 @@ def percentile(values: list[float], q: float) -> float:
     return float(np.percentile(values, q))
 
 
-def remote_vs_embedded(model: str, rounds: int, iterations: int) -> None:
-    from mlms.client import EmbeddedClient
-    from mlms.evaluation.record import EvaluationRequest
+@contextlib.contextmanager
+def in_process_fleet() -> Iterator[object]:
+    """Server and agent in this process, sharing one in-memory registry."""
     from mlms.predictors.agent import Agent, AgentConfig
     from mlms.registry.base import registry_from_url
     from mlms.remote_client import RemoteClient
@@ -58,6 +65,65 @@ def remote_vs_embedded(model: str, rounds: int, iterations: int) -> None:
     agent = Agent(AgentConfig(framework="torch"), registry=registry).start()
     server = Server(ServerConfig(), registry=registry).start()
     remote = RemoteClient(f"127.0.0.1:{server.port}")
+    try:
+        yield remote
+    finally:
+        remote.close()
+        server.stop(0)
+        agent.stop(0)
+
+
+@contextlib.contextmanager
+def process_fleet() -> Iterator[object]:
+    """A real etcd, one ``mlms agent`` and one ``mlms server`` process, as deployed."""
+    from mlms.remote_client import RemoteClient
+    from tests.processes import MlmsProcess, free_port, wait_for
+    from tests.services import EtcdServer  # the tests' launcher of a real etcd on loopback
+
+    with tempfile.TemporaryDirectory() as folder:
+        etcd = EtcdServer(Path(folder) / "etcd").start()
+        registry = f"etcd://{etcd.address}"
+        agent_port, server_port = free_port(), free_port()
+        agent = MlmsProcess(
+            [
+                "agent",
+                "--framework",
+                "torch",
+                "--listen",
+                f"127.0.0.1:{agent_port}",
+                "--registry",
+                registry,
+            ],
+            Path(folder) / "agent.log",
+        )
+        server = MlmsProcess(
+            ["server", "--listen", f"127.0.0.1:{server_port}", "--registry", registry],
+            Path(folder) / "server.log",
+        )
+        remote = RemoteClient(f"127.0.0.1:{server_port}")
+        try:
+            wait_for(lambda: _listed(remote), 120, "the agent in the server's fleet", every=0.5)
+            yield remote
+        finally:
+            remote.close()
+            server.stop()
+            agent.stop()
+            etcd.stop()
+
+
+def _listed(remote) -> bool:
+    from mlms.errors import MlmsError
+
+    try:
+        return bool(remote.list_agents())
+    except MlmsError:
+        return False
+
+
+def remote_vs_embedded(model: str, rounds: int, iterations: int, fleet: str) -> None:
+    from mlms.client import EmbeddedClient
+    from mlms.evaluation.record import EvaluationRequest
+
     embedded = EmbeddedClient()
     request = EvaluationRequest(
         model=model, framework="torch", iterations=iterations, warmup=3, min_seconds=0.0
@@ -65,7 +131,7 @@ def remote_vs_embedded(model: str, rounds: int, iterations: int) -> None:
     in_process(embedded.evaluate, request)  # builds the asset once, outside the measurement
     p50 = {"embedded": [], "remote": []}
     wall = {"embedded": [], "remote": []}
-    try:
+    with process_fleet() if fleet == "processes" else in_process_fleet() as remote:
         for number in range(rounds):
             pair = [("embedded", embedded), ("remote", remote)]
             for name, client in pair if number % 2 == 0 else pair[::-1]:  # ABBA: no order bias
@@ -77,15 +143,11 @@ def remote_vs_embedded(model: str, rounds: int, iterations: int) -> None:
                 )
                 wall[name].append(time.perf_counter() - start)
                 p50[name].append(record.results[0].latency_ms.p50)
-    finally:
-        remote.close()
-        server.stop(0)
-        agent.stop(0)
     e, r = statistics.median(p50["embedded"]), statistics.median(p50["remote"])
     where = "main thread" if _MAIN_THREAD else "a worker thread"
     print(
         f"remote vs embedded: {model}, torch, batch 1, {iterations} iterations, {rounds} rounds "
-        f"(embedded on {where})"
+        f"(embedded on {where}; fleet: {fleet})"
     )
     print(f"  embedded p50 per iteration   {e:8.3f} ms   (rounds: {_fmt(p50['embedded'])})")
     print(f"  remote   p50 per iteration   {r:8.3f} ms   (rounds: {_fmt(p50['remote'])})")
@@ -211,11 +273,17 @@ def main() -> None:
     parser.add_argument("--predict-model", default="squeezenet1_1")
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--main-thread", action="store_true", help="in-process side on main")
+    parser.add_argument(
+        "--fleet",
+        choices=["processes", "in-process"],
+        default="processes",
+        help="server and agent as processes on a real etcd (as deployed), or in this process",
+    )
     args = parser.parse_args()
     global _MAIN_THREAD
     _MAIN_THREAD = args.main_thread
     os.environ.setdefault("KINETO_LOG_LEVEL", "5")
-    remote_vs_embedded(args.model, args.rounds, args.iterations)
+    remote_vs_embedded(args.model, args.rounds, args.iterations, args.fleet)
     predict_round_trip(args.predict_model, args.calls)
 
 
