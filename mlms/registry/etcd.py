@@ -13,7 +13,6 @@ import contextlib
 import json
 import logging
 import math
-import threading
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -24,7 +23,7 @@ from etcd3gw import exceptions as etcd_errors
 from mlms.errors import Unavailable
 from mlms.reasons import short_reason
 from mlms.registry.base import ROOT, WatchCallback, validate_key
-from mlms.registry.keeper import KeptLease, PrefixWatch
+from mlms.registry.keeper import Holdings, KeptLease, PrefixWatch
 
 log = logging.getLogger(__name__)
 
@@ -44,17 +43,12 @@ class EtcdRegistry:
         self.address = f"{host}:{port}"
         self.url = f"etcd://{self.address}"
         self._client = etcd3gw.Etcd3Client(host, port, timeout=TIMEOUT, api_path="/v3/")
-        self._lock = threading.Lock()
-        self._watches: list[PrefixWatch] = []
-        self._leases: list[KeptLease] = []
+        self._held = Holdings()
         self._call("status", self._client.status)
 
     # -- Registry -----------------------------------------------------------------------
     def lease(self, ttl: float) -> KeptLease:
-        lease = KeptLease(self, ttl)
-        with self._lock:
-            self._leases.append(lease)
-        return lease
+        return self._held.lease(self, ttl)
 
     def get(self, key: str) -> bytes | None:
         values = self._call("get", self._client.get, ROOT + validate_key(key))
@@ -66,21 +60,12 @@ class EtcdRegistry:
         return {meta["key"].decode()[len(ROOT) :]: bytes(value) for value, meta in found}
 
     def watch_prefix(self, prefix: str, callback: WatchCallback) -> PrefixWatch:
-        watch = PrefixWatch(
+        return self._held.watch(
             lambda: self.get_prefix(prefix), callback, every=WATCH_EVERY, prefix=prefix
         )
-        with self._lock:
-            self._watches.append(watch)
-        return watch
 
     def close(self) -> None:
-        with self._lock:
-            watches, self._watches = self._watches, []
-            leases, self._leases = self._leases, []
-        for watch in watches:
-            watch.close()
-        for lease in leases:
-            lease.close()
+        self._held.close()
         self._client.session.close()
 
     # -- LeaseBackend (for KeptLease) ---------------------------------------------------

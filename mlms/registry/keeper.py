@@ -182,3 +182,44 @@ class PrefixWatch:
                 except Exception:  # a watcher's bug must not stop the watch
                     log.exception("watch callback for %r failed", self._prefix)
             self._wake.wait(self._every)
+
+
+class Holdings:
+    """The leases and watches a registry has handed out, closed together with it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._watches: list[PrefixWatch] = []
+        self._leases: list[KeptLease] = []
+
+    def lease(self, backend: LeaseBackend, ttl: float) -> KeptLease:
+        lease = KeptLease(backend, ttl)
+        with self._lock:
+            self._leases.append(lease)
+        return lease
+
+    def watch(
+        self,
+        read: Callable[[], dict[str, bytes]],
+        callback: WatchCallback,
+        *,
+        every: float,
+        prefix: str,
+    ) -> PrefixWatch:
+        watch = PrefixWatch(read, callback, every=every, prefix=prefix)
+        with self._lock:
+            self._watches.append(watch)
+        return watch
+
+    def watches(self) -> list[PrefixWatch]:
+        with self._lock:
+            return list(self._watches)
+
+    def close(self) -> None:
+        with self._lock:
+            watches, self._watches = self._watches, []
+            leases, self._leases = self._leases, []
+        for watch in watches:
+            watch.close()
+        for lease in leases:
+            lease.close()

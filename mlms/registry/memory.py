@@ -11,7 +11,7 @@ import time
 
 from mlms.errors import Unavailable
 from mlms.registry.base import WatchCallback, validate_key
-from mlms.registry.keeper import KeptLease, PrefixWatch
+from mlms.registry.keeper import Holdings, KeptLease, PrefixWatch
 
 #: Watches here are woken on every change; the period is only a backstop.
 _WATCH_BACKSTOP = 1.0
@@ -108,19 +108,14 @@ class MemoryRegistry:
     url = "memory://"
 
     def __init__(self) -> None:
-        self._watches: list[PrefixWatch] = []
-        self._leases: list[KeptLease] = []
-        self._lock = threading.Lock()
+        self._held = Holdings()
         self._wake = threading.Event()
         self._store = _Store(self._on_change)
         self._reaper = threading.Thread(target=self._reap, name="mlms-memory-reaper", daemon=True)
         self._reaper.start()
 
     def lease(self, ttl: float) -> KeptLease:
-        lease = KeptLease(self._store, ttl)
-        with self._lock:
-            self._leases.append(lease)
-        return lease
+        return self._held.lease(self._store, ttl)
 
     def get(self, key: str) -> bytes | None:
         return self._store.get(validate_key(key))
@@ -129,29 +124,18 @@ class MemoryRegistry:
         return self._store.get_prefix(validate_key(prefix, prefix=True))
 
     def watch_prefix(self, prefix: str, callback: WatchCallback) -> PrefixWatch:
-        watch = PrefixWatch(
+        return self._held.watch(
             lambda: self.get_prefix(prefix), callback, every=_WATCH_BACKSTOP, prefix=prefix
         )
-        with self._lock:
-            self._watches.append(watch)
-        return watch
 
     def close(self) -> None:
-        with self._lock:
-            watches, self._watches = self._watches, []
-            leases, self._leases = self._leases, []
-        for watch in watches:
-            watch.close()
-        for lease in leases:
-            lease.close()
+        self._held.close()
         self._store.closed = True
         self._wake.set()
 
     def _on_change(self) -> None:
         self._wake.set()
-        with self._lock:
-            watches = list(self._watches)
-        for watch in watches:
+        for watch in self._held.watches():
             watch.poke()
 
     def _reap(self) -> None:
