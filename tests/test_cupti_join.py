@@ -1,54 +1,41 @@
 """Joining, hierarchy and counter logic on real records from the H100, run on the CPU.
 
-The fixture ``data/cupti_resnet18_bs4.json.gz`` holds one capture made by
-``benchmarks/gpu_validation.py --parts fixture`` on an H100 (torch 2.11, CUDA 13, cuDNN 9.19):
-three traced predicts of resnet18 at batch size 4 (CUPTI activity records on CUPTI's clock with
-their clock map, the framework's layer events and the model spans), the ncu rows of the same
-batch, this GPU's measured peaks, and the cuDNN API-log messages of one more predict. Nothing is
-faked: the tests replay what the GPU recorded through the same functions the runner uses.
+The fixture is one capture of resnet18 at batch size 4 on an H100 (``tests/gpu_capture.py``
+says what it holds). Nothing is faked: the tests replay what the GPU recorded through the same
+functions the runner uses.
 """
 
 from __future__ import annotations
 
-import gzip
 import itertools
-import json
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 from mlms.tracer import ml_library
 from mlms.tracer.counters import Peaks, match_rows, parse_ncu_csv, roofline
-from mlms.tracer.cupti import ClockMap, thread_key, to_events
+from mlms.tracer.cupti import ClockMap
 from mlms.tracer.gpu_run import with_counters
 from mlms.tracer.hierarchy import innermost_containers
-from mlms.tracer.join import add_gpu_spans, gpu_parents, layer_gpu
+from mlms.tracer.join import gpu_parents, layer_gpu
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.ncu import CounterRun
-from mlms.tracer.spans import TimedEvent
-from mlms.tracer.tracer import Tracer
+from tests import gpu_capture
 
-FIXTURE = Path(__file__).parent / "data" / "cupti_resnet18_bs4.json.gz"
+FIXTURE = gpu_capture.FIXTURE
 
 
 @pytest.fixture(scope="module")
 def capture() -> dict:
-    return json.loads(gzip.decompress(FIXTURE.read_bytes()))
-
-
-def _events(payload: list[dict]) -> list[TimedEvent]:
-    return [TimedEvent(**{**item, "level": TraceLevel(item["level"])}) for item in payload]
+    return gpu_capture.load()
 
 
 @pytest.fixture(scope="module")
 def events(capture):
-    thread = capture["meta"]["predict_thread"]
-    clock = ClockMap(**capture["cupti"]["clock"])
-    everything = to_events(capture["cupti"]["records"], clock, threads={thread_key(thread): thread})
+    everything = gpu_capture.cupti_events(capture)
     api = [e for e in everything if e.level == TraceLevel.SYSTEM_LIBRARY]
     gpu = [e for e in everything if e.level == TraceLevel.HARDWARE]
-    return api, gpu, _events(capture["layers"])
+    return api, gpu, gpu_capture.layer_events(capture)
 
 
 def test_fixture_is_small_and_complete(capture):
@@ -118,19 +105,8 @@ def test_layers_get_their_kernels_and_fit_them(events):
 def test_hierarchy_through_the_tracer(capture, events):
     """Spans through the OpenTelemetry SDK: kernel -> its API call -> its layer -> model."""
     api, gpu, layers = events
-    tracer = Tracer(TraceLevel.FULL)
-    models = [
-        TimedEvent("model", "model", TraceLevel.MODEL, m["start_ns"], m["end_ns"], m["thread"])
-        for m in capture["models"]
-    ]
-    with tracer.run(1, TraceLevel.HARDWARE), tracer.span("run 1", TraceLevel.APPLICATION):
-        tracer.add_events(models, [None] * len(models))
-        model_spans = [r for r in tracer.records() if r.level == TraceLevel.MODEL]
-        parents = innermost_containers(model_spans, layers)
-        tracer.add_events(layers, [model_spans[i] for i in parents])
-        containers = [r for r in tracer.records() if r.level in (2, 3)]
-        add_gpu_spans(tracer, containers, api + gpu)
-    records = tracer.records()
+    models = gpu_capture.model_events(capture)
+    records = gpu_capture.traced_run(1, TraceLevel.HARDWARE, models, layers, api + gpu)
     by_id = {r.span_id: r for r in records}
     kernels = [r for r in records if r.kind == "kernel"]
     assert len(kernels) == 342
@@ -185,10 +161,7 @@ def test_roofline_follows_the_measured_ridge(capture):
 def test_counters_attach_to_each_predicts_kernels(capture, events):
     api, gpu, _layers = events
     rows = parse_ncu_csv(capture["ncu_csv"])
-    models = [
-        TimedEvent("model", "model", TraceLevel.MODEL, m["start_ns"], m["end_ns"], m["thread"])
-        for m in capture["models"]
-    ]
+    models = gpu_capture.model_events(capture)
     run = CounterRun(rows=rows, latency_ns=0, wall_seconds=0.0, metrics=[])
     joined = with_counters(api + gpu, models, run, Peaks(**capture["peaks"]))
     kernels = [e for e in joined if e.kind == "kernel"]
@@ -210,7 +183,7 @@ def test_cudnn_calls_carry_their_engine_and_sit_in_their_layer(capture):
     part = capture["ml_library"]
     messages = [ml_library.Message(**m) for m in part["messages"]]
     calls = ml_library.to_events(messages, {int(k): v for k, v in part["threads"].items()})
-    layers = _events(part["layers"])
+    layers = gpu_capture.timed_events(part["layers"])
     assert Counter(c.name for c in calls) == {
         "cudnnBackendExecute": 20,  # resnet18: 20 convolutions
         "cudnnBatchNormalizationForwardInference": 20,

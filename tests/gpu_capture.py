@@ -1,0 +1,73 @@
+"""The H100 capture in ``data/cupti_resnet18_bs4.json.gz``, replayed as a traced run makes it.
+
+``benchmarks/gpu_validation.py --parts fixture`` recorded it on an H100 (torch 2.11, CUDA 13,
+cuDNN 9.19): three traced predicts of resnet18 at batch size 4 (CUPTI activity records on
+CUPTI's clock with their clock map, the framework's layer events and the model spans), the ncu
+rows of the same batch, this GPU's measured peaks, and the cuDNN API-log messages of one more
+predict. The helpers run those records through the same functions the runner uses.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+from mlms.tracer.cupti import ClockMap, thread_key, to_events
+from mlms.tracer.hierarchy import innermost_containers
+from mlms.tracer.join import add_gpu_spans
+from mlms.tracer.levels import TraceLevel
+from mlms.tracer.spans import SpanRecord, TimedEvent
+from mlms.tracer.tracer import Tracer
+
+FIXTURE = Path(__file__).parent / "data" / "cupti_resnet18_bs4.json.gz"
+
+
+def load() -> dict[str, Any]:
+    return json.loads(gzip.decompress(FIXTURE.read_bytes()))
+
+
+def cupti_events(capture: dict[str, Any]) -> list[TimedEvent]:
+    """API calls and GPU work on the host clock, on the predict thread."""
+    thread = capture["meta"]["predict_thread"]
+    clock = ClockMap(**capture["cupti"]["clock"])
+    return to_events(capture["cupti"]["records"], clock, threads={thread_key(thread): thread})
+
+
+def timed_events(payload: list[dict[str, Any]]) -> list[TimedEvent]:
+    """Events stored as dicts (layers, for example) back as ``TimedEvent``."""
+    return [TimedEvent(**{**item, "level": TraceLevel(item["level"])}) for item in payload]
+
+
+def layer_events(capture: dict[str, Any]) -> list[TimedEvent]:
+    return timed_events(capture["layers"])
+
+
+def model_events(capture: dict[str, Any], attributes: dict[str, Any] | None = None):
+    return [
+        TimedEvent(
+            "model", "model", TraceLevel.MODEL, m["start_ns"], m["end_ns"], m["thread"],
+            attributes=dict(attributes or {}),
+        )
+        for m in capture["models"]
+    ]  # fmt: skip
+
+
+def traced_run(
+    run: int,
+    level: TraceLevel,
+    models: list[TimedEvent],
+    layers: list[TimedEvent],
+    cupti: list[TimedEvent],
+) -> list[SpanRecord]:
+    """The spans of one leveled run: model -> layer -> API call -> GPU work, through the SDK."""
+    tracer = Tracer(TraceLevel.FULL)
+    with tracer.run(run, level), tracer.span(f"run {run}", TraceLevel.APPLICATION):
+        tracer.add_events(models, [None] * len(models))
+        model_spans = [r for r in tracer.records() if r.level == TraceLevel.MODEL]
+        parents = innermost_containers(model_spans, layers)
+        tracer.add_events(layers, [model_spans[i] for i in parents])
+        containers = [r for r in tracer.records() if r.level in (2, 3)]
+        add_gpu_spans(tracer, containers, cupti)
+    return tracer.records()
