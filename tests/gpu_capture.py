@@ -9,6 +9,7 @@ predict. The helpers run those records through the same functions the runner use
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from pathlib import Path
@@ -60,14 +61,26 @@ def traced_run(
     models: list[TimedEvent],
     layers: list[TimedEvent],
     cupti: list[TimedEvent],
+    *more: tuple[list[TimedEvent], list[TimedEvent], list[TimedEvent]],
 ) -> list[SpanRecord]:
-    """The spans of one leveled run: model -> layer -> API call -> GPU work, through the SDK."""
+    """The spans of one leveled run: model -> layer -> API call -> GPU work, through the SDK.
+
+    ``more`` holds further (models, layers, cupti) collections of the same run, emitted one
+    after another as the runner emits one batch size after another.
+    """
     tracer = Tracer(TraceLevel.FULL)
     with tracer.run(run, level), tracer.span(f"run {run}", TraceLevel.APPLICATION):
-        tracer.add_events(models, [None] * len(models))
-        model_spans = [r for r in tracer.records() if r.level == TraceLevel.MODEL]
-        parents = innermost_containers(model_spans, layers)
-        tracer.add_events(layers, [model_spans[i] for i in parents])
-        containers = [r for r in tracer.records() if r.level in (2, 3)]
-        add_gpu_spans(tracer, containers, cupti)
+        for batch_models, batch_layers, batch_cupti in ((models, layers, cupti), *more):
+            before = len(tracer.records())
+            tracer.add_events(batch_models, [None] * len(batch_models))
+            model_spans = [r for r in tracer.records()[before:] if r.level == TraceLevel.MODEL]
+            parents = innermost_containers(model_spans, batch_layers)
+            tracer.add_events(batch_layers, [model_spans[i] for i in parents])
+            containers = [r for r in tracer.records()[before:] if r.level in (2, 3)]
+            add_gpu_spans(tracer, containers, batch_cupti)
     return tracer.records()
+
+
+def shifted(events: list[TimedEvent], ns: int) -> list[TimedEvent]:
+    """The same events ``ns`` later (a second collection with the same correlation ids)."""
+    return [dataclasses.replace(e, start_ns=e.start_ns + ns, end_ns=e.end_ns + ns) for e in events]

@@ -8,6 +8,7 @@ faked.
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from mlms.analysis.gpu_tables import gpu_layers, short_kernel_name, top_kernels
@@ -44,6 +45,26 @@ def spans(capture, tmp_path_factory):
     return read_spans(store, "trace"), rows
 
 
+@pytest.fixture(scope="module")
+def two_batch_sizes(capture, tmp_path_factory):
+    """The capture as batch size 4 and, one second later, again as "batch size 8".
+
+    As in a real evaluation, each batch size is its own CUPTI collection, and the two share
+    correlation ids: a join across batch sizes would hang one's kernels under the other's calls.
+    """
+    cupti, layers = gpu_capture.cupti_events(capture), gpu_capture.layer_events(capture)
+    first = gpu_capture.model_events(capture, {"mlms.batch_size": 4})
+    second = gpu_capture.model_events(capture, {"mlms.batch_size": 8})
+    later = 1_000_000_000
+    records = gpu_capture.traced_run(
+        2, TraceLevel.HARDWARE, first, layers, cupti,
+        tuple(gpu_capture.shifted(e, later) for e in (second, layers, cupti)),
+    )  # fmt: skip
+    store = LocalStore(tmp_path_factory.mktemp("store"))
+    write_spans(store, "trace", records)
+    return read_spans(store, "trace")
+
+
 def test_each_layer_gets_its_gpu_and_non_gpu_time(spans, capture):
     frame, _rows = spans
     table = gpu_layers(frame)
@@ -62,6 +83,16 @@ def test_each_layer_gets_its_gpu_and_non_gpu_time(spans, capture):
     assert table["non-gpu (us)"].is_monotonic_decreasing
     # The same layers and batch size as the layer tables see.
     assert set(layer_spans(frame)["name"]) == layer_names
+
+
+def test_each_batch_size_is_joined_on_its_own(two_batch_sizes):
+    table = gpu_layers(two_batch_sizes)
+    assert set(table["batch_size"]) == {4, 8}
+    assert (table["non-gpu (us)"] >= 0).all() and (table["latency (us)"] > 0).all()
+    columns = ["layer_index", "name", "latency (us)", "gpu (us)", "kernels"]
+    four = table[table["batch_size"] == 4][columns].sort_values("layer_index", ignore_index=True)
+    eight = table[table["batch_size"] == 8][columns].sort_values("layer_index", ignore_index=True)
+    pd.testing.assert_frame_equal(four, eight)
 
 
 def test_layer_counters_add_up_their_kernels(spans):

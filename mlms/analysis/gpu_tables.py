@@ -58,26 +58,32 @@ def gpu_layers(spans: pd.DataFrame) -> pd.DataFrame:
     run = _gpu_run(spans)
     if run is None:
         return pd.DataFrame(columns=LAYER_COLUMNS)
-    layers = [r for r in run if r.level == TraceLevel.FRAMEWORK]
-    api = [r for r in run if r.level == TraceLevel.SYSTEM_LIBRARY]
-    gpu = [r for r in run if r.level == TraceLevel.HARDWARE and r.kind != "counters"]
-    batch_of = _batch_sizes(spans, layers)
+    batch_of = _batch_sizes(spans, run)
     rows = []
-    for layer, joined in zip(layers, layer_gpu(layers, api, gpu), strict=True):
-        kernels = [gpu[i] for i in joined.kernels]
-        rows.append(
-            {
-                "batch_size": batch_of[layer.span_id],
-                "layer_index": layer.layer_index,
-                "name": layer.name,
-                "kind": layer.kind,
-                "latency (us)": joined.latency_ns / 1e3,
-                "gpu (us)": joined.gpu_ns / 1e3,
-                "non-gpu (us)": joined.non_gpu_ns / 1e3,
-                "kernels": len(kernels),
-                **_counter_sums(kernels),
-            }
-        )
+    # One CUPTI collection per batch size, and CUPTI restarts its correlation ids after each
+    # (the collector detaches CUPTI when it stops): join each batch size on its own.
+    for batch_size in sorted({b for b in batch_of.values() if b is not None}):
+        mine = [r for r in run if batch_of[r.span_id] == batch_size]
+        layers = [r for r in mine if r.level == TraceLevel.FRAMEWORK]
+        api = [r for r in mine if r.level == TraceLevel.SYSTEM_LIBRARY]
+        gpu = [r for r in mine if r.level == TraceLevel.HARDWARE and r.kind != "counters"]
+        for layer, joined in zip(layers, layer_gpu(layers, api, gpu), strict=True):
+            kernels = [gpu[i] for i in joined.kernels]
+            rows.append(
+                {
+                    "batch_size": batch_size,
+                    "layer_index": layer.layer_index,
+                    "name": layer.name,
+                    "kind": layer.kind,
+                    "latency (us)": joined.latency_ns / 1e3,
+                    "gpu (us)": joined.gpu_ns / 1e3,
+                    "non-gpu (us)": joined.non_gpu_ns / 1e3,
+                    "kernels": len(kernels),
+                    **_counter_sums(kernels),
+                }
+            )
+    if not rows:
+        return pd.DataFrame(columns=LAYER_COLUMNS)
     executions = pd.DataFrame(rows)
     keys = ["batch_size", "layer_index", "name", "kind"]
     table = executions.groupby(keys, as_index=False, dropna=False).agg(
