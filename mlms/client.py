@@ -6,14 +6,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import pandas as pd
 
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.runner import ProgressCallback
+from mlms.server.jobs import Job
 from mlms.store.base import ObjectStore
 from mlms.zoo.manifest import ModelManifest
+
+
+@dataclass(frozen=True)
+class Evaluations:
+    records: list[EvaluationRecord]  # stored, oldest first
+    # Dispatched by a live server, no record yet. The embedded platform runs evaluations in
+    # the caller's process, so it never reports any.
+    in_flight: list[Job] = field(default_factory=list)
 
 
 class Client(Protocol):
@@ -23,9 +33,11 @@ class Client(Protocol):
 
     def list_models(self) -> list[ModelManifest]: ...
 
-    def get_evaluation(self, evaluation_id: str) -> EvaluationRecord: ...
+    def get_evaluation(self, evaluation_id: str) -> EvaluationRecord:
+        """The stored record; ``EvaluationInFlight`` while a server still dispatches it."""
+        ...
 
-    def list_evaluations(self) -> list[EvaluationRecord]: ...
+    def list_evaluations(self) -> Evaluations: ...
 
     def spans(self, trace_id: str) -> pd.DataFrame:
         """The archived span table of a trace (archive columns)."""
@@ -61,10 +73,10 @@ class EmbeddedClient:
 
         return load_record(self.store, evaluation_id)
 
-    def list_evaluations(self) -> list[EvaluationRecord]:
+    def list_evaluations(self) -> Evaluations:
         from mlms.evaluation.records import list_records
 
-        return list_records(self.store)
+        return Evaluations(list_records(self.store))
 
     def spans(self, trace_id: str) -> pd.DataFrame:
         from mlms.tracer.archive import read_spans

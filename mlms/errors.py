@@ -15,6 +15,7 @@ exceptions into these with ``raise ... from exc``; nothing above them sees a lib
     ├── AssetError
     │   └── ChecksumMismatch   stored or downloaded bytes differ from the recorded sha256
     ├── StoreError             the object store failed or lacks a key
+    ├── EvaluationInFlight     no record yet: a server is still dispatching the evaluation
     └── Unavailable            a server, agent or registry cannot be reached
 """
 
@@ -62,6 +63,10 @@ class ChecksumMismatch(AssetError):
 
 
 class StoreError(MlmsError):
+    pass
+
+
+class EvaluationInFlight(MlmsError):
     pass
 
 

@@ -17,6 +17,8 @@ import grpc
 import pandas as pd
 import pyarrow.parquet as pq
 
+from mlms.client import Evaluations
+from mlms.errors import EvaluationInFlight
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.runner import ProgressCallback
 from mlms.protos.mlms.v1 import evaluator_pb2, evaluator_pb2_grpc, types_pb2
@@ -27,6 +29,7 @@ from mlms.rpc.payloads import record_from_events
 from mlms.rpc.propagation import outgoing_metadata
 from mlms.rpc.serving import split_address
 from mlms.rpc.status import error_from_rpc
+from mlms.server.jobs import Job
 from mlms.zoo.manifest import ModelManifest
 
 T = TypeVar("T")
@@ -89,15 +92,24 @@ class RemoteClient:
                 timeout=CALL_TIMEOUT_S,
             )
         )
+        if reply.job_json:
+            job = Job.model_validate_json(reply.job_json)
+            raise EvaluationInFlight(
+                f"{job.describe()}; its record is stored when it finishes "
+                "('mlms evals' lists what is in flight)"
+            )
         return EvaluationRecord.model_validate_json(reply.record_json)
 
-    def list_evaluations(self) -> list[EvaluationRecord]:
+    def list_evaluations(self) -> Evaluations:
         reply = self._call(
             lambda: self._stub.ListEvaluations(
                 evaluator_pb2.ListEvaluationsRequest(), timeout=CALL_TIMEOUT_S
             )
         )
-        return [EvaluationRecord.model_validate_json(r) for r in reply.records_json]
+        return Evaluations(
+            [EvaluationRecord.model_validate_json(r) for r in reply.records_json],
+            [Job.model_validate_json(j) for j in reply.jobs_json],
+        )
 
     def spans(self, trace_id: str) -> pd.DataFrame:
         chunks = self._call(

@@ -143,7 +143,7 @@ def test_remote_eval_matches_embedded(fleet: Fleet) -> None:
     with fleet.client() as client:
         remote = client.evaluate(request)
         assert client.get_evaluation(remote.id[:12]) == remote
-        assert remote.id in {r.id for r in client.list_evaluations()}
+        assert remote.id in {r.id for r in client.list_evaluations().records}
     assert set(remote.model_dump()) == set(embedded.model_dump())
     same = ("request", "model", "framework", "device", "trace_level", "span_count", "accuracy")
     for name in same:
@@ -281,6 +281,66 @@ def test_a_second_server_answers_for_the_first(fleet: Fleet) -> None:
         process.stop()
 
 
+def test_a_killed_server_leaves_nothing_in_flight(fleet: Fleet) -> None:
+    """While a second server dispatches an evaluation, the first reports it in flight (from the
+    job in etcd); killed with -9, the second's job leaves the registry within its lease TTL
+    (+1 s), and the evaluation, which the agent finishes on its own, is then answered from the
+    store: nothing stays "running" and nothing is lost."""
+    process, address = fleet.start_server()
+    registry = registry_from_url(fleet.registry_url)
+    outcome: dict[str, EvaluationRecord | BaseException] = {}
+    progressed = threading.Event()
+
+    def run() -> None:
+        try:
+            with fleet.client(address) as client:
+                outcome["value"] = client.evaluate(
+                    _request(batch_sizes=[1], iterations=10, min_seconds=8.0),
+                    lambda event: progressed.set() if event.run != "warmup" else None,
+                )
+        except BaseException as exc:
+            outcome["value"] = exc
+
+    worker = threading.Thread(target=run)
+    try:
+        wait_for(lambda: _health(address), 60, "the second server")
+        worker.start()
+        assert progressed.wait(60), fleet.logs_text()
+        with fleet.client() as survivor:
+            [job] = survivor.list_evaluations().in_flight
+            assert job.state == "running" and job.agent_id and job.attempt == 1
+            with pytest.raises(errors.EvaluationInFlight) as caught:
+                survivor.get_evaluation(job.evaluation_id[:12])
+            assert f"evaluation {job.evaluation_id} of digits_cnn is running on agent " in str(
+                caught.value
+            )
+            listed = _mlms("evals", env={**fleet.env, "MLMS_SERVER": fleet.address})
+            assert "in flight" in listed.stdout and job.evaluation_id[:12] in listed.stdout
+            process.kill()
+            killed_at = time.monotonic()
+            wait_for(lambda: not registry.get_prefix("jobs/"), TTL + 1, "the job to expire")
+            assert time.monotonic() - killed_at <= TTL + 1
+            assert not survivor.list_evaluations().in_flight
+            worker.join(60)
+            assert isinstance(outcome["value"], errors.Unavailable), outcome["value"]
+            record = wait_for(
+                lambda: _stored(survivor, job.evaluation_id), 60, "the agent's record"
+            )
+        assert record.id == job.evaluation_id and record.results[0].iterations >= 10
+    finally:
+        registry.close()
+        process.stop()
+        if worker.is_alive():
+            worker.join(60)
+
+
+def _stored(client: RemoteClient, evaluation_id: str) -> EvaluationRecord | None:
+    try:
+        return client.get_evaluation(evaluation_id)
+    except (errors.EvaluationInFlight, errors.NotFound):
+        return None
+
+
 def test_killed_agent_mid_evaluation_the_evaluation_completes_elsewhere(fleet: Fleet) -> None:
     registry = registry_from_url(fleet.registry_url)
     result: dict[str, EvaluationRecord | BaseException] = {}
@@ -298,6 +358,7 @@ def test_killed_agent_mid_evaluation_the_evaluation_completes_elsewhere(fleet: F
 
     worker = threading.Thread(target=run)
     worker.start()
+    serving = None
     try:
         assert progressed.wait(60), fleet.logs_text()
         jobs = [Job.model_validate_json(v) for v in registry.get_prefix("jobs/").values()]
@@ -317,8 +378,9 @@ def test_killed_agent_mid_evaluation_the_evaluation_completes_elsewhere(fleet: F
         assert not registry.get_prefix("jobs/")  # the finished job is removed
     finally:
         registry.close()
-        del fleet.agents[serving]
-        fleet.start_agent()
+        if serving is not None:
+            del fleet.agents[serving]
+            fleet.start_agent()
         wait_for(lambda: fleet.registered() == fleet.live(), 60, "the replacement agent")
 
 

@@ -30,9 +30,10 @@ def models(server: str | None) -> None:
 @click.command()
 @server_option
 def evals(server: str | None) -> None:
-    """List stored evaluations, oldest first."""
+    """List stored evaluations, oldest first, and those still in flight on a fleet."""
+    listing = client_for(server).list_evaluations()
     rows = []
-    for record in client_for(server).list_evaluations():
+    for record in listing.records:
         first = record.results[0] if record.results else None
         rows.append(
             {
@@ -46,7 +47,21 @@ def evals(server: str | None) -> None:
                 "trace level": record.trace_level,
             }
         )
-    if not rows:
+    if rows:
+        out.print(frame_table(pd.DataFrame(rows), "evaluations"))
+    if listing.in_flight:
+        running = [
+            {
+                "id": job.evaluation_id[:12],
+                "started (UTC)": job.started_at.strftime("%Y-%m-%d %H:%M:%S"),
+                "model": job.model,
+                "state": job.state,
+                "agent": job.agent_id or "",
+                "attempt": job.attempt,
+                "server": job.server,
+            }
+            for job in listing.in_flight
+        ]
+        out.print(frame_table(pd.DataFrame(running), "in flight"))
+    if not rows and not listing.in_flight:
         out.print("no evaluations yet; run 'mlms eval --model resnet50'")
-        return
-    out.print(frame_table(pd.DataFrame(rows), "evaluations"))

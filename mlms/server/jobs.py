@@ -2,7 +2,9 @@
 
 A job says which server owns an evaluation, on which agent it runs and which attempt it is.
 When the server dies its lease expires and its jobs vanish with it, so nothing stays
-"running" forever; the records of finished evaluations are in the object store.
+"running" forever; the records of finished evaluations are in the object store. Any server
+reads every server's jobs (``in_flight``, ``find``), which is how a second server answers for
+an evaluation that the first is still dispatching.
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ import logging
 from datetime import UTC, datetime
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from mlms.errors import MlmsError
+from mlms.errors import InvalidArgument, MlmsError
 from mlms.registry.base import Lease, Registry
 
 log = logging.getLogger(__name__)
@@ -28,7 +30,38 @@ class Job(BaseModel):
     state: Literal["dispatching", "running"]
     agent_id: str | None = None
     attempt: int = 0
+    started_at: datetime
     updated_at: datetime
+
+    def describe(self) -> str:
+        """One line for messages: where the evaluation is and since when."""
+        where = f" on agent {self.agent_id} (attempt {self.attempt})" if self.agent_id else ""
+        return (
+            f"evaluation {self.evaluation_id} of {self.model} is {self.state}{where}, "
+            f"dispatched by server {self.server} at {self.started_at:%Y-%m-%d %H:%M:%S} UTC"
+        )
+
+
+def in_flight(registry: Registry) -> list[Job]:
+    """Every evaluation a live server is dispatching now, oldest first."""
+    jobs = []
+    for key, value in registry.get_prefix(PREFIX).items():
+        try:
+            jobs.append(Job.model_validate_json(value))
+        except ValidationError:  # another mlms version's job, or a hand-written key
+            log.warning("ignoring unreadable job at %s", key)
+    return sorted(jobs, key=lambda job: job.started_at)
+
+
+def find(registry: Registry, evaluation_id: str) -> Job | None:
+    """The in-flight job with this id or unique id prefix; None when there is none."""
+    matches = [j for j in in_flight(registry) if j.evaluation_id.startswith(evaluation_id)]
+    if len(matches) > 1:
+        raise InvalidArgument(
+            f"evaluation id {evaluation_id!r} matches {len(matches)} evaluations in flight: "
+            "give more of it"
+        )
+    return matches[0] if matches else None
 
 
 class Jobs:
@@ -45,12 +78,14 @@ class Jobs:
             log.warning("could not record job %s: %s", job.evaluation_id, exc)
 
     def start(self, evaluation_id: str, model: str) -> Job:
+        now = datetime.now(UTC)
         job = Job(
             evaluation_id=evaluation_id,
             server=self.server,
             model=model,
             state="dispatching",
-            updated_at=datetime.now(UTC),
+            started_at=now,
+            updated_at=now,
         )
         self.put(job)
         return job

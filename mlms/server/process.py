@@ -54,7 +54,11 @@ class Server:
             self.fleet, Jobs(self.registry, self.lease, self.id), self.channels
         )
         self.service = EvaluatorService(
-            dispatcher=self.dispatcher, fleet=self.fleet, store=self.store, provider=self.provider
+            dispatcher=self.dispatcher,
+            fleet=self.fleet,
+            registry=self.registry,
+            store=self.store,
+            provider=self.provider,
         )
         self.server: RunningServer | None = None
         self._stopped = threading.Event()

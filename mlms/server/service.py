@@ -10,9 +10,11 @@ from opentelemetry.trace import set_span_in_context
 from mlms.errors import InvalidArgument, StoreError, UnknownEvaluation
 from mlms.evaluation.records import list_records, load_record
 from mlms.protos.mlms.v1 import evaluator_pb2, evaluator_pb2_grpc
+from mlms.registry.base import Registry
 from mlms.rpc.options import CHUNK_BYTES
 from mlms.rpc.payloads import evaluation_request
 from mlms.rpc.propagation import incoming_context
+from mlms.server import jobs
 from mlms.server.dispatch import Dispatcher
 from mlms.server.fleet import Fleet
 from mlms.store.base import ObjectStore
@@ -28,11 +30,13 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         *,
         dispatcher: Dispatcher,
         fleet: Fleet,
+        registry: Registry,
         store: ObjectStore,
         provider: TracerProvider,
     ) -> None:
         self.dispatcher = dispatcher
         self.fleet = fleet
+        self.registry = registry  # in-flight jobs of every server
         self.store = store
         self.provider = provider
         self.tracer = provider.get_tracer("mlms.server")
@@ -72,12 +76,20 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         )
 
     def GetEvaluation(self, request, context):
-        record = load_record(self.store, request.evaluation_id)
+        try:
+            record = load_record(self.store, request.evaluation_id)
+        except UnknownEvaluation:
+            # Not stored yet: it may be in flight on this or any other server.
+            job = jobs.find(self.registry, request.evaluation_id)
+            if job is None:
+                raise
+            return evaluator_pb2.GetEvaluationResponse(job_json=job.model_dump_json())
         return evaluator_pb2.GetEvaluationResponse(record_json=record.model_dump_json())
 
     def ListEvaluations(self, request, context):
         return evaluator_pb2.ListEvaluationsResponse(
-            records_json=[r.model_dump_json() for r in list_records(self.store)]
+            records_json=[r.model_dump_json() for r in list_records(self.store)],
+            jobs_json=[j.model_dump_json() for j in jobs.in_flight(self.registry)],
         )
 
     def GetSpans(self, request, context):

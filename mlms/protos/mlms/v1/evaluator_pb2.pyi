@@ -34,20 +34,24 @@ class GetEvaluationRequest(_message.Message):
     def __init__(self, evaluation_id: _Optional[str] = ...) -> None: ...
 
 class GetEvaluationResponse(_message.Message):
-    __slots__ = ("record_json",)
+    __slots__ = ("record_json", "job_json")
     RECORD_JSON_FIELD_NUMBER: _ClassVar[int]
+    JOB_JSON_FIELD_NUMBER: _ClassVar[int]
     record_json: str
-    def __init__(self, record_json: _Optional[str] = ...) -> None: ...
+    job_json: str
+    def __init__(self, record_json: _Optional[str] = ..., job_json: _Optional[str] = ...) -> None: ...
 
 class ListEvaluationsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class ListEvaluationsResponse(_message.Message):
-    __slots__ = ("records_json",)
+    __slots__ = ("records_json", "jobs_json")
     RECORDS_JSON_FIELD_NUMBER: _ClassVar[int]
+    JOBS_JSON_FIELD_NUMBER: _ClassVar[int]
     records_json: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, records_json: _Optional[_Iterable[str]] = ...) -> None: ...
+    jobs_json: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, records_json: _Optional[_Iterable[str]] = ..., jobs_json: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class GetSpansRequest(_message.Message):
     __slots__ = ("trace_id",)
