@@ -24,11 +24,12 @@ def mlms(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedP
     )
 
 
-def _one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
-    assert result.returncode == 1, result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.startswith("mlms: error:")]
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.stderr
+def _one_line_error(
+    result: subprocess.CompletedProcess[str], *fragments: str, status: int = 1
+) -> None:
+    assert result.returncode == status, result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mlms: error:"), result.stderr
     for fragment in fragments:
         assert fragment in lines[0]
 
@@ -129,6 +130,18 @@ def test_errors_are_one_line(tmp_path: Path, evaluated: dict) -> None:
     _one_line_error(
         mlms("models", env={"MLMS_ZOO_PATH": str(bad_zoo)}), str(bad_zoo / "broken.yaml"), "'task'"
     )
+
+
+def test_malformed_command_lines_are_one_line() -> None:
+    _one_line_error(
+        mlms("eval", "--trace-level", "bogus"),
+        "'bogus' is not one of 'no_trace'",
+        "(see 'mlms eval -h')",
+        status=2,
+    )
+    _one_line_error(mlms("eval", "-n", "x"), "'x' is not a valid integer", status=2)
+    _one_line_error(mlms("evl"), "No such command 'evl'", "'eval'", status=2)
+    _one_line_error(mlms("analyze"), "Missing argument 'EVALUATION_ID'", status=2)
 
 
 def test_checksum_mismatch_is_refused(evaluated: dict) -> None:

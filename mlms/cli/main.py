@@ -36,7 +36,8 @@ cli.add_command(agents)
 
 
 def main() -> None:
-    """Entry point: every mlms error is one line on stderr and exit status 1, no traceback."""
+    """Entry point: every error is one line on stderr, no traceback: exit status 1 for what
+    mlms refused, 2 for a command line it could not parse."""
     os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # torch.profiler's C++ start/stop chatter
     try:
         cli.main(standalone_mode=False, prog_name="mlms")
@@ -46,8 +47,12 @@ def main() -> None:
     except click.exceptions.Abort:
         click.echo("mlms: aborted", err=True)
         sys.exit(130)
+    except click.UsageError as exc:  # a malformed command line: one line too, exit status 2
+        command = exc.ctx.command_path if exc.ctx else "mlms"
+        click.echo(f"mlms: error: {exc.format_message()} (see '{command} -h')", err=True)
+        sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"mlms: error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo("mlms: interrupted", err=True)

@@ -70,7 +70,9 @@ def record_summary(record: EvaluationRecord) -> None:
 
 @contextmanager
 def progress_bar(enabled: bool) -> Iterator[ProgressCallback | None]:
-    if not enabled:
+    """A live bar on a terminal's stderr; nothing where stderr is a log or a pipe (rich would
+    still write a blank line there, in front of any error message)."""
+    if not enabled or not err.is_terminal:
         yield None
         return
     columns = (
