@@ -81,6 +81,34 @@ def test_eval_json_prints_the_record(evaluated: dict) -> None:
         "trimmed_mean",
     }
     assert evaluated["accuracy"]["top1"] >= 0.9
+    assert evaluated["accuracy"]["top5"] >= evaluated["accuracy"]["top1"]
+    assert evaluated["accuracy"]["samples"] == 360  # the held-out split of digits
+    assert evaluated["hardware"]["host"] and evaluated["hardware"]["cpu_cores_logical"] >= 1
+    assert evaluated["model"] == {"name": "digits_cnn", "version": "1.0.0"}
+    assert evaluated["framework"]["name"] == "onnxruntime"
+    for result in evaluated["results"]:
+        assert set(result["levels"]) == {"model", "framework"}
+        model, framework = result["levels"]["model"], result["levels"]["framework"]
+        assert model["overhead"] == 1.0 and model["latency_ms"]["p50"] > 0
+        assert framework["overhead"] == pytest.approx(
+            framework["latency_ms"]["p50"] / model["latency_ms"]["p50"]
+        )
+
+
+def test_dropped_profiler_records_are_reported(
+    evaluated: dict, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from mlms.cli.render import record_summary
+    from mlms.evaluation.record import EvaluationRecord
+
+    record = EvaluationRecord.model_validate(evaluated)
+    record_summary(record)
+    assert "dropped" not in capsys.readouterr().err
+    record.results[1].levels["framework"].dropped = 7
+    record_summary(record)
+    assert "batch size 2, framework run: the profiler dropped 7 records" in " ".join(
+        capsys.readouterr().err.split()
+    )
 
 
 def test_table_output_and_listings(evaluated: dict) -> None:

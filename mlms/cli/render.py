@@ -56,6 +56,12 @@ def record_summary(record: EvaluationRecord) -> None:
             err.print(
                 f"[yellow]warning[/] batch size {result.batch_size}: {result.latency_ms.warning}"
             )
+        for level, run in result.levels.items():
+            if run.dropped:  # the trace of that run lacks them: say so, do not hide it
+                err.print(
+                    f"[yellow]warning[/] batch size {result.batch_size}, {level} run: the "
+                    f"profiler dropped {run.dropped} records; its spans are incomplete"
+                )
     if record.accuracy:
         acc = record.accuracy
         out.print(
