@@ -32,10 +32,11 @@ def from_proto(tensor: types_pb2.Tensor) -> np.ndarray:
         raise InvalidArgument(f"tensor shape {list(shape)}: expected non-negative dimensions")
     dtype = np.dtype(tensor.dtype).newbyteorder("<")
     expected = math.prod(shape) * dtype.itemsize
-    if len(tensor.data) != expected:
+    data = tensor.data  # each read of a bytes field copies it: read it once
+    if len(data) != expected:
         raise InvalidArgument(
-            f"tensor data is {len(tensor.data)} bytes, but shape {list(shape)} of "
+            f"tensor data is {len(data)} bytes, but shape {list(shape)} of "
             f"{tensor.dtype} needs {expected}"
         )
     # A writable copy: frameworks (torch.from_numpy) warn on read-only buffers.
-    return np.frombuffer(bytearray(tensor.data), dtype=dtype).reshape(shape)
+    return np.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
