@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The checks of a session on the lent GPU machine (the device tool), in one call:
-# benchmarks/dispatch_overhead.py on that machine's 16 cores with the fleet as deployed (a real etcd, an agent and a server process). Run from the repository root there,
-# with the Python wheels mlms needs beside the image's torch in .whl/ and an etcd binary in
-# .etcd/ (both carried; see benchmarks/RESULTS.md):
+# benchmarks/dispatch_overhead.py on that machine's 16 cores with the fleet as deployed (a real
+# etcd, an agent and a server process), then the GPU tests at this commit. Run from the
+# repository root there, with the Python wheels mlms needs beside the image's torch in .whl/
+# and an etcd binary in .etcd/ (both carried; benchmarks/RESULTS.md lists them):
 #   benchmarks/device_checks.sh OUT_DIR
 set -uo pipefail
 OUT=${1:?usage: benchmarks/device_checks.sh OUT_DIR}

@@ -186,3 +186,20 @@ def test_checksum_mismatch_is_refused(evaluated: dict) -> None:
         )
     finally:
         path.write_bytes(original)
+
+
+def test_assets_builds_into_a_store_and_verifies_what_is_there(tmp_path: Path) -> None:
+    store = tmp_path / "fleet-store"
+    built = mlms("assets", "-f", "mxnet", "-m", "digits_cnn", "--store", str(store))
+    assert built.returncode == 0, built.stderr
+    info = json.loads(
+        (store / "models/digits_cnn/1.0.0/mxnet/asset.json").read_text()
+    )  # exported from the torch weights, which are stored beside it
+    assert (store / "models/digits_cnn/1.0.0/torch/asset.json").exists()
+    assert info["sha256"][:16] in built.stdout
+    again = mlms("assets", "-f", "mxnet", "-m", "digits_cnn", "--store", str(store))
+    assert again.returncode == 0 and info["sha256"][:16] in again.stdout
+    _one_line_error(
+        mlms("assets", "-f", "mxnet", "-m", "resnet5", "--store", str(store)),
+        "unknown model 'resnet5'",
+    )

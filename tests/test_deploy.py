@@ -74,18 +74,28 @@ def k8s_invocations() -> list[Invocation]:
     for doc in docs:
         if doc["kind"] not in ("Deployment", "StatefulSet"):
             continue
-        for container in doc["spec"]["template"]["spec"]["containers"]:
+        pod = doc["spec"]["template"]["spec"]
+        for container in pod.get("initContainers", []) + pod["containers"]:
             if not container["image"].startswith("mlms"):
                 continue
             env = {}
             for source in container.get("envFrom", []):
                 ref = source.get("configMapRef") or source.get("secretRef")
                 env.update(maps[ref["name"]])  # a missing map fails here, naming it
-            # A downward-API value (the pod IP) stands in as an address.
-            env.update({e["name"]: e.get("value", "10.0.0.7") for e in container.get("env", [])})
+            for variable in container.get("env", []):
+                env[variable["name"]] = _env_value(variable, maps)
             args = [_expand(arg, env) for arg in container["args"]]
             found.append(Invocation(f"k8s {doc['metadata']['name']}", args, env))
     return found
+
+
+def _env_value(variable: dict, maps: dict[str, dict[str, str]]) -> str:
+    if "value" in variable:
+        return variable["value"]
+    ref = variable["valueFrom"].get("configMapKeyRef")
+    if ref:
+        return maps[ref["name"]][ref["key"]]  # a missing map or key fails here, naming it
+    return "10.0.0.7"  # a downward-API value (the pod IP) stands in as an address
 
 
 def _expand(arg: str, env: dict[str, str]) -> str:
@@ -118,10 +128,12 @@ def _parse(run: Invocation, monkeypatch: pytest.MonkeyPatch) -> dict:
 @pytest.mark.parametrize("run", INVOCATIONS, ids=[i.where for i in INVOCATIONS])
 def test_command_lines_parse_with_the_cli(run: Invocation, monkeypatch) -> None:
     params = _parse(run, monkeypatch)
-    parse_registry_url(params["registry"])
-    assert params["registry"].startswith("etcd://"), f"{run.where}: not on the fleet's etcd"
     store = store_from_url(params["store"])
     assert isinstance(store, S3Store), f"{run.where}: not on the fleet's S3 store"
+    if run.args[0] == "assets":  # a one-shot build into the store, before the agents
+        return
+    parse_registry_url(params["registry"])
+    assert params["registry"].startswith("etcd://"), f"{run.where}: not on the fleet's etcd"
     assert params["otlp_endpoint"], f"{run.where}: spans not sent to Jaeger"
     if run.args[0] == "agent":
         assert params["advertise"], f"{run.where}: an agent in a container must --advertise"
@@ -143,10 +155,31 @@ def test_compose_services_and_image() -> None:
     assert services["jaeger"]["image"].startswith("jaegertracing/jaeger:2.")  # Jaeger v2
     for name, service in services.items():
         if str(service.get("image", "")).startswith("mlms"):
-            assert {"etcd", "minio"} <= set(service["depends_on"]), name
+            needs = {"minio"} if service["command"][0] == "assets" else {"etcd", "minio"}
+            assert needs <= set(service["depends_on"]), name
             assert "build" in service, f"{name}: compose would pull an 'mlms' image, not build it"
     dockerfile = (DEPLOY / "Dockerfile").read_text()
     assert 'ENTRYPOINT ["mlms"]' in dockerfile  # so compose commands are mlms arguments
+
+
+@pytest.mark.parametrize("source", ["compose", "k8s"])
+def test_the_mxnet_assets_are_built_from_an_image_with_torch(source: str) -> None:
+    """Every asset is exported from torch weights and the MXNet image has no torch: the
+    deployment builds the MXNet assets into the shared store before that agent starts."""
+    runs = compose_invocations() if source == "compose" else k8s_invocations()
+    builds = [run for run in runs if run.args[0] == "assets"]
+    assert [run.args[1:2] for run in builds] == [["--framework=mxnet"]]
+    if source == "compose":
+        services = _compose()["services"]
+        assert services["assets-mxnet"]["image"] == "mlms:latest"  # EXTRAS includes torch
+        needs = services["agent-mxnet"]["depends_on"]
+        assert needs["assets-mxnet"] == {"condition": "service_completed_successfully"}
+    else:
+        [mxnet] = [
+            d for d in _k8s_documents() if d.get("metadata", {}).get("name") == "mlms-agent-mxnet"
+        ]
+        [init] = mxnet["spec"]["template"]["spec"]["initContainers"]
+        assert init["image"] == "mlms:latest"
 
 
 def test_kustomization_lists_every_manifest() -> None:

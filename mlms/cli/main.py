@@ -11,6 +11,7 @@ from mlms import __version__
 from mlms.cli.agent import agent, server
 from mlms.cli.agents import agents
 from mlms.cli.analyze import analyze
+from mlms.cli.assets import assets
 from mlms.cli.compare import compare
 from mlms.cli.evaluate import evaluate
 from mlms.cli.listing import evals, models
@@ -33,6 +34,7 @@ cli.add_command(trace)
 cli.add_command(agent)
 cli.add_command(server)
 cli.add_command(agents)
+cli.add_command(assets)
 
 
 def main() -> None:

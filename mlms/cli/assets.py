@@ -1,0 +1,71 @@
+"""``mlms assets``: build (or verify) model assets in a store ahead of the agents that load them.
+
+Every framework's artifact is exported from the torch weights, so an environment without torch
+(the MXNet agent's image and virtualenv) cannot build its own: a fleet runs this once from an
+environment with torch into the shared store, before its MXNet agents start.
+"""
+
+from __future__ import annotations
+
+import click
+import pandas as pd
+
+from mlms.cli.render import frame_table, out
+from mlms.errors import UnsupportedFramework
+from mlms.zoo.manifest import FRAMEWORKS
+
+
+@click.command()
+@click.option(
+    "--framework",
+    "-f",
+    "frameworks",
+    multiple=True,
+    required=True,
+    type=click.Choice(FRAMEWORKS),
+    help="Framework whose assets to build (repeatable).",
+)
+@click.option(
+    "--model",
+    "-m",
+    "models",
+    multiple=True,
+    help="Zoo model (repeatable); default: every model that supports the framework.",
+)
+@click.option(
+    "--store",
+    envvar="MLMS_STORE",
+    default=None,
+    help="s3://HOST:PORT/BUCKET or a folder; default: $MLMS_HOME/store.",
+)
+def assets(frameworks: tuple[str, ...], models: tuple[str, ...], store: str | None) -> None:
+    """Build model assets into a store, or verify the ones already there."""
+    from mlms.config import default_store, mlms_home
+    from mlms.store.factory import store_from_url
+    from mlms.zoo.assets import AssetManager
+    from mlms.zoo.catalog import all_models, get_model
+
+    target = store_from_url(store) if store else default_store()
+    manager = AssetManager(target, mlms_home() / "cache")
+    manifests = [get_model(name) for name in models] or all_models()
+    rows = []
+    for framework in frameworks:
+        for manifest in manifests:
+            if framework not in manifest.framework_names:
+                if models:  # asked for by name: say so instead of skipping it
+                    raise UnsupportedFramework(
+                        f"model {manifest.name!r} does not support framework {framework!r}; "
+                        f"it supports {', '.join(manifest.framework_names)}"
+                    )
+                continue
+            asset = manager.ensure(manifest, framework)
+            rows.append(
+                {
+                    "model": manifest.name,
+                    "version": manifest.version,
+                    "framework": framework,
+                    "sha256": asset.sha256[:16],
+                    "MB": round(asset.size / 1e6, 1),
+                }
+            )
+    out.print(frame_table(pd.DataFrame(rows), f"assets in {target.url}"))
