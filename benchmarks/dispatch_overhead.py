@@ -8,7 +8,10 @@
    (target <= 1.02); the wall time per evaluation shows the fixed cost of the round trip.
 2. Predict round trip: one 1x3x224x224 float32 tensor through an agent process's Predict on
    loopback against the same predictor called in this process, interleaved; the difference of
-   the p50s is what gRPC adds (target <= 1 ms).
+   the p50s is what gRPC adds (target <= 1 ms). Interleaved with them, the same request bytes go
+   to a bare grpcio servicer in a second child process (no mlms code: a generic handler that
+   answers 4 KB, a reply of 1,000 logits' size): gRPC's own floor on this machine, so that
+   what mlms adds to it can be told apart from what the transport costs.
 
     .venv/bin/python benchmarks/dispatch_overhead.py [--model resnet50] [--rounds 6]
         [--iterations 20] [--predict-model squeezenet1_1] [--calls 200] [--main-thread]
@@ -198,22 +201,31 @@ def predict_round_trip(model: str, calls: int) -> None:
         stderr=subprocess.DEVNULL,
         env=os.environ.copy(),
     )
+    echo_port = _free_port()
+    echo = subprocess.Popen(
+        [sys.executable, __file__, "--echo-server", str(echo_port)], env=os.environ.copy()
+    )
     channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=CHANNEL_OPTIONS)
+    echo_channel = grpc.insecure_channel(f"127.0.0.1:{echo_port}", options=CHANNEL_OPTIONS)
     try:
         grpc.channel_ready_future(channel).result(timeout=120)
+        grpc.channel_ready_future(echo_channel).result(timeout=60)
+        bare = echo_channel.unary_unary(f"/{_ECHO_METHOD}")
         stub = predictor_pb2_grpc.PredictorStub(channel)
         session = stub.Open(
             predictor_pb2.OpenRequest(spec=types_pb2.ModelSpec(model=model, hw="cpu")),
             timeout=300,
         ).session_id
         request = types_pb2.PredictRequest(session_id=session, tensor=tensors.to_proto(batch))
-        in_process_ms, over_grpc, agent_side = [], [], []
+        request_bytes = request.SerializeToString()
+        in_process_ms, over_grpc, agent_side, floor = [], [], [], []
 
         def interleave() -> None:
             # One thread for the whole loop, as the agent's gRPC worker threads persist.
-            for _ in range(10):  # warm both sides
+            for _ in range(10):  # warm every side
                 local.predict(batch)
                 stub.Predict(request)
+                bare(request_bytes)
             for _ in range(calls):
                 in_process_ms.append(_timed(local.predict, batch))
                 start = time.perf_counter_ns()
@@ -221,12 +233,15 @@ def predict_round_trip(model: str, calls: int) -> None:
                 tensors.from_proto(reply.logits)
                 over_grpc.append((time.perf_counter_ns() - start) / 1e6)
                 agent_side.append(reply.predict_ns / 1e6)
+                floor.append(_timed(bare, request_bytes))
 
         in_process(interleave)
     finally:
         channel.close()
-        agent.terminate()
-        agent.wait(30)
+        echo_channel.close()
+        for child in (agent, echo):
+            child.terminate()
+            child.wait(30)
         local.close()
     added = percentile(over_grpc, 50) - percentile(in_process_ms, 50)
     print(
@@ -244,6 +259,34 @@ def predict_round_trip(model: str, calls: int) -> None:
         f"  per call, gRPC minus the agent's predict: p50 {percentile(transport, 50):.3f} ms, "
         f"p99 {percentile(transport, 99):.3f} ms"
     )
+    print(
+        f"  bare grpcio, same request bytes: p50 {percentile(floor, 50):.3f} ms "
+        f"(gRPC's floor here); mlms over it: "
+        f"{percentile(transport, 50) - percentile(floor, 50):.3f} ms"
+    )
+
+
+_ECHO_METHOD = "probe.Echo/Echo"
+
+
+def echo_server(port: int) -> None:
+    """A bare grpcio servicer: any request in, 4 KB out (mlms's limits, nothing else)."""
+    from concurrent import futures
+
+    import grpc
+
+    from mlms.rpc.options import SERVER_OPTIONS
+
+    reply = bytes(4000)
+    service, method = _ECHO_METHOD.split("/")
+    handler = grpc.method_handlers_generic_handler(
+        service, {method: grpc.unary_unary_rpc_method_handler(lambda request, context: reply)}
+    )
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=SERVER_OPTIONS)
+    server.add_generic_rpc_handlers((handler,))
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    server.start()
+    server.wait_for_termination()
 
 
 def _timed(call, *args) -> float:
@@ -273,6 +316,7 @@ def main() -> None:
     parser.add_argument("--predict-model", default="squeezenet1_1")
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--main-thread", action="store_true", help="in-process side on main")
+    parser.add_argument("--echo-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument(
         "--fleet",
         choices=["processes", "in-process"],
@@ -280,6 +324,9 @@ def main() -> None:
         help="server and agent as processes on a real etcd (as deployed), or in this process",
     )
     args = parser.parse_args()
+    if args.echo_server:  # the child process of part 2
+        echo_server(args.echo_server)
+        return
     global _MAIN_THREAD
     _MAIN_THREAD = args.main_thread
     os.environ.setdefault("KINETO_LOG_LEVEL", "5")
