@@ -123,13 +123,20 @@ def _listed(remote) -> bool:
         return False
 
 
-def remote_vs_embedded(model: str, rounds: int, iterations: int, fleet: str) -> None:
+def remote_vs_embedded(
+    model: str, rounds: int, iterations: int, fleet: str, threads: int | None
+) -> None:
     from mlms.client import EmbeddedClient
     from mlms.evaluation.record import EvaluationRequest
 
     embedded = EmbeddedClient()
     request = EvaluationRequest(
-        model=model, framework="torch", iterations=iterations, warmup=3, min_seconds=0.0
+        model=model,
+        framework="torch",
+        iterations=iterations,
+        warmup=3,
+        min_seconds=0.0,
+        intra_op_threads=threads,
     )
     in_process(embedded.evaluate, request)  # builds the asset once, outside the measurement
     p50 = {"embedded": [], "remote": []}
@@ -150,7 +157,7 @@ def remote_vs_embedded(model: str, rounds: int, iterations: int, fleet: str) -> 
     where = "main thread" if _MAIN_THREAD else "a worker thread"
     print(
         f"remote vs embedded: {model}, torch, batch 1, {iterations} iterations, {rounds} rounds "
-        f"(embedded on {where}; fleet: {fleet})"
+        f"(embedded on {where}; fleet: {fleet}; intra-op threads: {threads or 'default'})"
     )
     print(f"  embedded p50 per iteration   {e:8.3f} ms   (rounds: {_fmt(p50['embedded'])})")
     print(f"  remote   p50 per iteration   {r:8.3f} ms   (rounds: {_fmt(p50['remote'])})")
@@ -316,6 +323,7 @@ def main() -> None:
     parser.add_argument("--predict-model", default="squeezenet1_1")
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--main-thread", action="store_true", help="in-process side on main")
+    parser.add_argument("--threads", type=int, help="intra-op threads of part 1's evaluations")
     parser.add_argument("--echo-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument(
         "--fleet",
@@ -330,7 +338,7 @@ def main() -> None:
     global _MAIN_THREAD
     _MAIN_THREAD = args.main_thread
     os.environ.setdefault("KINETO_LOG_LEVEL", "5")
-    remote_vs_embedded(args.model, args.rounds, args.iterations, args.fleet)
+    remote_vs_embedded(args.model, args.rounds, args.iterations, args.fleet, args.threads)
     predict_round_trip(args.predict_model, args.calls)
 
 
