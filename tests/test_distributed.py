@@ -137,6 +137,25 @@ def _request(**changes) -> EvaluationRequest:
     return EvaluationRequest(**(values | changes))
 
 
+class Background:
+    """A long evaluation on a thread of its own; ``measuring`` is set once past its warm-up."""
+
+    def __init__(self, fleet: Fleet, address: str | None, *, min_seconds: float) -> None:
+        self.measuring = threading.Event()
+        self.outcome: EvaluationRecord | BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(fleet, address, min_seconds))
+
+    def _run(self, fleet: Fleet, address: str | None, min_seconds: float) -> None:
+        try:
+            with fleet.client(address) as client:
+                self.outcome = client.evaluate(
+                    _request(batch_sizes=[1], iterations=10, min_seconds=min_seconds),
+                    lambda event: self.measuring.set() if event.run != "warmup" else None,
+                )
+        except BaseException as exc:
+            self.outcome = exc
+
+
 def test_remote_eval_matches_embedded(fleet: Fleet) -> None:
     request = _request()
     embedded = EmbeddedClient().evaluate(request)
@@ -288,24 +307,11 @@ def test_a_killed_server_leaves_nothing_in_flight(fleet: Fleet) -> None:
     store: nothing stays "running" and nothing is lost."""
     process, address = fleet.start_server()
     registry = registry_from_url(fleet.registry_url)
-    outcome: dict[str, EvaluationRecord | BaseException] = {}
-    progressed = threading.Event()
-
-    def run() -> None:
-        try:
-            with fleet.client(address) as client:
-                outcome["value"] = client.evaluate(
-                    _request(batch_sizes=[1], iterations=10, min_seconds=8.0),
-                    lambda event: progressed.set() if event.run != "warmup" else None,
-                )
-        except BaseException as exc:
-            outcome["value"] = exc
-
-    worker = threading.Thread(target=run)
+    background = Background(fleet, address, min_seconds=8.0)
     try:
         wait_for(lambda: _health(address), 60, "the second server")
-        worker.start()
-        assert progressed.wait(60), fleet.logs_text()
+        background.thread.start()
+        assert background.measuring.wait(60), fleet.logs_text()
         with fleet.client() as survivor:
             [job] = survivor.list_evaluations().in_flight
             assert job.state == "running" and job.agent_id and job.attempt == 1
@@ -321,8 +327,8 @@ def test_a_killed_server_leaves_nothing_in_flight(fleet: Fleet) -> None:
             wait_for(lambda: not registry.get_prefix("jobs/"), TTL + 1, "the job to expire")
             assert time.monotonic() - killed_at <= TTL + 1
             assert not survivor.list_evaluations().in_flight
-            worker.join(60)
-            assert isinstance(outcome["value"], errors.Unavailable), outcome["value"]
+            background.thread.join(60)
+            assert isinstance(background.outcome, errors.Unavailable), background.outcome
             record = wait_for(
                 lambda: _stored(survivor, job.evaluation_id), 60, "the agent's record"
             )
@@ -330,8 +336,8 @@ def test_a_killed_server_leaves_nothing_in_flight(fleet: Fleet) -> None:
     finally:
         registry.close()
         process.stop()
-        if worker.is_alive():
-            worker.join(60)
+        if background.thread.is_alive():
+            background.thread.join(60)
 
 
 def _stored(client: RemoteClient, evaluation_id: str) -> EvaluationRecord | None:
@@ -343,24 +349,11 @@ def _stored(client: RemoteClient, evaluation_id: str) -> EvaluationRecord | None
 
 def test_killed_agent_mid_evaluation_the_evaluation_completes_elsewhere(fleet: Fleet) -> None:
     registry = registry_from_url(fleet.registry_url)
-    result: dict[str, EvaluationRecord | BaseException] = {}
-    progressed = threading.Event()
-
-    def run() -> None:
-        try:
-            with fleet.client() as client:
-                result["record"] = client.evaluate(
-                    _request(batch_sizes=[1], iterations=10, min_seconds=6.0),
-                    lambda event: progressed.set() if event.run != "warmup" else None,
-                )
-        except BaseException as exc:
-            result["record"] = exc
-
-    worker = threading.Thread(target=run)
-    worker.start()
+    background = Background(fleet, None, min_seconds=6.0)
+    background.thread.start()
     serving = None
     try:
-        assert progressed.wait(60), fleet.logs_text()
+        assert background.measuring.wait(60), fleet.logs_text()
         jobs = [Job.model_validate_json(v) for v in registry.get_prefix("jobs/").values()]
         assert len(jobs) == 1 and jobs[0].state == "running"
         serving = _address_of(fleet, jobs[0].agent_id)
@@ -369,8 +362,8 @@ def test_killed_agent_mid_evaluation_the_evaluation_completes_elsewhere(fleet: F
         # The killed agent is gone from the registry within its lease TTL (+1 s).
         wait_for(lambda: serving not in fleet.registered(), TTL + 1, "the killed agent to leave")
         assert time.monotonic() - killed_at <= TTL + 1
-        worker.join(120)
-        record = result["record"]
+        background.thread.join(120)
+        record = background.outcome
         assert isinstance(record, EvaluationRecord), f"{record}\n{fleet.logs_text()}"
         assert record.id == jobs[0].evaluation_id  # the same evaluation, not a new one
         assert record.agent["address"] != serving and record.agent["address"] in fleet.live()
