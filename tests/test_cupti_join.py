@@ -201,6 +201,15 @@ def test_cudnn_calls_carry_their_engine_and_sit_in_their_layer(capture):
     assert first["dims"][:2] == ["[4,3,224,224]", "[64,3,7,7]"]
 
 
+def test_an_ml_library_run_says_which_libraries_it_could_not_trace():
+    collected = ml_library.CudnnCapture()
+    assert collected.not_available() == {"cublas": ml_library.CUBLAS_UNAVAILABLE}
+    assert "not traced" in ml_library.CUBLAS_UNAVAILABLE
+    no_cudnn = ml_library.CudnnCapture(unavailable="the model never loaded cuDNN")
+    assert no_cudnn.not_available()["cudnn"] == "the model never loaded cuDNN"
+    assert set(no_cudnn.not_available()) == {"cublas", "cudnn"}
+
+
 def test_cudnn_log_file_parses_entry_and_exit():
     log = (
         "I! CuDNN (v91900 56) function cudnnBackendExecute() called:\n"

@@ -145,6 +145,11 @@ def test_hardware_level_evaluation_joins_kernels_to_layers(store):
         k for k in kernels if by_id[by_id[k.parent_id].parent_id].level == TraceLevel.FRAMEWORK
     ]
     assert len(under_layers) / len(kernels) > 0.9
+    # The ML_LIBRARY run has cuDNN's calls and says that cuBLAS's are not traced.
+    mllib = [s for s in spans if s.run == levels["ml_library"].run]
+    assert any(s.name == "cudnnBackendExecute" for s in mllib)
+    [cublas] = [s for s in mllib if s.name == "cublas: not available"]
+    assert cublas.level == TraceLevel.ML_LIBRARY
 
 
 @needs_gpu

@@ -84,10 +84,11 @@ class GpuRun:
             if r.level in (TraceLevel.MODEL, TraceLevel.FRAMEWORK)
         ]
         if isinstance(self.capture, CudnnCapture):
-            if self.capture.unavailable:
-                attributes = {"mlms.unavailable": self.capture.unavailable}
+            for library, why in self.capture.not_available().items():
                 with tracer.span(
-                    "cudnn: not available", TraceLevel.ML_LIBRARY, attributes=attributes
+                    f"{library}: not available",
+                    TraceLevel.ML_LIBRARY,
+                    attributes={"mlms.unavailable": why},
                 ):
                     pass
             calls = self.capture.events()

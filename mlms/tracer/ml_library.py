@@ -146,6 +146,13 @@ _CALLBACK = ctypes.CFUNCTYPE(
 SEV_INFO_EN = 1 << 3  # cudnnSeverity_t: FATAL 0, ERROR 1, WARNING 2, INFO 3
 
 
+#: Said in every ML_LIBRARY run's trace, so that no one reads the absence as "no cuBLAS calls".
+CUBLAS_UNAVAILABLE = (
+    "cuBLAS calls are not traced: its API logs stamp calls to the second, too coarse for spans; "
+    "its work shows as kernels (hardware level) and their launches (system_library level)"
+)
+
+
 @dataclass
 class CudnnCapture:
     messages: list[Message] = field(default_factory=list)
@@ -155,6 +162,13 @@ class CudnnCapture:
 
     def events(self) -> list[TimedEvent]:
         return to_events(self.messages, self.threads)
+
+    def not_available(self) -> dict[str, str]:
+        """Each ML library whose calls this run's spans lack, and why."""
+        missing = {"cublas": CUBLAS_UNAVAILABLE}
+        if self.unavailable:
+            missing["cudnn"] = self.unavailable
+        return missing
 
 
 def cudnn_library() -> ctypes.CDLL | None:
