@@ -11,6 +11,7 @@ import logging
 
 import click
 
+from mlms.cli.options import store_option
 from mlms.predictors.registry import TABLE
 
 
@@ -41,12 +42,7 @@ def _with_options(command, default_listen: str):
                 show_default=True,
                 help="etcd://HOST:PORT, or memory:// for a single process.",
             ),
-            click.option(
-                "--store",
-                envvar="MLMS_STORE",
-                default=None,
-                help="s3://HOST:PORT/BUCKET or a folder; default: $MLMS_HOME/store.",
-            ),
+            store_option,
             click.option(
                 "--ttl",
                 envvar="MLMS_TTL",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 import pandas as pd
 
+from mlms.cli.options import store_option
 from mlms.cli.render import frame_table, out
 from mlms.errors import UnsupportedFramework
 from mlms.zoo.manifest import FRAMEWORKS
@@ -32,20 +33,15 @@ from mlms.zoo.manifest import FRAMEWORKS
     multiple=True,
     help="Zoo model (repeatable); default: every model that supports the framework.",
 )
-@click.option(
-    "--store",
-    envvar="MLMS_STORE",
-    default=None,
-    help="s3://HOST:PORT/BUCKET or a folder; default: $MLMS_HOME/store.",
-)
+@store_option
 def assets(frameworks: tuple[str, ...], models: tuple[str, ...], store: str | None) -> None:
     """Build model assets into a store, or verify the ones already there."""
-    from mlms.config import default_store, mlms_home
+    from mlms.config import mlms_home
     from mlms.store.factory import store_from_url
     from mlms.zoo.assets import AssetManager
     from mlms.zoo.catalog import all_models, get_model
 
-    target = store_from_url(store) if store else default_store()
+    target = store_from_url(store)
     manager = AssetManager(target, mlms_home() / "cache")
     manifests = [get_model(name) for name in models] or all_models()
     rows = []

@@ -32,6 +32,16 @@ def server_option(command):
     )(command)
 
 
+def store_option(command):
+    """``--store URL`` (or MLMS_STORE): the object store; default: the local folder store."""
+    return click.option(
+        "--store",
+        envvar="MLMS_STORE",
+        default=None,
+        help="s3://HOST:PORT/BUCKET or a folder; default: $MLMS_HOME/store.",
+    )(command)
+
+
 def client_for(server: str | None) -> Client:
     if server is None:
         return EmbeddedClient()

@@ -16,7 +16,6 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from mlms.config import default_store
 from mlms.errors import MlmsError, UnsupportedFramework
 from mlms.predictors.registry import installed_version
 from mlms.predictors.service import Load, PredictorService
@@ -70,7 +69,7 @@ class Agent:
         self.id = uuid.uuid4().hex[:16]
         self.framework_version = version
         self.registry = registry or registry_from_url(config.registry)
-        self.store = store_from_url(config.store) if config.store else default_store()
+        self.store = store_from_url(config.store)
         self.provider = process_provider("mlms-agent", config.otlp_endpoint)
         self.load = Load()
         self.service = PredictorService(

@@ -12,7 +12,6 @@ import threading
 import uuid
 from dataclasses import dataclass
 
-from mlms.config import default_store
 from mlms.protos.mlms.v1 import evaluator_pb2, evaluator_pb2_grpc
 from mlms.registry.base import Registry, registry_from_url
 from mlms.rpc.otlp import process_provider
@@ -45,7 +44,7 @@ class Server:
         self.config = config
         self.id = uuid.uuid4().hex[:16]
         self.registry = registry or registry_from_url(config.registry)
-        self.store = store_from_url(config.store) if config.store else default_store()
+        self.store = store_from_url(config.store)
         self.provider = process_provider("mlms-server", config.otlp_endpoint)
         self.lease = self.registry.lease(config.ttl)
         self.fleet = Fleet(self.registry)
