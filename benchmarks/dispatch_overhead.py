@@ -14,7 +14,8 @@
    what mlms adds to it can be told apart from what the transport costs.
 
     .venv/bin/python benchmarks/dispatch_overhead.py [--model resnet50] [--rounds 6]
-        [--iterations 20] [--predict-model squeezenet1_1] [--calls 200] [--main-thread]
+        [--iterations 20] [--threads N] [--fleet processes|in-process]
+        [--predict-model squeezenet1_1] [--calls 200] [--main-thread]
 
 The in-process side runs on a worker thread, as the agent runs evaluations and predicts, so
 that both sides differ only in the dispatch path. With --main-thread it runs on the main thread
