@@ -19,4 +19,4 @@ export PYTHONPATH=/tmp/site:$PWD MLMS_HOME=/tmp/mlmshome MLMS_ETCD_BIN=$PWD/.etc
 } 2>&1 | tee "$OUT/env.txt"
 python3 benchmarks/dispatch_overhead.py 2>&1 | tee "$OUT/dispatch_overhead.txt"
 timeout "${GPU_TESTS_TIMEOUT:-300}" python3 -m pytest tests/test_gpu.py tests/test_cupti_join.py \
-    tests/test_gpu_tables.py -q -rs -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.txt"
+    tests/test_kernel_analyses.py -q -rs -p no:cacheprovider 2>&1 | tee "$OUT/gpu_tests.txt"

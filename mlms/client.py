@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import pandas as pd
+import pyarrow as pa
 
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.runner import ProgressCallback
@@ -39,8 +39,8 @@ class Client(Protocol):
 
     def list_evaluations(self) -> Evaluations: ...
 
-    def spans(self, trace_id: str) -> pd.DataFrame:
-        """The archived span table of a trace (archive columns)."""
+    def spans(self, trace_id: str) -> pa.Table:
+        """The archived span table of a trace (``mlms.tracer.archive.SCHEMA``)."""
         ...
 
 
@@ -78,10 +78,10 @@ class EmbeddedClient:
 
         return Evaluations(list_records(self.store))
 
-    def spans(self, trace_id: str) -> pd.DataFrame:
-        from mlms.tracer.archive import read_spans
+    def spans(self, trace_id: str) -> pa.Table:
+        from mlms.tracer.archive import read_table
 
-        return read_spans(self.store, trace_id)
+        return read_table(self.store, trace_id)
 
 
 def remote_client(server: str) -> Client:

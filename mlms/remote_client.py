@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from typing import TypeVar
 
 import grpc
-import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mlms.client import Evaluations
@@ -30,6 +30,7 @@ from mlms.rpc.propagation import outgoing_metadata
 from mlms.rpc.serving import split_address
 from mlms.rpc.status import error_from_rpc
 from mlms.server.jobs import Job
+from mlms.tracer.archive import upgrade
 from mlms.zoo.manifest import ModelManifest
 
 T = TypeVar("T")
@@ -111,7 +112,7 @@ class RemoteClient:
             [Job.model_validate_json(j) for j in reply.jobs_json],
         )
 
-    def spans(self, trace_id: str) -> pd.DataFrame:
+    def spans(self, trace_id: str) -> pa.Table:
         chunks = self._call(
             lambda: [
                 chunk.data
@@ -120,7 +121,7 @@ class RemoteClient:
                 )
             ]
         )
-        return pq.read_table(io.BytesIO(b"".join(chunks))).to_pandas()
+        return upgrade(pq.read_table(io.BytesIO(b"".join(chunks))))
 
     def close(self) -> None:
         self._provider.shutdown()

@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 from mlms.analysis.compare import COLUMNS, compare_frameworks
+from mlms.analysis.engine import Spans
 from mlms.analysis.plots import framework_comparison_chart
 from mlms.evaluation.record import EvaluationRequest
 from mlms.evaluation.runner import evaluate
-from mlms.tracer.archive import read_spans
 from tests.framework_checks import VOCABULARY
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -44,7 +44,7 @@ def test_table_puts_frameworks_side_by_side(store, tmp_path: Path) -> None:
         )
         for framework in ("torch", "onnxruntime")
     ]
-    table = compare_frameworks(records, lambda trace_id: read_spans(store, trace_id))
+    table = compare_frameworks(records, Spans.from_store(store, [r.trace_id for r in records]))
     assert list(table.columns) == COLUMNS
     assert list(zip(table["framework"], table["batch size"], strict=True)) == [
         ("torch", 1),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from mlms.store.local import LocalStore
-from mlms.tracer.archive import read_spans, records_of, write_spans
+from mlms.tracer.archive import read_spans, read_table, records_of, write_spans
 from mlms.tracer.chrome import to_chrome
 from mlms.tracer.hierarchy import innermost_containers
 from mlms.tracer.levels import TraceLevel
@@ -78,7 +78,7 @@ def test_profiler_events_become_children_and_survive_the_archive(tmp_path) -> No
     write_spans(store, model.trace_id, records)
     frame = read_spans(store, model.trace_id)
     assert records_of(frame) == records
-    chrome = to_chrome(frame)
+    chrome = to_chrome(read_table(store, model.trace_id))
     names = {e["name"] for e in chrome["traceEvents"] if e["ph"] == "X"}
     assert names == {"model", "layer1.conv"}
     json.dumps(chrome)

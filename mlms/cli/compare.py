@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 from pydantic import ValidationError
 
-from mlms.cli.options import client_for, parse_batch_sizes, server_option
+from mlms.cli.options import client_for, parse_batch_sizes, server_option, spans_for
 from mlms.cli.render import err, frame_table, out, progress_bar
 from mlms.errors import InvalidArgument
 from mlms.evaluation.record import EvaluationRequest
@@ -107,7 +107,7 @@ def compare(
     if as_json:
         click.echo("[" + ",\n".join(r.model_dump_json(indent=2) for r in records) + "]")
         return
-    table = compare_frameworks(records, client.spans)
+    table = compare_frameworks(records, spans_for(client, records))
     first = records[0]
     title = (
         f"{model} on {first.device} ({first.hardware.cpu_brand}, "

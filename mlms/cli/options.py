@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import click
 
+from mlms.analysis.engine import Spans
 from mlms.client import Client, EmbeddedClient
 from mlms.errors import InvalidArgument
+from mlms.evaluation.record import EvaluationRecord
 
 
 def parse_batch_sizes(text: str) -> list[int]:
@@ -48,3 +52,8 @@ def client_for(server: str | None) -> Client:
     from mlms.client import remote_client
 
     return remote_client(server)
+
+
+def spans_for(client: Client, records: Sequence[EvaluationRecord]) -> Spans:
+    """The span archives of ``records`` (those that have a trace), ready for the analyses."""
+    return Spans.from_tables(client.spans(r.trace_id) for r in records if r.trace_id)

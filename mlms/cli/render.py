@@ -37,7 +37,7 @@ def _cell(value: object, digits: int) -> str:
 
 
 def record_summary(record: EvaluationRecord) -> None:
-    from mlms.analysis.tables import latency_by_batch
+    from mlms.analysis.model import latency_by_batch
 
     hw = record.hardware
     device = (

@@ -10,7 +10,6 @@ import click
 from mlms.cli.options import client_for, server_option
 from mlms.cli.render import err
 from mlms.errors import InvalidArgument
-from mlms.tracer.archive import SCHEMA
 from mlms.tracer.chrome import to_chrome
 
 
@@ -33,11 +32,13 @@ def export(evaluation_id: str, fmt: str, output: Path, server: str | None) -> No
     if record.trace_id is None:
         raise InvalidArgument(f"evaluation {record.id} has no trace (trace level no_trace)")
     spans = client.spans(record.trace_id)
-    if fmt == "chrome":
-        output.write_text(json.dumps(to_chrome(spans)))
-    else:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+    try:
+        if fmt == "chrome":
+            output.write_text(json.dumps(to_chrome(spans)))
+        else:
+            import pyarrow.parquet as pq
 
-        pq.write_table(pa.Table.from_pandas(spans, schema=SCHEMA, preserve_index=False), output)
+            pq.write_table(spans, output, compression="zstd")
+    except OSError as exc:
+        raise InvalidArgument(f"cannot write {output}: {exc.strerror or exc}") from None
     err.print(f"wrote {len(spans)} spans of trace {record.trace_id} to {output}")

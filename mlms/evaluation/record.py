@@ -85,6 +85,15 @@ class Accuracy(BaseModel):
     dataset: str
 
 
+class Predictions(BaseModel):
+    """The top-5 classes and their probabilities for the first inputs of the input source,
+    so that two evaluations can be checked for diverging predictions."""
+
+    inputs: str  # the input source and seed: only predictions of the same inputs compare
+    top5: list[list[int]]
+    probabilities: list[list[float]]
+
+
 class ModelRef(BaseModel):
     name: str
     version: str
@@ -114,4 +123,5 @@ class EvaluationRecord(BaseModel):
     asset_sha256: str
     results: list[BatchResult]
     accuracy: Accuracy | None
+    predictions: Predictions | None = None
     agent: dict[str, str] = {}

@@ -34,6 +34,7 @@ from mlms.evaluation.record import (
     FrameworkRef,
     LevelResult,
     ModelRef,
+    Predictions,
 )
 from mlms.evaluation.records import save_record
 from mlms.evaluation.stats import latency_stats
@@ -50,6 +51,8 @@ from mlms.zoo.assets import AssetManager
 from mlms.zoo.catalog import get_model
 from mlms.zoo.manifest import ModelManifest
 
+#: Inputs whose top-5 the record keeps (prediction divergence between evaluations).
+PREDICTION_SAMPLES = 16
 #: Levels that have a collector on this kind of device, beyond APPLICATION and MODEL spans.
 COLLECTED_LEVELS = {
     "cpu": (TraceLevel.FRAMEWORK,),
@@ -148,6 +151,7 @@ def evaluate(
                     for batch_size in request.batch_sizes
                 ]
                 accuracy = _accuracy(predictor, manifest, max(request.batch_sizes))
+                predictions = _predictions(predictor, source, request)
             settings = predictor.settings()
     tracer.shutdown()
     records = tracer.records()
@@ -175,6 +179,7 @@ def evaluate(
         asset_sha256=asset.sha256,
         results=results,
         accuracy=accuracy,
+        predictions=predictions,
         agent=agent or {"mode": "embedded"},
     )
     save_record(store, record)
@@ -326,6 +331,20 @@ def _accuracy(predictor: Predictor, manifest: ModelManifest, batch_size: int) ->
         top5=top5 / len(images),
         samples=len(images),
         dataset=f"{manifest.dataset.name}:{manifest.dataset.split}",
+    )
+
+
+def _predictions(
+    predictor: Predictor, source: InputSource, request: EvaluationRequest
+) -> Predictions:
+    """Top-5 of the first inputs (the largest batch size, at most ``PREDICTION_SAMPLES``),
+    untimed and untraced."""
+    batch = _tensor(predictor, source.take(0, min(max(request.batch_sizes), PREDICTION_SAMPLES)))
+    best, probabilities = predictor.postprocess(predictor.predict(batch), k=5)
+    return Predictions(
+        inputs=f"{source.name} seed {request.seed}",
+        top5=best.tolist(),
+        probabilities=np.round(probabilities, 6).tolist(),
     )
 
 

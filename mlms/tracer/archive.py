@@ -1,9 +1,20 @@
-"""The trace archive: one Parquet file of span rows per trace (``traces/<id>/spans.parquet``)."""
+"""The trace archive: one Parquet file of span rows per trace (``traces/<id>/spans.parquet``).
+
+What the analyses filter, join or sum on is a typed column (DESIGN.md, "Span record"): the
+batch size of the predict a span belongs to, a layer's operator type, shapes, parameters,
+framework-counted flops and bytes, a kernel's hardware counters. The writer moves those
+attributes out of the JSON ``attributes`` string into their columns; ``SpanRecord.from_row``
+puts them back, so a record round-trips. Archives written before the typed columns existed
+are upgraded on read by one vectorised JSON pass.
+"""
 
 from __future__ import annotations
 
 import io
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -13,53 +24,237 @@ from mlms.errors import StoreError, UnknownEvaluation
 from mlms.store.base import ObjectStore
 from mlms.tracer.spans import COLUMNS, SpanRecord
 
-SCHEMA = pa.schema(
-    [
-        ("trace_id", pa.string()),
-        ("span_id", pa.string()),
-        ("parent_id", pa.string()),
-        ("level", pa.int8()),
-        ("run", pa.int16()),
-        ("name", pa.string()),
-        ("kind", pa.string()),
-        ("start_ns", pa.int64()),
-        ("end_ns", pa.int64()),
-        ("thread", pa.int64()),
-        ("device", pa.string()),
-        ("stream", pa.int64()),
-        ("correlation_id", pa.int64()),
-        ("layer_index", pa.int32()),
-        ("attributes", pa.string()),
-    ]
+BATCH_SIZE_ATTRIBUTE = "mlms.batch_size"
+
+_SHAPES = pa.list_(pa.list_(pa.int64()))
+
+
+@dataclass(frozen=True)
+class TypedColumn:
+    """An archive column filled from one span attribute (the first of ``keys`` present)."""
+
+    name: str
+    type: pa.DataType
+    keys: tuple[str, ...]
+    meaning: str
+
+
+#: Typed columns after the base columns, in archive order. ``batch_size`` is also filled for
+#: every span below one that names it (the batch's span, its model spans), by parent links.
+TYPED_COLUMNS: tuple[TypedColumn, ...] = (
+    TypedColumn("batch_size", pa.int32(), (BATCH_SIZE_ATTRIBUTE,), "inputs in the predict"),
+    TypedColumn("op_type", pa.string(), ("op_type",), "the framework's layer or op type"),
+    TypedColumn("input_shapes", _SHAPES, ("input_shapes",), "shapes of the tensor inputs"),
+    TypedColumn("output_shapes", _SHAPES, ("output_shapes",), "shapes of the outputs"),
+    TypedColumn("params", pa.int64(), ("params",), "parameters (weights) of the layer"),
+    TypedColumn("flops", pa.float64(), ("flops",), "framework-counted flops (2 per MAC)"),
+    TypedColumn("activation_bytes", pa.int64(), ("activation_bytes",), "output bytes"),
+    TypedColumn("allocated_bytes", pa.int64(), ("allocated_bytes",), "memory the layer allocated"),
+    TypedColumn(
+        "counter_duration_ns", pa.int64(), ("counter.duration_ns",), "ncu's kernel duration"
+    ),
+    TypedColumn("counter_flops", pa.float64(), ("counter.flops",), "flops ncu counted"),
+    TypedColumn(
+        "counter_tensor_flops", pa.float64(), ("counter.flops_tensor",), "tensor-core flops"
+    ),
+    TypedColumn("dram_read_bytes", pa.float64(), ("counter.dram_read_bytes",), "DRAM bytes read"),
+    TypedColumn(
+        "dram_write_bytes", pa.float64(), ("counter.dram_write_bytes",), "DRAM bytes written"
+    ),
+    TypedColumn(
+        "occupancy_pct",
+        pa.float64(),
+        ("counter.achieved_occupancy_pct",),
+        "achieved occupancy, % of peak",
+    ),
+    TypedColumn("bound", pa.string(), ("counter.bound",), "roofline side: memory or compute"),
 )
-assert tuple(SCHEMA.names) == COLUMNS
+_BASE_TYPES: tuple[tuple[str, pa.DataType], ...] = (
+    ("trace_id", pa.string()),
+    ("span_id", pa.string()),
+    ("parent_id", pa.string()),
+    ("level", pa.int8()),
+    ("run", pa.int16()),
+    ("name", pa.string()),
+    ("kind", pa.string()),
+    ("start_ns", pa.int64()),
+    ("end_ns", pa.int64()),
+    ("thread", pa.int64()),
+    ("device", pa.string()),
+    ("stream", pa.int64()),
+    ("correlation_id", pa.int64()),
+    ("layer_index", pa.int32()),
+    ("attributes", pa.string()),
+)
+assert tuple(name for name, _ in _BASE_TYPES) == COLUMNS
+SCHEMA = pa.schema([*_BASE_TYPES, *((c.name, c.type) for c in TYPED_COLUMNS)])
+_TYPED_KEYS = {key: column.name for column in TYPED_COLUMNS for key in column.keys}
 
 
 def archive_key(trace_id: str) -> str:
     return f"traces/{trace_id}/spans.parquet"
 
 
-def to_parquet(records: Sequence[SpanRecord]) -> bytes:
-    table = pa.Table.from_pylist([r.to_row() for r in records], schema=SCHEMA)
+def to_table(records: Sequence[SpanRecord]) -> pa.Table:
+    """The archive's rows for finished spans (typed attributes moved into their columns)."""
+    batch_of = _batch_sizes(records)
+    rows = []
+    for record in records:
+        row = record.to_row()
+        attributes = dict(record.attributes)
+        typed: dict[str, Any] = {}
+        for key in list(attributes):
+            column = _TYPED_KEYS.get(key)
+            if column is not None and column not in typed:
+                typed[column] = _typed_value(column, attributes.pop(key))
+        typed.setdefault("batch_size", batch_of.get(record.span_id))
+        row["attributes"] = json.dumps(attributes, sort_keys=True, default=str)
+        rows.append(row | typed)
+    return pa.Table.from_pylist(rows, schema=SCHEMA)
+
+
+def to_parquet(table: pa.Table) -> bytes:
     buffer = io.BytesIO()
     pq.write_table(table, buffer, compression="zstd")
     return buffer.getvalue()
 
 
 def write_spans(store: ObjectStore, trace_id: str, records: Sequence[SpanRecord]) -> str:
+    return write_table(store, trace_id, to_table(records))
+
+
+def write_table(store: ObjectStore, trace_id: str, table: pa.Table) -> str:
+    """Store an archive table (for example one imported from another tool's trace)."""
     key = archive_key(trace_id)
-    store.put_bytes(key, to_parquet(records))
+    store.put_bytes(key, to_parquet(upgrade(table)))
     return key
 
 
-def read_spans(store: ObjectStore, trace_id: str) -> pd.DataFrame:
-    """The archived spans of a trace as a DataFrame with the archive's columns."""
+def read_table(store: ObjectStore, trace_id: str) -> pa.Table:
+    """The archived spans of a trace as an Arrow table with the archive's schema.
+
+    Names, kinds and op types come dictionary-encoded: a million kernel rows share a few
+    hundred distinct names."""
     try:
         data = store.get_bytes(archive_key(trace_id))
     except StoreError as exc:
         raise UnknownEvaluation(f"no span archive for trace {trace_id!r} in {store.url}") from exc
-    return pq.read_table(io.BytesIO(data)).to_pandas()
+    return upgrade(pq.read_table(io.BytesIO(data)))
+
+
+def read_spans(store: ObjectStore, trace_id: str) -> pd.DataFrame:
+    """The archived spans of a trace as a DataFrame with the archive's columns."""
+    return read_table(store, trace_id).to_pandas()
+
+
+def upgrade(table: pa.Table) -> pa.Table:
+    """``table`` with every archive column, in archive order and type.
+
+    Columns an older archive lacks are read out of its JSON attributes (one vectorised pass);
+    ``batch_size`` below MODEL spans is filled from them by parent links."""
+    missing = [c for c in TYPED_COLUMNS if c.name not in table.column_names]
+    if missing:
+        table = _typed_from_json(table, missing)
+    return table.select(SCHEMA.names).cast(SCHEMA)
 
 
 def records_of(frame: pd.DataFrame) -> list[SpanRecord]:
-    return [SpanRecord.from_row(row) for row in frame.to_dict("records")]
+    """Span records from archive rows (typed columns back into ``attributes``): for tests and
+    small tables, never on an analysis path."""
+    typed = [c for c in TYPED_COLUMNS if c.name in frame.columns]
+    records = []
+    for row in frame.to_dict("records"):
+        attributes = json.loads(row.get("attributes") or "{}")
+        for column in typed:
+            value = _plain(row[column.name])
+            if value is not None:
+                attributes.setdefault(column.keys[0], value)
+        records.append(SpanRecord.from_row({**row, "attributes": json.dumps(attributes)}))
+    return records
+
+
+def _batch_sizes(records: Sequence[SpanRecord]) -> dict[str, int]:
+    """span id -> the batch size of the nearest span above it (or itself) that names one."""
+    parent = {r.span_id: r.parent_id for r in records}
+    result = {
+        r.span_id: int(r.attributes[BATCH_SIZE_ATTRIBUTE])
+        for r in records
+        if BATCH_SIZE_ATTRIBUTE in r.attributes
+    }
+    for record in records:
+        chain, current = [], record.span_id
+        while current is not None and current not in result:
+            chain.append(current)
+            current = parent.get(current)
+        if current is not None:
+            for span_id in chain:
+                result[span_id] = result[current]
+    return result
+
+
+def _typed_value(column: str, value: Any) -> Any:
+    if column == "output_shapes" and value and not isinstance(value[0], list):
+        return [value]  # one output's shape
+    if column == "input_shapes" and value:
+        return [shape for shape in value if isinstance(shape, list)]
+    return value
+
+
+def _plain(value: Any) -> Any:
+    if value is None or (isinstance(value, float) and value != value):
+        return None
+    if hasattr(value, "tolist"):
+        value = value.tolist()
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _typed_from_json(table: pa.Table, missing: list[TypedColumn]) -> pa.Table:
+    import duckdb
+
+    selects = []
+    for column in missing:
+        paths = [f"json_extract(attributes, '$.\"{key}\"')" for key in column.keys]
+        raw = paths[0] if len(paths) == 1 else f"coalesce({', '.join(paths)})"
+        selects.append(f"try_cast({raw} AS {_duck_type(column.type)}) AS {column.name}")
+    query = f"SELECT {', '.join(selects)} FROM spans"
+    connection = duckdb.connect()
+    connection.register("spans", table)
+    extracted = connection.execute(query).arrow()
+    for name in extracted.column_names:
+        table = table.append_column(name, extracted[name])
+    if any(c.name == "batch_size" for c in missing):
+        table = _batch_sizes_by_parent(connection, table)
+    return table
+
+
+def _batch_sizes_by_parent(connection: Any, table: pa.Table) -> pa.Table:
+    """Fill ``batch_size`` down the parent links (at most one pass per level of nesting)."""
+    connection.register("spans", table)
+    filled = connection.execute(
+        """
+        WITH RECURSIVE walk(span_id, batch_size) AS (
+            SELECT span_id, batch_size FROM spans WHERE batch_size IS NOT NULL
+            UNION ALL
+            SELECT child.span_id, walk.batch_size
+            FROM spans child JOIN walk ON child.parent_id = walk.span_id
+            WHERE child.batch_size IS NULL
+        )
+        SELECT s.* EXCLUDE (batch_size), w.batch_size
+        FROM spans s LEFT JOIN (SELECT span_id, any_value(batch_size) AS batch_size
+                                FROM walk GROUP BY span_id) w USING (span_id)
+        """
+    ).arrow()
+    return filled
+
+
+def _duck_type(arrow_type: pa.DataType) -> str:
+    if arrow_type == _SHAPES:
+        return "BIGINT[][]"
+    return {
+        pa.int32(): "INTEGER",
+        pa.int64(): "BIGINT",
+        pa.float64(): "DOUBLE",
+        pa.string(): "VARCHAR",
+    }[arrow_type]
