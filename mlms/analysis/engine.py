@@ -109,7 +109,8 @@ SELECT p.* EXCLUDE (reach_ns, path_end_ns, previous_ns),
 FROM path p JOIN runs r ON r.trace_id = p.trace_id;
 
 CREATE VIEW predicts AS
-SELECT s.trace_id, s.span_id, s.batch_size, s.end_ns - s.start_ns AS duration_ns, s.start_ns
+SELECT s.trace_id, s.span_id, s.batch_size, s.end_ns - s.start_ns AS duration_ns, s.start_ns,
+       s.end_ns
 FROM spans s JOIN runs r ON s.trace_id = r.trace_id AND s.run = r.layer_run
 WHERE s.level = {MODEL};
 """
