@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 import pyarrow as pa
@@ -41,6 +42,10 @@ class Client(Protocol):
 
     def spans(self, trace_id: str) -> pa.Table:
         """The archived span table of a trace (``mlms.tracer.archive.SCHEMA``)."""
+        ...
+
+    def span_archive(self, trace_id: str) -> Path:
+        """The trace's archive as a Parquet file on this machine (for the analysis engine)."""
         ...
 
 
@@ -82,6 +87,11 @@ class EmbeddedClient:
         from mlms.tracer.archive import read_table
 
         return read_table(self.store, trace_id)
+
+    def span_archive(self, trace_id: str) -> Path:
+        from mlms.tracer.archive import local_archive
+
+        return local_archive(self.store, trace_id)
 
 
 def remote_client(server: str) -> Client:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import io
 import os
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TypeVar
 
 import grpc
@@ -30,7 +32,7 @@ from mlms.rpc.propagation import outgoing_metadata
 from mlms.rpc.serving import split_address
 from mlms.rpc.status import error_from_rpc
 from mlms.server.jobs import Job
-from mlms.tracer.archive import upgrade
+from mlms.tracer.archive import cached_archive, upgrade
 from mlms.zoo.manifest import ModelManifest
 
 T = TypeVar("T")
@@ -113,6 +115,19 @@ class RemoteClient:
         )
 
     def spans(self, trace_id: str) -> pa.Table:
+        return upgrade(pq.read_table(io.BytesIO(self._archive_bytes(trace_id))))
+
+    def span_archive(self, trace_id: str) -> Path:
+        path = cached_archive(trace_id)
+        if not path.is_file():
+            data = self._archive_bytes(trace_id)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as tmp:
+                tmp.write(data)
+            os.replace(tmp.name, path)
+        return path
+
+    def _archive_bytes(self, trace_id: str) -> bytes:
         chunks = self._call(
             lambda: [
                 chunk.data
@@ -121,7 +136,7 @@ class RemoteClient:
                 )
             ]
         )
-        return upgrade(pq.read_table(io.BytesIO(b"".join(chunks))))
+        return b"".join(chunks)
 
     def close(self) -> None:
         self._provider.shutdown()

@@ -59,7 +59,12 @@ def spans(capture, tmp_path_factory):
     peaks = {f"peaks.{key}": value for key, value in capture["peaks"].items()}
     records.append(
         dataclasses.replace(
-            records[0], span_id="c" * 16, name="counters (ncu)", kind="counters", attributes=peaks
+            records[0],
+            span_id="c" * 16,
+            name="counters (ncu)",
+            kind="counters",
+            level=TraceLevel.HARDWARE,
+            attributes=peaks,
         )
     )
     store = LocalStore(tmp_path_factory.mktemp("store"))

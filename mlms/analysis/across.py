@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from mlms.analysis.engine import Spans
-from mlms.analysis.kernels import short_kernel_name
+from mlms.analysis.names import short_kernel_name
 from mlms.errors import InvalidArgument
 from mlms.evaluation.record import EvaluationRecord, Predictions
 

@@ -5,10 +5,10 @@ functions and interval predicates in parallel in a few lines of SQL, spills inst
 failing when memory is short, and hands results back as Arrow or pandas. The archive is
 already Parquet with typed columns (``mlms.tracer.archive``), so an analysis over a million
 kernels is one statement, not a Python loop. Polars would do the joins as well; SQL keeps each
-analysis readable as the question it answers and lets the views below be shared.
+analysis readable as the question it answers and lets the tables below be shared.
 
-A ``Spans`` holds one or more traces (``trace_id`` tells them apart) and defines views the
-analyses build on:
+A ``Spans`` holds one or more traces (``trace_id`` tells them apart) as the relation ``spans``
+and derives, once, the tables the analyses build on:
 
 ``layers``
     One row per layer execution: FRAMEWORK spans with a layer index, from each trace's
@@ -21,8 +21,18 @@ analyses build on:
     GPU activities (kernels, copies, sets) of each trace's kernel run, each with ``layer_span``
     (the layer whose API call launched it, by CUPTI correlation id and then by containment,
     both already parent links in the archive; null outside every layer).
+``layer_spans``
+    The layer spans themselves (``layers`` without the join), to name a ``layer_span``.
+``runs``
+    Per trace: its layer run and its kernel run (null without kernels).
+``kernel_names``
+    Each GPU activity name with its short, demangled form (``short_kernel_name``).
 ``predicts``
     MODEL spans of the layer run: one row per predict, with its batch size and duration.
+
+A GPU activity's layer is found by walking up its parent links (its API call, then any
+operators an imported trace nests) one level per query, over the activities not yet placed,
+until each reaches a layer or its predict: a few joins, however many kernels.
 
 Layer latency on a GPU (``mlms.tracer.join`` says why): a layer starts when both the host has
 begun it and the device has finished the layer before, and ends when both its host work and its
@@ -33,14 +43,17 @@ the thread's layers in host order, ``start = max(host start, previous end)``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import duckdb
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 
+from mlms.analysis.names import short_kernel_name
 from mlms.store.base import ObjectStore
-from mlms.tracer.archive import SCHEMA, read_table, upgrade
+from mlms.tracer.archive import SCHEMA, TYPED_COLUMNS, read_table, upgrade
 from mlms.tracer.levels import TraceLevel
 
 FRAMEWORK, MODEL, API, HARDWARE = (
@@ -50,69 +63,108 @@ FRAMEWORK, MODEL, API, HARDWARE = (
     int(TraceLevel.HARDWARE),
 )
 GPU_KINDS = ("kernel", "memcpy", "memset")
+#: DuckDB spills what does not fit instead of growing past this.
+MEMORY_LIMIT = "1500MB"
+#: Parent links walked up from a GPU activity before giving up on finding its layer.
+MAX_DEPTH = 64
 
-_VIEWS = f"""
-CREATE VIEW runs AS
+_GPU_COLUMNS = ", ".join(
+    f"s.{column}"
+    for column in (
+        "trace_id", "span_id", "name", "kind", "start_ns", "end_ns", "device", "stream",
+        "batch_size", "counter_duration_ns", "counter_flops", "counter_tensor_flops",
+        "dram_read_bytes", "dram_write_bytes", "occupancy_pct", "bound",
+    )
+)  # fmt: skip
+_IN_KERNEL_RUN = "FROM core s JOIN runs r ON s.trace_id = r.trace_id AND s.run = r.kernel_run"
+
+# One scan of the archive: the columns the derived tables need (not the JSON attributes nor
+# the shapes) of the levels they read (predicts down to GPU work).
+_CORE = f"""
+CREATE TEMP TABLE core AS
+SELECT * EXCLUDE (attributes, input_shapes, output_shapes) FROM spans
+WHERE level BETWEEN {MODEL} AND {HARDWARE}
+"""
+_RUNS = f"""
+CREATE TEMP TABLE runs AS
 SELECT trace_id,
        coalesce(max(run) FILTER (WHERE kind = 'kernel'),
                 min(run) FILTER (WHERE level = {FRAMEWORK} AND layer_index IS NOT NULL))
            AS layer_run,
        max(run) FILTER (WHERE kind = 'kernel') AS kernel_run
-FROM spans GROUP BY trace_id;
-
-CREATE VIEW layer_spans AS
-SELECT s.* FROM spans s JOIN runs r ON s.trace_id = r.trace_id AND s.run = r.layer_run
-WHERE s.level = {FRAMEWORK} AND s.layer_index IS NOT NULL;
-
-CREATE VIEW gpu_work AS
-SELECT s.* FROM spans s JOIN runs r ON s.trace_id = r.trace_id AND s.run = r.kernel_run
-WHERE s.level = {HARDWARE} AND s.kind IN {GPU_KINDS};
-
--- Each span of a kernel run under a layer, with that layer (the nearest layer above it).
-CREATE VIEW layer_of AS
-WITH RECURSIVE walk(trace_id, span_id, layer_span) AS (
-    SELECT trace_id, span_id, span_id FROM layer_spans
-    UNION ALL
-    SELECT c.trace_id, c.span_id, w.layer_span
-    FROM walk w JOIN spans c ON c.trace_id = w.trace_id AND c.parent_id = w.span_id
-    WHERE c.level > {FRAMEWORK}
+FROM core GROUP BY trace_id
+"""
+_LAYER_SPANS = f"""
+CREATE TEMP TABLE layer_spans AS
+SELECT s.*
+FROM core s JOIN runs r ON s.trace_id = r.trace_id AND s.run = r.layer_run
+WHERE s.level = {FRAMEWORK} AND s.layer_index IS NOT NULL
+"""
+_WALK_START = (
+    f"CREATE TEMP TABLE gpu_work AS SELECT {_GPU_COLUMNS}, s.parent_id {_IN_KERNEL_RUN} "
+    f"WHERE s.level = {HARDWARE} AND s.kind IN {GPU_KINDS}",
+    "CREATE TEMP TABLE above AS SELECT s.trace_id, s.span_id, s.parent_id, "
+    f"s.level = {FRAMEWORK} AND s.layer_index IS NOT NULL AS is_layer {_IN_KERNEL_RUN} "
+    f"WHERE s.level BETWEEN {FRAMEWORK} AND {API}",
+    "CREATE TEMP TABLE placed (trace_id VARCHAR, span_id VARCHAR, layer_span VARCHAR)",
+    "CREATE TEMP TABLE frontier AS SELECT trace_id, span_id, parent_id AS cursor FROM gpu_work",
 )
-SELECT trace_id, span_id, layer_span FROM walk;
-
-CREATE VIEW gpu AS
-SELECT g.*, l.layer_span
-FROM gpu_work g LEFT JOIN layer_of l ON l.trace_id = g.trace_id AND l.span_id = g.span_id;
-
-CREATE VIEW layer_gpu AS
-SELECT trace_id, layer_span, count(*) FILTER (WHERE kind = 'kernel') AS kernels,
-       sum(end_ns - start_ns) AS gpu_ns, max(end_ns) AS gpu_end_ns
-FROM gpu WHERE layer_span IS NOT NULL GROUP BY trace_id, layer_span;
-
-CREATE VIEW layers AS
-WITH joined AS (
-    SELECT l.*, l.parent_id AS model_span, l.end_ns - l.start_ns AS host_ns,
-           coalesce(g.kernels, 0) AS kernels, coalesce(g.gpu_ns, 0) AS gpu_ns, g.gpu_end_ns,
-           greatest(l.end_ns, coalesce(g.gpu_end_ns, l.end_ns)) AS reach_ns
-    FROM layer_spans l
-    LEFT JOIN layer_gpu g ON g.trace_id = l.trace_id AND g.layer_span = l.span_id
-), path AS (
-    SELECT *,
+_WALK_STEP = (
+    "CREATE OR REPLACE TEMP TABLE step AS "
+    "SELECT f.trace_id, f.span_id, a.is_layer, a.span_id AS hit, a.parent_id AS next "
+    "FROM frontier f JOIN above a ON a.trace_id = f.trace_id AND a.span_id = f.cursor",
+    "INSERT INTO placed SELECT trace_id, span_id, hit FROM step WHERE is_layer",
+    "CREATE OR REPLACE TEMP TABLE frontier AS SELECT trace_id, span_id, next AS cursor "
+    "FROM step WHERE NOT is_layer AND next IS NOT NULL",
+)
+_WALK_END = (
+    "CREATE TEMP TABLE gpu AS SELECT w.* EXCLUDE (parent_id), p.layer_span "
+    "FROM gpu_work w LEFT JOIN placed p ON p.trace_id = w.trace_id AND p.span_id = w.span_id",
+    "DROP TABLE gpu_work; DROP TABLE above; DROP TABLE placed; DROP TABLE frontier; "
+    "DROP TABLE IF EXISTS step; DROP TABLE core",
+)
+_LAYERS = (
+    """
+    CREATE TEMP TABLE layer_gpu AS
+    SELECT trace_id, layer_span, count(*) FILTER (WHERE kind = 'kernel') AS kernels,
+           sum(end_ns - start_ns) AS gpu_ns, max(end_ns) AS gpu_end_ns
+    FROM gpu WHERE layer_span IS NOT NULL GROUP BY trace_id, layer_span
+    """,
+    # The critical path over a narrow projection: windows sort only what they need.
+    """
+    CREATE TEMP TABLE layer_path AS
+    WITH reach AS (
+        SELECT l.trace_id, l.thread, l.span_id, l.start_ns,
+               greatest(l.end_ns, coalesce(g.gpu_end_ns, l.end_ns)) AS reach_ns
+        FROM layer_spans l
+        LEFT JOIN layer_gpu g ON g.trace_id = l.trace_id AND g.layer_span = l.span_id
+    )
+    SELECT trace_id, span_id,
            max(reach_ns) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS path_end_ns,
            max(reach_ns) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS previous_ns
-    FROM joined
+    FROM reach
     WINDOW w AS (PARTITION BY trace_id, thread ORDER BY start_ns, span_id)
+    """,
+    """
+    CREATE TEMP TABLE layers AS
+    SELECT l.*, l.parent_id AS model_span, l.end_ns - l.start_ns AS host_ns,
+           coalesce(g.kernels, 0) AS kernels, coalesce(g.gpu_ns, 0) AS gpu_ns, g.gpu_end_ns,
+           CASE WHEN r.kernel_run IS NULL THEN l.end_ns - l.start_ns
+                ELSE p.path_end_ns - greatest(l.start_ns, coalesce(p.previous_ns, l.start_ns))
+           END AS latency_ns
+    FROM layer_spans l
+    JOIN runs r ON r.trace_id = l.trace_id
+    JOIN layer_path p ON p.trace_id = l.trace_id AND p.span_id = l.span_id
+    LEFT JOIN layer_gpu g ON g.trace_id = l.trace_id AND g.layer_span = l.span_id
+    """,
+    "DROP TABLE layer_gpu; DROP TABLE layer_path",
 )
-SELECT p.* EXCLUDE (reach_ns, path_end_ns, previous_ns),
-       CASE WHEN r.kernel_run IS NULL THEN p.host_ns
-            ELSE p.path_end_ns - greatest(p.start_ns, coalesce(p.previous_ns, p.start_ns))
-       END AS latency_ns
-FROM path p JOIN runs r ON r.trace_id = p.trace_id;
-
-CREATE VIEW predicts AS
-SELECT s.trace_id, s.span_id, s.batch_size, s.end_ns - s.start_ns AS duration_ns, s.start_ns,
-       s.end_ns
-FROM spans s JOIN runs r ON s.trace_id = r.trace_id AND s.run = r.layer_run
-WHERE s.level = {MODEL};
+_PREDICTS = f"""
+CREATE TEMP TABLE predicts AS
+SELECT s.trace_id, s.span_id, s.batch_size, s.end_ns - s.start_ns AS duration_ns,
+       s.start_ns, s.end_ns
+FROM core s JOIN runs r ON s.trace_id = r.trace_id AND s.run = r.layer_run
+WHERE s.level = {MODEL}
 """
 
 
@@ -120,15 +172,30 @@ class Spans:
     """One or more traces' spans, queryable by the analyses (module docstring)."""
 
     def __init__(self, table: pa.Table) -> None:
-        self.table = upgrade(table)
-        self._connection = duckdb.connect(config={"preserve_insertion_order": False})
+        self.table: pa.Table | None = upgrade(table)
+        self._connection = _connect()
         self._connection.register("spans", self.table)
-        self._connection.execute(_VIEWS)
+        self._derive()
 
     @classmethod
     def from_tables(cls, tables: Iterable[pa.Table]) -> Spans:
         tables = [upgrade(t) for t in tables]
         return cls(pa.concat_tables(tables) if tables else SCHEMA.empty_table())
+
+    @classmethod
+    def from_parquet(cls, paths: Sequence[Path]) -> Spans:
+        """Archives in Parquet files, scanned in place: only the columns and rows each derived
+        table needs are read, never the whole archive into memory."""
+        typed = {column.name for column in TYPED_COLUMNS}
+        if not paths or any(not typed <= set(pq.read_schema(p).names) for p in paths):
+            return cls.from_tables(pq.read_table(p) for p in paths)  # older archives: upgrade
+        spans = cls.__new__(cls)
+        spans.table = None
+        spans._connection = _connect()
+        files = ", ".join(f"'{_quoted(p)}'" for p in paths)
+        spans._connection.sql(f"CREATE VIEW spans AS SELECT * FROM read_parquet([{files}])")
+        spans._derive()
+        return spans
 
     @classmethod
     def from_store(cls, store: ObjectStore, trace_ids: Sequence[str]) -> Spans:
@@ -139,19 +206,46 @@ class Spans:
         return cls(pa.Table.from_pandas(frame, preserve_index=False))
 
     def __len__(self) -> int:
-        return self.table.num_rows
+        return int(self.scalar("SELECT count(*) FROM spans"))
 
     def frame(self, sql: str, parameters: Sequence[Any] | None = None) -> pd.DataFrame:
-        """The result of a query over the views as a DataFrame."""
-        return self._connection.execute(sql, parameters or []).df()
+        """The result of a query over the tables as a DataFrame (through Arrow: strings stay
+        Arrow strings, no Python object per value)."""
+        return self.arrow(sql, parameters).to_pandas()
 
     def arrow(self, sql: str, parameters: Sequence[Any] | None = None) -> pa.Table:
-        return self._connection.execute(sql, parameters or []).arrow()
+        return self._connection.sql(sql, params=parameters).to_arrow_table()
 
     def scalar(self, sql: str, parameters: Sequence[Any] | None = None) -> Any:
-        row = self._connection.execute(sql, parameters or []).fetchone()
-        return row[0] if row else None
+        rows = self._connection.sql(sql, params=parameters).fetchall()
+        return rows[0][0] if rows else None
 
-    def has(self, view: str) -> bool:
-        """Whether ``view`` (layers, gpu, predicts) has any row."""
-        return bool(self.scalar(f"SELECT count(*) > 0 FROM (SELECT 1 FROM {view} LIMIT 1)"))
+    def has(self, table: str) -> bool:
+        """Whether ``table`` (layers, gpu, predicts) has any row."""
+        return bool(self.scalar(f"SELECT count(*) > 0 FROM (SELECT 1 FROM {table} LIMIT 1)"))
+
+    def _derive(self) -> None:
+        sql = self._connection.sql
+        for statement in (_CORE, _RUNS, _LAYER_SPANS, _PREDICTS, *_WALK_START):
+            sql(statement)
+        for _ in range(MAX_DEPTH):
+            for statement in _WALK_STEP:
+                sql(statement)
+            if not self.scalar("SELECT count(*) FROM frontier"):
+                break
+        for statement in (*_WALK_END, *_LAYERS):
+            sql(statement)
+        names = [name for (name,) in sql("SELECT DISTINCT name FROM gpu").fetchall()]
+        kernel_names = pa.table(
+            {"name": names, "kernel": [short_kernel_name(name) for name in names]},
+            schema=pa.schema([("name", pa.string()), ("kernel", pa.string())]),
+        )
+        self._connection.register("kernel_names", kernel_names)
+
+
+def _connect() -> duckdb.DuckDBPyConnection:
+    return duckdb.connect(config={"preserve_insertion_order": False, "memory_limit": MEMORY_LIMIT})
+
+
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")

@@ -9,14 +9,23 @@ by their full name, so two template instances stay apart.
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass
 
-import cxxfilt
 import pandas as pd
 
 from mlms.analysis.engine import Spans
+from mlms.analysis.names import short_kernel_name
+
+__all__ = [
+    "Peaks",
+    "kernel_breakdown",
+    "kernel_table",
+    "layer_kernels",
+    "peaks_of",
+    "roofline",
+    "short_kernel_name",
+]
 
 _PREDICTS = """
     per_predict AS (
@@ -58,9 +67,9 @@ def kernel_table(spans: Spans) -> pd.DataFrame:
     """What did each kernel launch do? One row per launch: duration, the layer that launched
     it, flops, DRAM read and write, achieved occupancy, arithmetic intensity, GFLOP/s and
     whether it is memory- or compute-bound."""
-    table = spans.frame(
+    return spans.frame(
         """
-        SELECT g.trace_id, g.batch_size, l.name AS layer, g.name, g.stream,
+        SELECT g.trace_id, g.batch_size, l.name AS layer, g.name, n.kernel, g.stream,
                (g.end_ns - g.start_ns) / 1e3 AS "duration (us)",
                g.counter_flops / 1e9 AS gflop,
                g.dram_read_bytes / 1e6 AS "dram read (MB)",
@@ -71,13 +80,12 @@ def kernel_table(spans: Spans) -> pd.DataFrame:
                g.counter_flops / nullif(coalesce(g.counter_duration_ns, g.end_ns - g.start_ns), 0)
                    AS "GFLOP/s",
                g.bound
-        FROM gpu g LEFT JOIN spans l ON l.trace_id = g.trace_id AND l.span_id = g.layer_span
+        FROM gpu g LEFT JOIN layer_spans l ON l.trace_id = g.trace_id AND l.span_id = g.layer_span
+        JOIN kernel_names n ON n.name = g.name
         WHERE g.kind = 'kernel'
         ORDER BY g.trace_id, g.start_ns
         """
     )
-    table.insert(3, "kernel", table["name"].map(short_kernel_name))
-    return table
 
 
 def kernel_breakdown(spans: Spans, top: int | None = None) -> pd.DataFrame:
@@ -90,7 +98,7 @@ def kernel_breakdown(spans: Spans, top: int | None = None) -> pd.DataFrame:
         if top
         else ""
     )
-    table = spans.frame(
+    return spans.frame(
         f"""
         WITH {_PREDICTS},
         by_name AS (
@@ -103,7 +111,7 @@ def kernel_breakdown(spans: Spans, top: int | None = None) -> pd.DataFrame:
                        AS dram, median(occupancy_pct) AS occupancy, mode(bound) AS bound
             FROM gpu WHERE kind = 'kernel' GROUP BY trace_id, batch_size, name
         )
-        SELECT b.trace_id, b.batch_size, b.name, b.launches,
+        SELECT b.trace_id, b.batch_size, b.name, n.kernel, b.launches,
                b.launches / p.predicts AS calls,
                b.total / p.predicts / 1e3 AS "gpu (us)",
                100 * b.total / sum(b.total) OVER (PARTITION BY b.trace_id, b.batch_size)
@@ -115,12 +123,11 @@ def kernel_breakdown(spans: Spans, top: int | None = None) -> pd.DataFrame:
                b.flops / nullif(b.dram, 0) AS "flop/byte", b.occupancy AS "occupancy (%)",
                b.bound
         FROM by_name b JOIN per_predict p USING (trace_id, batch_size)
+        JOIN kernel_names n ON n.name = b.name
         {limit}
         ORDER BY b.trace_id, b.batch_size, b.total DESC
         """
     )
-    table.insert(3, "kernel", table["name"].map(short_kernel_name))
-    return table
 
 
 def layer_kernels(spans: Spans) -> pd.DataFrame:
@@ -187,7 +194,7 @@ def roofline(spans: Spans, at: str) -> pd.DataFrame:
                sum(g.end_ns - g.start_ns) / p.predicts / 1e3 AS "gpu (us)",
                sum(g.counter_tensor_flops) > 0 AS tensor
         FROM gpu g JOIN per_predict p USING (trace_id, batch_size)
-        LEFT JOIN spans l ON l.trace_id = g.trace_id AND l.span_id = g.layer_span
+        LEFT JOIN layer_spans l ON l.trace_id = g.trace_id AND l.span_id = g.layer_span
         WHERE g.kind = 'kernel' AND g.counter_flops IS NOT NULL
         GROUP BY {group}, p.predicts
         ORDER BY "gpu (us)" DESC
@@ -196,19 +203,3 @@ def roofline(spans: Spans, at: str) -> pd.DataFrame:
     if at == "kernel":
         table.insert(3, "kernel", table["name"].map(short_kernel_name))
     return table
-
-
-@functools.lru_cache(maxsize=4096)
-def short_kernel_name(name: str, limit: int = 60) -> str:
-    """The demangled function name without its template and parameter lists, at most ``limit``."""
-    text = cxxfilt.demangle(name, external_only=False) if name.startswith("_Z") else name
-    depth, kept = 0, []
-    for char in text:
-        if char in "<(":
-            depth += 1
-        elif char in ">)":
-            depth -= 1
-        elif depth == 0:
-            kept.append(char)
-    bare = "".join(kept).split(" ")[-1] or text  # drop a return type ("void ")
-    return bare if len(bare) <= limit else bare[: limit - 1] + "…"

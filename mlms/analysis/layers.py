@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mlms.analysis.engine import Spans
+from mlms.analysis.engine import FRAMEWORK, Spans
 
 _KEYS = "trace_id, batch_size, layer_index, name"
 
@@ -23,26 +23,35 @@ def layer_table(spans: Spans) -> pd.DataFrame:
     variation, min, max) over the predicts."""
     return spans.frame(
         f"""
-        SELECT trace_id, batch_size, layer_index, name, any_value(kind) AS kind,
-               any_value(op_type) AS op_type,
-               CAST(any_value(input_shapes) AS VARCHAR) AS "input shapes",
-               CAST(any_value(output_shapes) AS VARCHAR) AS "output shapes",
-               any_value(params) AS params,
-               median(flops) / 2e6 AS "MACs (M)",
-               median(flops) / 1e9 AS "GFLOPs",
-               median(activation_bytes) / 1e6 AS "activations (MB)",
-               median(allocated_bytes) / 1e6 AS "allocated (MB)",
-               median(latency_ns) / 1e6 AS "latency (ms)",
-               (quantile_cont(latency_ns, 0.75) - quantile_cont(latency_ns, 0.25)) / 1e6
-                   AS "iqr (ms)",
-               coalesce(stddev_samp(latency_ns), 0) / 1e6 AS "std (ms)",
-               100 * coalesce(stddev_samp(latency_ns), 0) / nullif(avg(latency_ns), 0)
-                   AS "cv (%)",
-               min(latency_ns) / 1e6 AS "min (ms)",
-               max(latency_ns) / 1e6 AS "max (ms)",
-               count(*) AS executions
-        FROM layers GROUP BY {_KEYS}
-        ORDER BY trace_id, batch_size, layer_index
+        WITH shapes AS (
+            SELECT s.trace_id, s.batch_size, s.layer_index, s.name,
+                   CAST(any_value(s.input_shapes) AS VARCHAR) AS inputs,
+                   CAST(any_value(s.output_shapes) AS VARCHAR) AS outputs
+            FROM spans s JOIN runs r ON s.trace_id = r.trace_id AND s.run = r.layer_run
+            WHERE s.level = {FRAMEWORK} AND s.layer_index IS NOT NULL
+            GROUP BY s.trace_id, s.batch_size, s.layer_index, s.name
+        ), per_layer AS (
+            SELECT {_KEYS}, any_value(kind) AS kind, any_value(op_type) AS op_type,
+                   any_value(params) AS params,
+                   median(flops) AS flops,
+                   median(activation_bytes) AS activation_bytes,
+                   median(allocated_bytes) AS allocated_bytes,
+                   median(latency_ns) AS median_ns,
+                   quantile_cont(latency_ns, 0.75) - quantile_cont(latency_ns, 0.25) AS iqr_ns,
+                   coalesce(stddev_samp(latency_ns), 0) AS std_ns, avg(latency_ns) AS mean_ns,
+                   min(latency_ns) AS min_ns, max(latency_ns) AS max_ns, count(*) AS executions
+            FROM layers GROUP BY {_KEYS}
+        )
+        SELECT p.trace_id, p.batch_size, p.layer_index, p.name, p.kind, p.op_type,
+               s.inputs AS "input shapes", s.outputs AS "output shapes", p.params,
+               p.flops / 2e6 AS "MACs (M)", p.flops / 1e9 AS "GFLOPs",
+               p.activation_bytes / 1e6 AS "activations (MB)",
+               p.allocated_bytes / 1e6 AS "allocated (MB)",
+               p.median_ns / 1e6 AS "latency (ms)", p.iqr_ns / 1e6 AS "iqr (ms)",
+               p.std_ns / 1e6 AS "std (ms)", 100 * p.std_ns / nullif(p.mean_ns, 0) AS "cv (%)",
+               p.min_ns / 1e6 AS "min (ms)", p.max_ns / 1e6 AS "max (ms)", p.executions
+        FROM per_layer p LEFT JOIN shapes s USING (trace_id, batch_size, layer_index, name)
+        ORDER BY p.trace_id, p.batch_size, p.layer_index
         """
     )
 

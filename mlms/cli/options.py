@@ -56,4 +56,4 @@ def client_for(server: str | None) -> Client:
 
 def spans_for(client: Client, records: Sequence[EvaluationRecord]) -> Spans:
     """The span archives of ``records`` (those that have a trace), ready for the analyses."""
-    return Spans.from_tables(client.spans(r.trace_id) for r in records if r.trace_id)
+    return Spans.from_parquet([client.span_archive(r.trace_id) for r in records if r.trace_id])

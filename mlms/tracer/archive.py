@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mlms.errors import StoreError, UnknownEvaluation
+from mlms.config import mlms_home
+from mlms.errors import InvalidArgument, StoreError, UnknownEvaluation
 from mlms.store.base import ObjectStore
+from mlms.store.local import LocalStore
 from mlms.tracer.spans import COLUMNS, SpanRecord
 
 BATCH_SIZE_ATTRIBUTE = "mlms.batch_size"
@@ -88,6 +92,9 @@ _BASE_TYPES: tuple[tuple[str, pa.DataType], ...] = (
 )
 assert tuple(name for name, _ in _BASE_TYPES) == COLUMNS
 SCHEMA = pa.schema([*_BASE_TYPES, *((c.name, c.type) for c in TYPED_COLUMNS)])
+#: String columns with few distinct values (a million kernels share a few hundred names): read
+#: as dictionaries, they take a fraction of the memory.
+DICTIONARY_COLUMNS = ("trace_id", "name", "kind", "device", "op_type", "bound", "attributes")
 _TYPED_KEYS = {key: column.name for column in TYPED_COLUMNS for key in column.keys}
 
 
@@ -139,7 +146,35 @@ def read_table(store: ObjectStore, trace_id: str) -> pa.Table:
         data = store.get_bytes(archive_key(trace_id))
     except StoreError as exc:
         raise UnknownEvaluation(f"no span archive for trace {trace_id!r} in {store.url}") from exc
-    return upgrade(pq.read_table(io.BytesIO(data)))
+    return upgrade(pq.read_table(io.BytesIO(data), read_dictionary=DICTIONARY_COLUMNS))
+
+
+def local_archive(store: ObjectStore, trace_id: str) -> Path:
+    """The trace's archive as a Parquet file on this machine, for engines that scan files in
+    place: a local store's own file, else a copy cached under ``$MLMS_HOME/cache/traces``
+    (an archive never changes once written)."""
+    key = archive_key(trace_id)
+    if isinstance(store, LocalStore):
+        path = store.path_of(key)
+        if not path.is_file():
+            raise UnknownEvaluation(f"no span archive for trace {trace_id!r} in {store.url}")
+        return path
+    path = cached_archive(trace_id)
+    if not path.is_file():
+        try:
+            store.get_file(key, path)
+        except StoreError as exc:
+            raise UnknownEvaluation(
+                f"no span archive for trace {trace_id!r} in {store.url}"
+            ) from exc
+    return path
+
+
+def cached_archive(trace_id: str) -> Path:
+    """Where a fetched copy of a trace's archive is kept on this machine."""
+    if not re.fullmatch(r"[0-9a-f]{1,64}", trace_id):
+        raise InvalidArgument(f"bad trace id {trace_id!r}: expected hexadecimal digits")
+    return mlms_home() / "cache" / "traces" / f"{trace_id}.parquet"
 
 
 def read_spans(store: ObjectStore, trace_id: str) -> pd.DataFrame:
@@ -155,7 +190,19 @@ def upgrade(table: pa.Table) -> pa.Table:
     missing = [c for c in TYPED_COLUMNS if c.name not in table.column_names]
     if missing:
         table = _typed_from_json(table, missing)
-    return table.select(SCHEMA.names).cast(SCHEMA)
+    table = table.select(SCHEMA.names)
+    if table.schema.equals(SCHEMA):
+        return table
+    return table.cast(
+        pa.schema([_read_as(field, table.schema.field(field.name)) for field in SCHEMA])
+    )
+
+
+def _read_as(field: pa.Field, actual: pa.Field) -> pa.Field:
+    """The archive's field, kept dictionary-encoded where it was read so."""
+    if pa.types.is_dictionary(actual.type) and actual.type.value_type == field.type:
+        return actual
+    return field
 
 
 def records_of(frame: pd.DataFrame) -> list[SpanRecord]:
@@ -221,7 +268,7 @@ def _typed_from_json(table: pa.Table, missing: list[TypedColumn]) -> pa.Table:
     query = f"SELECT {', '.join(selects)} FROM spans"
     connection = duckdb.connect()
     connection.register("spans", table)
-    extracted = connection.execute(query).arrow()
+    extracted = connection.sql(query).to_arrow_table()
     for name in extracted.column_names:
         table = table.append_column(name, extracted[name])
     if any(c.name == "batch_size" for c in missing):
@@ -232,7 +279,7 @@ def _typed_from_json(table: pa.Table, missing: list[TypedColumn]) -> pa.Table:
 def _batch_sizes_by_parent(connection: Any, table: pa.Table) -> pa.Table:
     """Fill ``batch_size`` down the parent links (at most one pass per level of nesting)."""
     connection.register("spans", table)
-    filled = connection.execute(
+    filled = connection.sql(
         """
         WITH RECURSIVE walk(span_id, batch_size) AS (
             SELECT span_id, batch_size FROM spans WHERE batch_size IS NOT NULL
@@ -245,7 +292,7 @@ def _batch_sizes_by_parent(connection: Any, table: pa.Table) -> pa.Table:
         FROM spans s LEFT JOIN (SELECT span_id, any_value(batch_size) AS batch_size
                                 FROM walk GROUP BY span_id) w USING (span_id)
         """
-    ).arrow()
+    ).to_arrow_table()
     return filled
 
 
