@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 
 from mlms.analysis.engine import Spans
-from mlms.analysis.names import short_kernel_name
 from mlms.errors import InvalidArgument
 from mlms.evaluation.record import EvaluationRecord, Predictions
 
@@ -55,31 +54,30 @@ def layer_differences(spans: Spans, base: Side, other: Side) -> pd.DataFrame:
 def kernel_differences(spans: Spans, base: Side, other: Side) -> pd.DataFrame:
     """Which kernels differ most between two sides? GPU time per predict and launches per
     predict of each kernel name on each side, largest absolute difference first."""
-    table = spans.frame(
+    return spans.frame(
         """
         WITH per_predict AS (
             SELECT trace_id, batch_size, count(*) AS predicts FROM predicts
             GROUP BY trace_id, batch_size
         ), per_kernel AS (
-            SELECT g.trace_id, g.batch_size, g.name,
+            SELECT g.trace_id, g.batch_size, g.name_id,
                    sum(g.end_ns - g.start_ns) / p.predicts / 1e3 AS us,
                    count(*) / p.predicts AS calls
             FROM gpu g JOIN per_predict p USING (trace_id, batch_size)
             WHERE g.kind = 'kernel'
               AND ((g.trace_id = ? AND g.batch_size = ?) OR (g.trace_id = ? AND g.batch_size = ?))
-            GROUP BY g.trace_id, g.batch_size, g.name, p.predicts
+            GROUP BY g.trace_id, g.batch_size, g.name_id, p.predicts
         ), a AS (SELECT * FROM per_kernel WHERE trace_id = ? AND batch_size = ?),
            b AS (SELECT * FROM per_kernel WHERE trace_id = ? AND batch_size = ?)
-        SELECT coalesce(a.name, b.name) AS name, a.us AS "base (us)", b.us AS "other (us)",
+        SELECT n.name, n.kernel, a.us AS "base (us)", b.us AS "other (us)",
                coalesce(b.us, 0) - coalesce(a.us, 0) AS "difference (us)",
                a.calls AS "base calls", b.calls AS "other calls"
-        FROM a FULL JOIN b ON a.name = b.name
+        FROM a FULL JOIN b ON a.name_id = b.name_id
+        JOIN kernel_names n ON n.name_id = coalesce(a.name_id, b.name_id)
         ORDER BY abs("difference (us)") DESC
         """,
         [*base, *other, *base, *other],
     )
-    table.insert(1, "kernel", table["name"].map(short_kernel_name))
-    return table
 
 
 def prediction_divergence(base: EvaluationRecord, other: EvaluationRecord) -> pd.DataFrame:

@@ -18,15 +18,17 @@ and derives, once, the tables the analyses build on:
     plus ``model_span`` (the predict it belongs to), ``host_ns`` (its host interval),
     ``gpu_ns``, ``kernels``, ``gpu_end_ns`` and ``latency_ns``.
 ``gpu``
-    GPU activities (kernels, copies, sets) of each trace's kernel run, each with ``layer_span``
-    (the layer whose API call launched it, by CUPTI correlation id and then by containment,
-    both already parent links in the archive; null outside every layer).
+    GPU activities (kernels, copies, sets) of each trace's kernel run, each with ``layer``
+    (the ``id`` of the layer whose API call launched it, by CUPTI correlation id and then by
+    containment, both already parent links in the archive; null outside every layer) and
+    ``name_id`` (its name in ``kernel_names``).
 ``layer_spans``
-    The layer spans themselves (``layers`` without the join), to name a ``layer_span``.
+    The layer spans themselves (``layers`` without the join), with their ``id`` key.
 ``runs``
     Per trace: its layer run and its kernel run (null without kernels).
 ``kernel_names``
-    Each GPU activity name with its short, demangled form (``short_kernel_name``).
+    ``name_id``, each GPU activity's ``name`` and its short, demangled form ``kernel``
+    (``short_kernel_name``).
 ``predicts``
     MODEL spans of the layer run: one row per predict, with its batch size and duration.
 
@@ -71,20 +73,17 @@ MAX_DEPTH = 64
 _GPU_COLUMNS = ", ".join(
     f"s.{column}"
     for column in (
-        "trace_id", "span_id", "name", "kind", "start_ns", "end_ns", "device", "stream",
-        "batch_size", "counter_duration_ns", "counter_flops", "counter_tensor_flops",
-        "dram_read_bytes", "dram_write_bytes", "occupancy_pct", "bound",
+        "trace_id", "kind", "start_ns", "end_ns", "device", "stream", "batch_size",
+        "counter_duration_ns", "counter_flops", "counter_tensor_flops", "dram_read_bytes",
+        "dram_write_bytes", "occupancy_pct", "bound",
     )
 )  # fmt: skip
-_IN_KERNEL_RUN = "FROM core s JOIN runs r ON s.trace_id = r.trace_id AND s.run = r.kernel_run"
+_IN_KERNEL_RUN = "FROM spans s JOIN runs r ON s.trace_id = r.trace_id AND s.run = r.kernel_run"
+_GPU_WORK = f"s.level = {HARDWARE} AND s.kind IN {GPU_KINDS}"
+# Joins run on 64-bit keys: ``hash`` of the span ids (random 64-bit values already; two of a
+# few million colliding has odds of about one in a million million).
+_KEY = "hash({})"
 
-# One scan of the archive: the columns the derived tables need (not the JSON attributes nor
-# the shapes) of the levels they read (predicts down to GPU work).
-_CORE = f"""
-CREATE TEMP TABLE core AS
-SELECT * EXCLUDE (attributes, input_shapes, output_shapes) FROM spans
-WHERE level BETWEEN {MODEL} AND {HARDWARE}
-"""
 _RUNS = f"""
 CREATE TEMP TABLE runs AS
 SELECT trace_id,
@@ -92,58 +91,64 @@ SELECT trace_id,
                 min(run) FILTER (WHERE level = {FRAMEWORK} AND layer_index IS NOT NULL))
            AS layer_run,
        max(run) FILTER (WHERE kind = 'kernel') AS kernel_run
-FROM core GROUP BY trace_id
+FROM spans WHERE level IN ({FRAMEWORK}, {HARDWARE}) GROUP BY trace_id
 """
 _LAYER_SPANS = f"""
 CREATE TEMP TABLE layer_spans AS
-SELECT s.*
-FROM core s JOIN runs r ON s.trace_id = r.trace_id AND s.run = r.layer_run
+SELECT s.* EXCLUDE (attributes, input_shapes, output_shapes), {_KEY.format("s.span_id")} AS id
+FROM spans s JOIN runs r ON s.trace_id = r.trace_id AND s.run = r.layer_run
 WHERE s.level = {FRAMEWORK} AND s.layer_index IS NOT NULL
 """
+_KERNEL_NAMES = f"""
+CREATE TEMP TABLE kernel_names AS
+SELECT DISTINCT {_KEY.format("s.name")} AS name_id, s.name, NULL::VARCHAR AS kernel
+{_IN_KERNEL_RUN} WHERE {_GPU_WORK}
+"""
 _WALK_START = (
-    f"CREATE TEMP TABLE gpu_work AS SELECT {_GPU_COLUMNS}, s.parent_id {_IN_KERNEL_RUN} "
-    f"WHERE s.level = {HARDWARE} AND s.kind IN {GPU_KINDS}",
-    "CREATE TEMP TABLE above AS SELECT s.trace_id, s.span_id, s.parent_id, "
+    f"CREATE TEMP TABLE gpu_work AS SELECT {_KEY.format('s.span_id')} AS id, "
+    f"{_KEY.format('s.name')} AS name_id, {_GPU_COLUMNS}, "
+    f"{_KEY.format('s.parent_id')} AS cursor {_IN_KERNEL_RUN} WHERE {_GPU_WORK}",
+    f"CREATE TEMP TABLE above AS SELECT {_KEY.format('s.span_id')} AS id, "
+    f"{_KEY.format('s.parent_id')} AS parent, "
     f"s.level = {FRAMEWORK} AND s.layer_index IS NOT NULL AS is_layer {_IN_KERNEL_RUN} "
     f"WHERE s.level BETWEEN {FRAMEWORK} AND {API}",
-    "CREATE TEMP TABLE placed (trace_id VARCHAR, span_id VARCHAR, layer_span VARCHAR)",
-    "CREATE TEMP TABLE frontier AS SELECT trace_id, span_id, parent_id AS cursor FROM gpu_work",
+    "CREATE TEMP TABLE placed (id UBIGINT, layer UBIGINT)",
+    "CREATE TEMP TABLE frontier AS SELECT id, cursor FROM gpu_work",
 )
 _WALK_STEP = (
     "CREATE OR REPLACE TEMP TABLE step AS "
-    "SELECT f.trace_id, f.span_id, a.is_layer, a.span_id AS hit, a.parent_id AS next "
-    "FROM frontier f JOIN above a ON a.trace_id = f.trace_id AND a.span_id = f.cursor",
-    "INSERT INTO placed SELECT trace_id, span_id, hit FROM step WHERE is_layer",
-    "CREATE OR REPLACE TEMP TABLE frontier AS SELECT trace_id, span_id, next AS cursor "
+    "SELECT f.id, a.is_layer, a.id AS hit, a.parent AS next "
+    "FROM frontier f JOIN above a ON a.id = f.cursor",
+    "INSERT INTO placed SELECT id, hit FROM step WHERE is_layer",
+    "CREATE OR REPLACE TEMP TABLE frontier AS SELECT id, next AS cursor "
     "FROM step WHERE NOT is_layer AND next IS NOT NULL",
 )
 _WALK_END = (
-    "CREATE TEMP TABLE gpu AS SELECT w.* EXCLUDE (parent_id), p.layer_span "
-    "FROM gpu_work w LEFT JOIN placed p ON p.trace_id = w.trace_id AND p.span_id = w.span_id",
+    "CREATE TEMP TABLE gpu AS SELECT w.* EXCLUDE (cursor), p.layer "
+    "FROM gpu_work w LEFT JOIN placed p ON p.id = w.id",
     "DROP TABLE gpu_work; DROP TABLE above; DROP TABLE placed; DROP TABLE frontier; "
-    "DROP TABLE IF EXISTS step; DROP TABLE core",
+    "DROP TABLE IF EXISTS step",
 )
 _LAYERS = (
     """
     CREATE TEMP TABLE layer_gpu AS
-    SELECT trace_id, layer_span, count(*) FILTER (WHERE kind = 'kernel') AS kernels,
+    SELECT layer, count(*) FILTER (WHERE kind = 'kernel') AS kernels,
            sum(end_ns - start_ns) AS gpu_ns, max(end_ns) AS gpu_end_ns
-    FROM gpu WHERE layer_span IS NOT NULL GROUP BY trace_id, layer_span
+    FROM gpu WHERE layer IS NOT NULL GROUP BY layer
     """,
     # The critical path over a narrow projection: windows sort only what they need.
     """
     CREATE TEMP TABLE layer_path AS
     WITH reach AS (
-        SELECT l.trace_id, l.thread, l.span_id, l.start_ns,
+        SELECT l.trace_id, l.thread, l.id, l.start_ns,
                greatest(l.end_ns, coalesce(g.gpu_end_ns, l.end_ns)) AS reach_ns
-        FROM layer_spans l
-        LEFT JOIN layer_gpu g ON g.trace_id = l.trace_id AND g.layer_span = l.span_id
+        FROM layer_spans l LEFT JOIN layer_gpu g ON g.layer = l.id
     )
-    SELECT trace_id, span_id,
+    SELECT id,
            max(reach_ns) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS path_end_ns,
            max(reach_ns) OVER (w ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS previous_ns
     FROM reach
-    WINDOW w AS (PARTITION BY trace_id, thread ORDER BY start_ns, span_id)
+    WINDOW w AS (PARTITION BY trace_id, thread ORDER BY start_ns, id)
     """,
     """
     CREATE TEMP TABLE layers AS
@@ -154,16 +159,18 @@ _LAYERS = (
            END AS latency_ns
     FROM layer_spans l
     JOIN runs r ON r.trace_id = l.trace_id
-    JOIN layer_path p ON p.trace_id = l.trace_id AND p.span_id = l.span_id
-    LEFT JOIN layer_gpu g ON g.trace_id = l.trace_id AND g.layer_span = l.span_id
+    JOIN layer_path p ON p.id = l.id
+    LEFT JOIN layer_gpu g ON g.layer = l.id
     """,
-    "DROP TABLE layer_gpu; DROP TABLE layer_path",
+    "DROP TABLE layer_gpu; DROP TABLE layer_path; DROP TABLE layer_spans",
+    "CREATE TEMP VIEW layer_spans AS SELECT * EXCLUDE (model_span, host_ns, kernels, gpu_ns, "
+    "gpu_end_ns, latency_ns) FROM layers",
 )
 _PREDICTS = f"""
 CREATE TEMP TABLE predicts AS
 SELECT s.trace_id, s.span_id, s.batch_size, s.end_ns - s.start_ns AS duration_ns,
        s.start_ns, s.end_ns
-FROM core s JOIN runs r ON s.trace_id = r.trace_id AND s.run = r.layer_run
+FROM spans s JOIN runs r ON s.trace_id = r.trace_id AND s.run = r.layer_run
 WHERE s.level = {MODEL}
 """
 
@@ -226,7 +233,7 @@ class Spans:
 
     def _derive(self) -> None:
         sql = self._connection.sql
-        for statement in (_CORE, _RUNS, _LAYER_SPANS, _PREDICTS, *_WALK_START):
+        for statement in (_RUNS, _LAYER_SPANS, _PREDICTS, _KERNEL_NAMES, *_WALK_START):
             sql(statement)
         for _ in range(MAX_DEPTH):
             for statement in _WALK_STEP:
@@ -235,12 +242,19 @@ class Spans:
                 break
         for statement in (*_WALK_END, *_LAYERS):
             sql(statement)
-        names = [name for (name,) in sql("SELECT DISTINCT name FROM gpu").fetchall()]
-        kernel_names = pa.table(
-            {"name": names, "kernel": [short_kernel_name(name) for name in names]},
-            schema=pa.schema([("name", pa.string()), ("kernel", pa.string())]),
+        names = sql("SELECT name_id, name FROM kernel_names").fetchall()
+        short = pa.table(
+            {
+                "name_id": pa.array([name_id for name_id, _ in names], pa.uint64()),
+                "kernel": [short_kernel_name(name) for _, name in names],
+            }
         )
-        self._connection.register("kernel_names", kernel_names)
+        self._connection.register("short_names", short)
+        sql(
+            "UPDATE kernel_names SET kernel = short_names.kernel FROM short_names "
+            "WHERE kernel_names.name_id = short_names.name_id"
+        )
+        self._connection.unregister("short_names")
 
 
 def _connect() -> duckdb.DuckDBPyConnection:

@@ -69,7 +69,7 @@ def kernel_table(spans: Spans) -> pd.DataFrame:
     whether it is memory- or compute-bound."""
     return spans.frame(
         """
-        SELECT g.trace_id, g.batch_size, l.name AS layer, g.name, n.kernel, g.stream,
+        SELECT g.trace_id, g.batch_size, l.name AS layer, n.kernel, g.stream,
                (g.end_ns - g.start_ns) / 1e3 AS "duration (us)",
                g.counter_flops / 1e9 AS gflop,
                g.dram_read_bytes / 1e6 AS "dram read (MB)",
@@ -80,8 +80,8 @@ def kernel_table(spans: Spans) -> pd.DataFrame:
                g.counter_flops / nullif(coalesce(g.counter_duration_ns, g.end_ns - g.start_ns), 0)
                    AS "GFLOP/s",
                g.bound
-        FROM gpu g LEFT JOIN layer_spans l ON l.trace_id = g.trace_id AND l.span_id = g.layer_span
-        JOIN kernel_names n ON n.name = g.name
+        FROM gpu g LEFT JOIN layer_spans l ON l.id = g.layer
+        JOIN kernel_names n USING (name_id)
         WHERE g.kind = 'kernel'
         ORDER BY g.trace_id, g.start_ns
         """
@@ -102,16 +102,16 @@ def kernel_breakdown(spans: Spans, top: int | None = None) -> pd.DataFrame:
         f"""
         WITH {_PREDICTS},
         by_name AS (
-            SELECT trace_id, batch_size, name, count(*) AS launches,
+            SELECT trace_id, batch_size, name_id, count(*) AS launches,
                    sum(end_ns - start_ns) AS total, avg(end_ns - start_ns) AS mean,
                    median(end_ns - start_ns) AS med, min(end_ns - start_ns) AS low,
                    max(end_ns - start_ns) AS high,
                    coalesce(stddev_samp(end_ns - start_ns), 0) AS std,
                    median(counter_flops) AS flops, median(dram_read_bytes + dram_write_bytes)
                        AS dram, median(occupancy_pct) AS occupancy, mode(bound) AS bound
-            FROM gpu WHERE kind = 'kernel' GROUP BY trace_id, batch_size, name
+            FROM gpu WHERE kind = 'kernel' GROUP BY trace_id, batch_size, name_id
         )
-        SELECT b.trace_id, b.batch_size, b.name, n.kernel, b.launches,
+        SELECT b.trace_id, b.batch_size, n.name, n.kernel, b.launches,
                b.launches / p.predicts AS calls,
                b.total / p.predicts / 1e3 AS "gpu (us)",
                100 * b.total / sum(b.total) OVER (PARTITION BY b.trace_id, b.batch_size)
@@ -123,7 +123,7 @@ def kernel_breakdown(spans: Spans, top: int | None = None) -> pd.DataFrame:
                b.flops / nullif(b.dram, 0) AS "flop/byte", b.occupancy AS "occupancy (%)",
                b.bound
         FROM by_name b JOIN per_predict p USING (trace_id, batch_size)
-        JOIN kernel_names n ON n.name = b.name
+        JOIN kernel_names n USING (name_id)
         {limit}
         ORDER BY b.trace_id, b.batch_size, b.total DESC
         """
@@ -138,25 +138,31 @@ def layer_kernels(spans: Spans) -> pd.DataFrame:
     time. Most non-GPU time first."""
     return spans.frame(
         """
-        WITH counted AS (
-            SELECT trace_id, layer_span, sum(counter_flops) AS flops,
-                   sum(dram_read_bytes + dram_write_bytes) AS dram,
-                   sum(occupancy_pct * (end_ns - start_ns))
-                       / nullif(sum((end_ns - start_ns) * (occupancy_pct IS NOT NULL)::INT), 0)
+        WITH kernels AS (
+            SELECT layer, bound, end_ns - start_ns AS ns, counter_flops,
+                   dram_read_bytes + dram_write_bytes AS dram, occupancy_pct
+            FROM gpu WHERE kind = 'kernel' AND layer IS NOT NULL
+        ),
+        bound_time AS (
+            SELECT layer, bound, sum(ns) AS ns FROM kernels
+            WHERE bound IS NOT NULL GROUP BY layer, bound
+        ),
+        counted AS (
+            SELECT k.layer, sum(k.counter_flops) AS flops, sum(k.dram) AS dram,
+                   sum(k.occupancy_pct * k.ns)
+                       / nullif(sum(k.ns) FILTER (WHERE k.occupancy_pct IS NOT NULL), 0)
                        AS occupancy,
-                   arg_max(bound, bound_ns) AS bound
-            FROM (
-                SELECT *, sum(end_ns - start_ns) OVER (PARTITION BY trace_id, layer_span, bound)
-                    AS bound_ns
-                FROM gpu WHERE kind = 'kernel' AND layer_span IS NOT NULL
-            ) GROUP BY trace_id, layer_span
+                   any_value(b.bound) AS bound
+            FROM kernels k LEFT JOIN (
+                SELECT layer, arg_max(bound, ns) AS bound FROM bound_time GROUP BY layer
+            ) b USING (layer)
+            GROUP BY k.layer
         ),
         executions AS (
             SELECT l.trace_id, l.batch_size, l.layer_index, l.name, l.kind, l.latency_ns,
                    l.gpu_ns, l.latency_ns - l.gpu_ns AS non_gpu_ns, l.kernels, c.flops, c.dram,
                    c.occupancy, c.bound
-            FROM layers l LEFT JOIN counted c ON c.trace_id = l.trace_id
-                AND c.layer_span = l.span_id
+            FROM layers l LEFT JOIN counted c ON c.layer = l.id
             JOIN runs r ON r.trace_id = l.trace_id AND r.kernel_run IS NOT NULL
         )
         SELECT trace_id, batch_size, layer_index, name, any_value(kind) AS kind,
@@ -177,13 +183,13 @@ def roofline(spans: Spans, at: str) -> pd.DataFrame:
     intensity (flop per DRAM byte) and achieved GFLOP/s (counted flops over kernel time), with
     the time each point stands for. Only kernels with counters (a ``full`` run) count."""
     group = {
-        "kernel": "g.trace_id, g.batch_size, g.name",
+        "kernel": "g.trace_id, g.batch_size, n.name, n.kernel",
         "layer": "g.trace_id, g.batch_size, l.layer_index, l.name",
         "model": "g.trace_id, g.batch_size",
     }.get(at)
     if group is None:
         raise ValueError(f"roofline level {at!r}: expected kernel, layer or model")
-    table = spans.frame(
+    return spans.frame(
         f"""
         WITH {_PREDICTS}
         SELECT {group}, sum(g.counter_flops) / p.predicts / 1e9 AS gflop,
@@ -194,12 +200,10 @@ def roofline(spans: Spans, at: str) -> pd.DataFrame:
                sum(g.end_ns - g.start_ns) / p.predicts / 1e3 AS "gpu (us)",
                sum(g.counter_tensor_flops) > 0 AS tensor
         FROM gpu g JOIN per_predict p USING (trace_id, batch_size)
-        LEFT JOIN layer_spans l ON l.trace_id = g.trace_id AND l.span_id = g.layer_span
+        LEFT JOIN layer_spans l ON l.id = g.layer
+        JOIN kernel_names n USING (name_id)
         WHERE g.kind = 'kernel' AND g.counter_flops IS NOT NULL
         GROUP BY {group}, p.predicts
         ORDER BY "gpu (us)" DESC
         """
     )
-    if at == "kernel":
-        table.insert(3, "kernel", table["name"].map(short_kernel_name))
-    return table

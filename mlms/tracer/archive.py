@@ -94,6 +94,7 @@ assert tuple(name for name, _ in _BASE_TYPES) == COLUMNS
 SCHEMA = pa.schema([*_BASE_TYPES, *((c.name, c.type) for c in TYPED_COLUMNS)])
 #: String columns with few distinct values (a million kernels share a few hundred names): read
 #: as dictionaries, they take a fraction of the memory.
+ROW_GROUP = 65_536
 DICTIONARY_COLUMNS = ("trace_id", "name", "kind", "device", "op_type", "bound", "attributes")
 _TYPED_KEYS = {key: column.name for column in TYPED_COLUMNS for key in column.keys}
 
@@ -121,8 +122,14 @@ def to_table(records: Sequence[SpanRecord]) -> pa.Table:
 
 
 def to_parquet(table: pa.Table) -> bytes:
+    """Parquet bytes of an archive table, its rows ordered by leveled run, level and start in
+    row groups of ``ROW_GROUP`` rows: a scan for one run's kernels (or layers) then skips the
+    row groups whose statistics rule them out, however large the archive."""
+    ordered = table.sort_by(
+        [("run", "ascending"), ("level", "ascending"), ("start_ns", "ascending")]
+    )
     buffer = io.BytesIO()
-    pq.write_table(table, buffer, compression="zstd")
+    pq.write_table(ordered, buffer, compression="zstd", row_group_size=ROW_GROUP)
     return buffer.getvalue()
 
 
