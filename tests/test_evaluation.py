@@ -185,8 +185,9 @@ def test_leveled_latencies_are_the_medians_of_their_own_runs_model_spans(
 
 
 def test_layer_spans_carry_what_their_profiler_measured(digits_record, store) -> None:
-    """torch layers: the profiler's input shapes and flops; ONNX Runtime layers: op type, node
-    name, input and output shapes and sizes. Checked against the digits CNN's own numbers."""
+    """torch layers: the profiler's input shapes and FlopCounterMode's flops; ONNX Runtime
+    layers: op type, node name, input and output shapes and sizes. Checked against the digits
+    CNN's own numbers."""
     framework = digits_record.framework.name
     spans = _archived(digits_record, store)
     by_id = {s.span_id: s for s in spans}

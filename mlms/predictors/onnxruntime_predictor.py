@@ -6,6 +6,8 @@ the model-level session never carries the profiler. Node events ("<node>_kernel_
 FRAMEWORK events; each "model_run" event is matched to the predict call that caused it to map
 the profiler's clock onto the host clock. Layers are named by the module path torch.export
 recorded in each node's ``pkg.torch.onnx.name_scopes``, so they read like the torch layers.
+Each carries the profiler's shapes and sizes (``activation_bytes`` is its ``output_size``) and
+the node's parameters and flops (``onnx_layer_costs``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 
 from mlms.errors import UnsupportedFramework
 from mlms.predictors.base import LayerCapture, PredictAnchor, Predictor, anchor
+from mlms.predictors.onnx_layer_costs import GraphCosts
 from mlms.tracer.layer_kinds import normalise_kind
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.spans import TimedEvent
@@ -51,7 +54,11 @@ class OnnxRuntimePredictor(Predictor):
         self.input_name = self.session.get_inputs()[0].name
         self._profiled: Any = None
         self._anchors: list[PredictAnchor] = []
-        self._layer_names = _layer_names(asset_path)
+        import onnx
+
+        graph = onnx.load(str(asset_path), load_external_data=False).graph
+        self._layer_names = _layer_names(graph)
+        self._graph = GraphCosts(graph)
 
     @classmethod
     def framework_version(cls) -> str:
@@ -142,12 +149,16 @@ class OnnxRuntimePredictor(Predictor):
         outputs = [next(iter(item.values())) for item in args.get("output_type_shape", [])]
         if outputs:
             attributes["output_shapes"] = outputs
+        if "output_size" in args:
+            attributes["activation_bytes"] = int(args["output_size"])
         for key in ("output_size", "parameter_size", "activation_size"):
             if key in args:
                 attributes[key] = int(args[key])
+        attributes |= self._graph.costs(node_name, op_type, shapes, outputs)
         start = node["ts"] * 1000 + offset_ns
+        origin = self._graph.origin(node_name)
         return TimedEvent(
-            name=_layer_name(self._layer_names, node_name),
+            name=self._layer_names.get(origin, node_name) if origin else node_name,
             kind=normalise_kind(op_type),
             level=TraceLevel.FRAMEWORK,
             start_ns=start,
@@ -158,24 +169,13 @@ class OnnxRuntimePredictor(Predictor):
         )
 
 
-def _layer_name(names: dict[str, str], node_name: str) -> str:
-    """The layer name of a node of the graph as ONNX Runtime optimised it.
+def _layer_names(graph: Any) -> dict[str, str]:
+    """ONNX node name -> "module.path/op" from torch.export's name scopes, where recorded.
 
-    Fusion renames nodes: "fused <node>" for a fused node, "<output tensor>_nchwc" for a node
-    the NCHWc layout transformer rewrote; both lead back to the original node or the tensor it
-    produced. Anything else keeps the runtime's own name.
-    """
-    base = node_name.removeprefix("fused ").removesuffix("_nchwc")
-    return names.get(node_name) or names.get(base) or names.get(f"tensor:{base}") or node_name
-
-
-def _layer_names(path: Path) -> dict[str, str]:
-    """ONNX node name -> "module.path/op" from torch.export's name scopes, where recorded;
-    also "tensor:<output name>" -> the same, for nodes renamed after the tensor they write."""
-    import onnx
-
+    ONNX Runtime renames the nodes it fuses or rewrites; ``GraphCosts.origin`` leads back from
+    such a name to the model's node."""
     names: dict[str, str] = {}
-    for node in onnx.load(str(path), load_external_data=False).graph.node:
+    for node in graph.node:
         scopes = next(
             (p.value for p in node.metadata_props if p.key == "pkg.torch.onnx.name_scopes"), None
         )
@@ -187,6 +187,4 @@ def _layer_names(path: Path) -> dict[str, str]:
             continue
         if parts:
             names[node.name] = f"{parts[-2]}/{node.op_type}" if len(parts) > 1 else parts[0]
-            for tensor in node.output:
-                names[f"tensor:{tensor}"] = names[node.name]
     return names

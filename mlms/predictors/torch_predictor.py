@@ -1,25 +1,30 @@
 """PyTorch predictor: torchvision architectures with state-dict weights, eager mode.
 
 Layer profiling: every module gets forward hooks that open a ``record_function`` range named
-after its path, then ``torch.profiler`` (CPU activities, shapes, flops) records the stretch. A
-FRAMEWORK event is a leaf module's range, or an operator that runs outside any leaf module (a
-residual add, a flatten), named after the module that runs it. The hooks exist only while
-profiling, so the model-level run carries none.
+after its path, then ``torch.profiler`` (CPU activities, input shapes, memory) records the
+stretch. A FRAMEWORK event is a leaf module's range, or an operator that runs outside any leaf
+module (a residual add, a flatten), named after the module that runs it. Each carries its costs
+(``torch_layer_costs``): the leaf's parameters and flops, its outputs' shapes and bytes (the
+forward hook sees them; the profiler records input shapes only) and the memory the profiler saw
+it allocate, net of what it freed. The hooks exist only while profiling, so the model-level run
+carries none.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import threading
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from mlms.errors import ManifestError, UnsupportedFramework
 from mlms.predictors.base import LayerCapture, PredictAnchor, Predictor, anchor
+from mlms.predictors.torch_layer_costs import Batch, LayerCosts, OutputMeta, output_meta
 from mlms.predictors.torch_layer_hooks import hook_layer_events
 from mlms.tracer.layer_kinds import normalise_kind
 from mlms.tracer.levels import TraceLevel
@@ -66,7 +71,9 @@ class TorchPredictor(Predictor):
         state = torch.load(asset_path, weights_only=True, map_location="cpu")
         module.load_state_dict(state)
         self.module = module.eval().to(self.device)
-        self._anchors: list[PredictAnchor] | None = None
+        # While the profiler path runs: where each predict sat and what its batch was.
+        self._predicts: list[tuple[PredictAnchor, Batch]] | None = None
+        self._costs: LayerCosts | None = None
 
     @classmethod
     def framework_version(cls) -> str:
@@ -97,9 +104,10 @@ class TorchPredictor(Predictor):
         torch = self._torch
         with torch.inference_mode():
             tensor = torch.from_numpy(batch).to(self.device)
-            if self._anchors is None:
+            if self._predicts is None:
                 return self.module(tensor).cpu().numpy()
-            self._anchors.append(anchor())
+            batch_meta = (tensor.shape, tensor.dtype, tensor.device)
+            self._predicts.append((anchor(), batch_meta))
             with torch.profiler.record_function(MARK):
                 logits = self.module(tensor)
                 if self.device.type == "cuda":
@@ -107,21 +115,31 @@ class TorchPredictor(Predictor):
             return logits.cpu().numpy()
 
     def close(self) -> None:
-        self.module = None
+        self.module = self._costs = None
         if self.device.type == "cuda":
             self._torch.cuda.empty_cache()
 
     def _layer_events(self) -> Iterator[LayerCapture]:
         torch = self._torch
-        if self.device.type == "cuda":
+        cuda = self.device.type == "cuda"
+        if self._costs is None:
+            # On the CPU the profiler measures allocations in the run itself.
+            allocated = (
+                functools.partial(torch.cuda.memory_allocated, self.device) if cuda else None
+            )
+            self._costs = LayerCosts(torch, self.module, allocated)
+        if cuda:
             # torch.profiler would take CUPTI's buffers from the GPU levels (torch_layer_hooks).
-            yield from hook_layer_events(torch, self.module)
+            yield from hook_layer_events(torch, self.module, self._costs)
             return
         capture = LayerCapture()
-        handles = _install_hooks(torch, self.module)
-        self._anchors = []
+        outputs: dict[str, list[OutputMeta]] = {}
+        handles = _install_hooks(torch, self.module, outputs)
+        self._predicts = []
         profiler = torch.profiler.profile(
-            activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True, with_flops=True
+            activities=[torch.profiler.ProfilerActivity.CPU],
+            record_shapes=True,
+            profile_memory=True,
         )
         try:
             with native_stderr_silenced():
@@ -132,21 +150,26 @@ class TorchPredictor(Predictor):
                 profiler.stop()
             for handle in handles:
                 handle.remove()
-            anchors, self._anchors = self._anchors, None
+            predicts, self._predicts = self._predicts, None
         marks = [e for e in profiler.events() if e.name == MARK]
-        if len(marks) != len(anchors):
+        if len(marks) != len(predicts):
             raise RuntimeError(
                 f"torch.profiler recorded {len(marks)} predict ranges for "
-                f"{len(anchors)} predict calls"
+                f"{len(predicts)} predict calls"
             )
         marks.sort(key=lambda e: e.time_range.start)
-        for mark, where in zip(marks, anchors, strict=True):
+        outputs_of = {path: iter(metas) for path, metas in outputs.items()}
+        for mark, (where, batch) in zip(marks, predicts, strict=True):
             offset_ns = where.start_ns - int(mark.time_range.start * 1000)
-            layers = list(_layers_under(mark, module_path=""))
-            for index, (event, name, module_type) in enumerate(layers):
-                capture.events.append(
-                    _timed(event, name, module_type, index, offset_ns, where.thread)
+            counted = self._costs.count(batch)
+            for index, layer in enumerate(_layers_under(mark, module_path="")):
+                costs = self._costs.attributes(
+                    layer.path,
+                    counted,
+                    next(outputs_of[layer.path], ()) if layer.path else (),
+                    layer.event.cpu_memory_usage,
                 )
+                capture.events.append(_timed(layer, index, offset_ns, where.thread, costs))
 
 
 @contextlib.contextmanager
@@ -168,7 +191,9 @@ def native_stderr_silenced() -> Iterator[None]:
         os.close(saved)
 
 
-def _install_hooks(torch: Any, model: Any) -> list[Any]:
+def _install_hooks(torch: Any, model: Any, outputs: dict[str, list[OutputMeta]]) -> list[Any]:
+    """Hooks that open a range per module; a leaf's also appends its outputs' shapes and
+    dtypes to ``outputs[path]``, in call order (the profiler records no output shapes)."""
     local = threading.local()
 
     def pre_hook(label: str):
@@ -185,6 +210,13 @@ def _install_hooks(torch: Any, model: Any) -> list[Any]:
     def post_hook(_module, _inputs, _output):
         local.ranges.pop().__exit__(None, None, None)
 
+    def leaf_post_hook(seen: list[OutputMeta]):
+        def hook(_module, _inputs, output):
+            local.ranges.pop().__exit__(None, None, None)
+            seen.append(output_meta(output))
+
+        return hook
+
     handles = []
     for path, module in model.named_modules():
         if not path:
@@ -192,44 +224,50 @@ def _install_hooks(torch: Any, model: Any) -> list[Any]:
         leaf = next(module.children(), None) is None
         label = f"{LEAF if leaf else MODULE}{path}::{type(module).__name__}"
         handles.append(module.register_forward_pre_hook(pre_hook(label)))
-        handles.append(module.register_forward_hook(post_hook))
+        post = leaf_post_hook(outputs.setdefault(path, [])) if leaf else post_hook
+        handles.append(module.register_forward_hook(post))
     return handles
 
 
-def _layers_under(event: Any, module_path: str) -> Iterator[tuple[Any, str, str]]:
-    """(profiler event, layer name, module or op type) for each layer, in execution order."""
+class _Layer(NamedTuple):
+    event: Any  # the profiler's event
+    name: str
+    op_type: str  # the module's class, or the operator's name
+    path: str | None  # the leaf module's path; None for an operator outside every leaf
+
+
+def _layers_under(event: Any, module_path: str) -> Iterator[_Layer]:
+    """The layers below a profiler event, in execution order."""
     for child in sorted(event.cpu_children, key=lambda e: e.time_range.start):
         if child.name.startswith(LEAF):
             path, module_type = child.name[len(LEAF) :].rsplit("::", 1)
-            yield child, path, module_type
+            yield _Layer(child, path, module_type, path)
         elif child.name.startswith(MODULE):
             path, _ = child.name[len(MODULE) :].rsplit("::", 1)
             yield from _layers_under(child, path)
         else:
             op = child.name
-            yield child, f"{module_path}/{op}" if module_path else op, op
+            yield _Layer(child, f"{module_path}/{op}" if module_path else op, op, None)
 
 
 def _timed(
-    event: Any, name: str, module_type: str, index: int, offset_ns: int, thread: int
+    layer: _Layer, index: int, offset_ns: int, thread: int, costs: dict[str, Any]
 ) -> TimedEvent:
+    event = layer.event
     ops = list(_operators(event))
-    flops = sum(int(op.flops or 0) for op in _flop_bearing(event))
     main = ops[0] if ops else event
-    attributes: dict[str, Any] = {"op_type": module_type, "ops": [op.name for op in ops][:8]}
+    attributes: dict[str, Any] = {"op_type": layer.op_type, "ops": [op.name for op in ops][:8]}
     if main.input_shapes:
         attributes["input_shapes"] = [list(shape) for shape in main.input_shapes if shape]
-    if flops:
-        attributes["flops"] = flops
     return TimedEvent(
-        name=name,
-        kind=normalise_kind(module_type),
+        name=layer.name,
+        kind=normalise_kind(layer.op_type),
         level=TraceLevel.FRAMEWORK,
         start_ns=int(event.time_range.start * 1000) + offset_ns,
         end_ns=int(event.time_range.end * 1000) + offset_ns,
         thread=thread,
         layer_index=index,
-        attributes=attributes,
+        attributes=attributes | costs,
     )
 
 
@@ -239,12 +277,3 @@ def _operators(event: Any) -> Iterator[Any]:
         return
     for child in event.cpu_children:
         yield from _operators(child)
-
-
-def _flop_bearing(event: Any) -> Iterator[Any]:
-    """The outermost events with a flop count, so that nested ops are not counted twice."""
-    if getattr(event, "flops", 0):
-        yield event
-        return
-    for child in event.cpu_children:
-        yield from _flop_bearing(child)
