@@ -26,11 +26,12 @@ export PYTHONPATH=/tmp/site:$PWD MLMS_HOME=/tmp/mlmshome PYTHONUNBUFFERED=1 KINE
 
 echo "== 1. resnet50 bs 1, --trace-level hardware, $ITERATIONS iterations" | tee "$OUT/analysis.txt"
 python3 -m mlms eval --model resnet50 --hw h100 --batch-size 1 --trace-level hardware \
-    --iterations "$ITERATIONS" --min-seconds 0 --json > "$OUT/record.json" 2> "$OUT/eval.err" \
-    || { tail -5 "$OUT/eval.err"; exit 1; }
+    --iterations "$ITERATIONS" --min-seconds 0 --json > "$OUT/record.json" 2> /tmp/eval.err \
+    || { tail -5 /tmp/eval.err; exit 1; }
 ID=$(python3 -c "import json,sys; print(json.load(open('$OUT/record.json'))['id'])")
 TRACE=$(python3 -c "import json,sys; print(json.load(open('$OUT/record.json'))['trace_id'])")
 ARCHIVE=$MLMS_HOME/store/traces/$TRACE/spans.parquet
+cp "$ARCHIVE" "$OUT/spans.parquet"  # for a report made elsewhere (about 10 MB)
 python3 - "$ARCHIVE" <<'EOF' 2>&1 | tee -a "$OUT/analysis.txt"
 import sys, duckdb
 path = sys.argv[1]
@@ -49,8 +50,8 @@ peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 print(f"mlms analyze: {time.perf_counter() - started:.2f} s wall, peak RSS {peak:.0f} MB")
 EOF
 
-echo "== 3. Kineto traces (torch.profiler, CPU + CUDA)" | tee -a "$OUT/analysis.txt"
-python3 - "$OUT" "$STEPS" <<'EOF' 2>&1 | tee -a "$OUT/analysis.txt"
+echo "== 3. Kineto traces (torch.profiler, CPU + CUDA; KINETO_STEPS=$STEPS, 0: none)" | tee -a "$OUT/analysis.txt"
+[ "$STEPS" -gt 0 ] && python3 - "$OUT" "$STEPS" <<'EOF' 2>&1 | tee -a "$OUT/analysis.txt"
 import gzip, os, shutil, sys, time
 import torch, torchvision
 out, steps = sys.argv[1], int(sys.argv[2])
@@ -82,7 +83,6 @@ trace("large", "resnet50", steps, f"{out}/kineto_resnet50_h100.json.gz")
 EOF
 
 echo "== 4. GPU tests" | tee -a "$OUT/analysis.txt"
-cp "$OUT/kineto_resnet18_h100.json.gz" tests/data/ 2>/dev/null
 timeout "${GPU_TESTS_TIMEOUT:-240}" python3 -m pytest tests/test_gpu.py tests/test_cupti_join.py \
     tests/test_kernel_analyses.py tests/test_layer_costs.py tests/test_kineto_import.py \
     -q -rs -p no:cacheprovider 2>&1 | tail -15 | tee "$OUT/gpu_tests.txt"

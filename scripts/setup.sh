@@ -41,6 +41,23 @@ fi
     || { echo "setup: the fleet's Python packages did not install" >&2; exit 1; }
 # --- end fleet infrastructure ----------------------------------------------------------------
 
+# --- The report's browser tests: Debian's chromium, driven by playwright's Python API ------
+# tests/test_report.py opens reports in /usr/bin/chromium (never a browser that playwright
+# downloads). Without root it is skipped with a message and those tests skip.
+if [ -x /usr/bin/chromium ]; then
+    :
+elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null \
+        || { apt-get update -q >/dev/null && \
+             DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }
+else
+    echo "setup: chromium is not installed and this is not root with apt-get:" \
+        "run 'apt-get install -y chromium' as root; the report's browser tests will skip"
+fi
+"$VENV/bin/python" -c "import playwright.sync_api" \
+    || { echo "setup: playwright did not install in $VENV" >&2; exit 1; }
+# --- end browser ---------------------------------------------------------------------------
+
 # --- MXNet (issue 4) ------------------------------------------------------------------------
 # mxnet 1.9.1 imports only with numpy 1.23.5, so it gets its own virtualenv, .venv-mxnet, with
 # mlms but without torch; `mlms agent --framework mxnet` and the embedded

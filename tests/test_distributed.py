@@ -15,6 +15,7 @@ from pathlib import Path
 
 import grpc
 import numpy as np
+import pyarrow.compute as pc
 import pytest
 
 from mlms import errors
@@ -220,7 +221,7 @@ def test_one_trace_from_client_to_layers(fleet: Fleet) -> None:
         record = client.evaluate(_request(trace_level="framework", batch_sizes=[2]))
         archive = client.spans(record.trace_id)
         assert client.last_trace_id == record.trace_id
-    layer_rows = int((archive["level"] == int(TraceLevel.FRAMEWORK)).sum())
+    layer_rows = archive.filter(pc.field("level") == int(TraceLevel.FRAMEWORK)).num_rows
     assert layer_rows > 0
 
     def complete():

@@ -113,7 +113,7 @@ def prediction_divergence(base: EvaluationRecord, other: EvaluationRecord) -> pd
 def _predictions_of(record: EvaluationRecord) -> Predictions:
     if record.predictions is None:
         raise InvalidArgument(
-            f"evaluation {record.id} recorded no predictions (it predates them): "
-            "evaluate again to compare predictions"
+            f"evaluation {record.id} has no predictions to compare (records made before mlms "
+            "kept them, and imported traces, have none): evaluate the model again"
         )
     return record.predictions

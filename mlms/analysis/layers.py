@@ -67,7 +67,8 @@ def slowest_layers(spans: Spans, top: int = 10) -> pd.DataFrame:
     ordered = table.sort_values(
         ["trace_id", "batch_size", "latency (ms)"], ascending=[True, True, False]
     )
-    columns = ["batch_size", "layer_index", "name", "kind", "latency (ms)", "share (%)"]
+    columns = ["trace_id", "batch_size", "layer_index", "name", "kind", "latency (ms)"]
+    columns += ["share (%)"]
     columns += ["cv (%)", "GFLOPs", "executions"]
     return ordered.groupby(["trace_id", "batch_size"]).head(top)[columns].reset_index(drop=True)
 
@@ -116,7 +117,7 @@ def model_costs(spans: Spans) -> pd.DataFrame:
                    median(activation_bytes) AS activation_bytes
             FROM layers GROUP BY {_KEYS}
         )
-        SELECT trace_id, batch_size, count(*) AS layers, sum(params) AS params,
+        SELECT trace_id, batch_size, count(*) AS layers, sum(params)::BIGINT AS params,
                sum(flops) / 2e9 AS "GMACs", sum(flops) / 1e9 AS "GFLOPs",
                sum(activation_bytes) / 1e6 AS "activations (MB)"
         FROM per_layer GROUP BY trace_id, batch_size ORDER BY trace_id, batch_size

@@ -37,7 +37,7 @@ def analyze(evaluation_id: str, top: int, server: str | None) -> None:
         out.print("no trace was recorded (trace level no_trace)")
         return
     spans = spans_for(client, [record])
-    layers = slowest_layers(spans, top)
+    layers = slowest_layers(spans, top).drop(columns="trace_id")
     if layers.empty:
         out.print(
             "no layer spans: evaluate with --trace-level framework (or deeper) for layer tables"

@@ -185,8 +185,9 @@ def cached_archive(trace_id: str) -> Path:
 
 
 def read_spans(store: ObjectStore, trace_id: str) -> pd.DataFrame:
-    """The archived spans of a trace as a DataFrame with the archive's columns."""
-    return read_table(store, trace_id).to_pandas()
+    """The archived spans of a trace as a DataFrame with the archive's columns (plain strings,
+    not categoricals: for tests and small tables)."""
+    return read_table(store, trace_id).cast(SCHEMA).to_pandas()
 
 
 def upgrade(table: pa.Table) -> pa.Table:

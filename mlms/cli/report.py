@@ -1,0 +1,36 @@
+"""``mlms report``: one self-contained HTML page of one or more evaluations, with plots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from mlms.cli.options import client_for, server_option, spans_for
+from mlms.cli.render import err
+from mlms.errors import InvalidArgument
+from mlms.report import build_report
+
+
+@click.command()
+@click.argument("evaluation_ids", nargs=-1, required=True, metavar="ID [ID ...]")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The HTML file to write.",
+)
+@server_option
+def report(evaluation_ids: tuple[str, ...], output: Path, server: str | None) -> None:
+    """Write an HTML report of the evaluations ID ...: latency and throughput per batch size,
+    profiling overheads, layers, GPU kernels and rooflines, one predict's timeline and, for
+    several IDs, how they differ. The file needs no network (plotly.js is inside it)."""
+    client = client_for(server)
+    records = list({r.id: r for r in map(client.get_evaluation, evaluation_ids)}.values())
+    page = build_report(records, spans_for(client, records))
+    try:
+        output.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise InvalidArgument(f"cannot write {output}: {exc.strerror or exc}") from None
+    err.print(f"wrote the report of {len(records)} evaluation(s) to {output}")

@@ -1,0 +1,42 @@
+"""The self-contained HTML report of one or more evaluations (``mlms report``).
+
+``build_report`` lays out what the analyses of ``mlms.analysis`` return, level by level
+(model, layer, kernel, one predict's timeline, across evaluations), as tables and plotly
+figures in one file that needs no network: plotly.js is inlined once.
+
+    html.py         the page: escaping, tables, figure divs, sections and table of contents
+    figures.py      one plotly figure per analysis table, drawing only
+    evaluations.py  the header: what was evaluated, where, when, with which settings
+    levels.py       each evaluation's part of the model, layer, kernel and timeline sections
+    across.py       the comparison section
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from mlms import __version__
+from mlms.analysis.engine import Spans
+from mlms.evaluation.record import EvaluationRecord
+from mlms.report.across import across_section
+from mlms.report.evaluations import evaluations_section, label, short_label
+from mlms.report.html import Section, page, question
+from mlms.report.levels import LEVELS, own_spans
+
+__all__ = ["build_report"]
+
+
+def build_report(records: Sequence[EvaluationRecord], spans: Spans) -> str:
+    """The report of ``records`` as one HTML document; ``spans`` holds their traces (a record
+    without one gets its trace-based sections replaced by a line saying so)."""
+    levels = [Section(level.title, level.anchor).add(question(level.question)) for level in LEVELS]
+    for index, record in enumerate(records):
+        own = own_spans(spans, record)  # one evaluation's spans at a time
+        for level, section in zip(LEVELS, levels, strict=True):
+            part = section.child(label(record), f"{level.anchor}-{index}", short_label(record))
+            part.add(*level.part(record, own, index))
+    sections = [evaluations_section(records), *levels, across_section(records, spans)]
+    title = label(records[0]) if len(records) == 1 else f"{len(records)} evaluations compared"
+    made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return page(title, f"mlms {__version__} report, made {made}", sections)

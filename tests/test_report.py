@@ -1,0 +1,433 @@
+"""``mlms report``: the HTML report of real evaluations, opened in a real headless Chromium.
+
+The evaluations are real CPU runs of digits_cnn (torch and ONNX Runtime, framework level; one
+at model level and one untraced for the sections that must say why they are empty) and the H100
+capture of ``tests/gpu_capture.py`` archived as a ``full`` run makes it, so the kernel sections
+and rooflines draw real GPU data. The browser is Debian's chromium driven by playwright (never a
+downloaded one); without it the browser tests skip and say so.
+
+``MLMS_REPORT_SCREENSHOT=docs/report.png`` makes the single-evaluation browser test also save
+the top of that report there (the README's picture).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import os
+import re
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from decimal import Decimal
+from pathlib import Path
+
+import pandas as pd
+import plotly.offline
+import pytest
+from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import sync_playwright
+
+from mlms.analysis.engine import Spans
+from mlms.analysis.kernels import peaks_of, roofline
+from mlms.cli.options import spans_for
+from mlms.client import EmbeddedClient
+from mlms.evaluation.record import (
+    BatchResult,
+    EvaluationRecord,
+    EvaluationRequest,
+    FrameworkRef,
+    ModelRef,
+)
+from mlms.evaluation.records import save_record
+from mlms.evaluation.runner import evaluate
+from mlms.evaluation.stats import latency_stats
+from mlms.registry.hardware import GpuInfo
+from mlms.report import build_report
+from mlms.report.html import table
+from mlms.tracer.archive import write_spans
+from mlms.tracer.counters import Peaks, parse_ncu_csv
+from mlms.tracer.gpu_run import with_counters
+from mlms.tracer.levels import TraceLevel
+from mlms.tracer.ncu import CounterRun
+from tests import gpu_capture
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+TOP_OF_PAGE = {"width": 1400, "height": 1320}
+ALL_PLOTS = """() => [...document.querySelectorAll('.plotly-graph-div')].map(d => ({
+    id: d.id,
+    drawn: d.classList.contains('js-plotly-plot'),
+    traces: d.querySelectorAll('.main-svg .trace').length,
+}))"""
+
+
+def _evaluate(store, framework: str, level: str, batch_sizes: list[int]) -> EvaluationRecord:
+    request = EvaluationRequest(
+        model="digits_cnn",
+        framework=framework,
+        batch_sizes=batch_sizes,
+        iterations=10,  # fewer, and the record warns that its p99 means nothing
+        warmup=1,
+        min_seconds=0,
+        trace_level=level,
+    )
+    return evaluate(request, store=store)
+
+
+@pytest.fixture(scope="module")
+def cpu_records(store) -> list[EvaluationRecord]:
+    """torch and ONNX Runtime at the framework level, batch sizes 1 and 4."""
+    return [_evaluate(store, f, "framework", [1, 4]) for f in ("torch", "onnxruntime")]
+
+
+@pytest.fixture(scope="module")
+def shallow_records(store) -> list[EvaluationRecord]:
+    """One evaluation traced at the model level only, one not traced at all."""
+    return [_evaluate(store, "torch", level, [2]) for level in ("model", "no_trace")]
+
+
+@pytest.fixture(scope="module")
+def gpu_record(store, cpu_records) -> EvaluationRecord:
+    """The H100 capture as a stored evaluation: its spans as a ``full`` run archives them
+    (as in tests/test_kernel_analyses.py) and a record made here around them. The capture's
+    three predicts were traced, so the record's latencies include the profilers' slowdown, and
+    it has no model-level run (no leveled overheads) and no predictions."""
+    capture = gpu_capture.load()
+    batch_size = capture["meta"]["batch_size"]
+    models = gpu_capture.model_events(capture, {"mlms.batch_size": batch_size})
+    counters = CounterRun(
+        rows=parse_ncu_csv(capture["ncu_csv"]), latency_ns=0, wall_seconds=0.0, metrics=[]
+    )
+    cupti = with_counters(
+        gpu_capture.cupti_events(capture), models, counters, Peaks(**capture["peaks"])
+    )
+    spans = gpu_capture.traced_run(
+        2, TraceLevel.FULL, models, gpu_capture.layer_events(capture), cupti
+    )
+    peaks = {f"peaks.{key}": value for key, value in capture["peaks"].items()}
+    spans.append(
+        dataclasses.replace(
+            spans[0], span_id="c" * 16, name="counters (ncu)", kind="counters", attributes=peaks
+        )
+    )
+    trace_id = spans[0].trace_id
+    write_spans(store, trace_id, spans)
+    durations = [m["end_ns"] - m["start_ns"] for m in capture["models"]]
+    base = cpu_records[0]
+    gpu = GpuInfo(
+        index=0,
+        name=capture["meta"]["gpu"],
+        alias="h100",
+        memory_bytes=81559 * 2**20,  # what NVML reports for an H100 80GB HBM3
+        compute_capability="9.0",
+        driver="not recorded",
+    )
+    record = base.model_copy(
+        update={
+            "id": uuid.uuid4().hex,
+            "request": base.request.model_copy(
+                update={"model": "resnet18", "hw": "h100", "batch_sizes": [batch_size]}
+            ),
+            "model": ModelRef(name="resnet18", version="1.0.0"),
+            "framework": FrameworkRef(name="torch", version=capture["meta"]["torch"]),
+            "hardware": base.hardware.model_copy(update={"gpus": [gpu]}),
+            "device": "cuda:0",
+            "trace_level": TraceLevel.FULL.label,
+            "trace_id": trace_id,
+            "span_count": len(spans),
+            "results": [
+                BatchResult(
+                    batch_size=batch_size,
+                    iterations=len(durations),
+                    seconds=sum(durations) / 1e9,
+                    latency_ms=latency_stats(durations),
+                    throughput=batch_size * len(durations) / (sum(durations) / 1e9),
+                )
+            ],
+            "accuracy": None,
+            "predictions": None,
+        }
+    )
+    save_record(store, record)
+    return record
+
+
+def _spans(store, records: list[EvaluationRecord]) -> Spans:
+    """The records' spans as ``mlms report`` gets them."""
+    return spans_for(EmbeddedClient(store), records)
+
+
+@pytest.fixture(scope="module")
+def full_report(store, cpu_records, gpu_record, tmp_path_factory) -> tuple[Path, str]:
+    """torch (the base), ONNX Runtime and the H100 capture in one report."""
+    records = [*cpu_records, gpu_record]
+    text = build_report(records, _spans(store, records))
+    path = tmp_path_factory.mktemp("report") / "report.html"
+    path.write_text(text, encoding="utf-8")
+    return path, text
+
+
+def _without_plotlyjs(text: str) -> str:
+    return text.replace(plotly.offline.get_plotlyjs(), "")
+
+
+def _external_sources(text: str) -> list[str]:
+    """``src``/``href`` attributes that point off the file (outside the inlined plotly.js)."""
+    return re.findall(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//[^"'\s>]*""", text)
+
+
+def test_report_lays_out_every_level_and_says_why_a_section_is_empty(full_report):
+    _path, text = full_report
+    assert text.count(plotly.offline.get_plotlyjs()) == 1  # inlined once
+    page = _without_plotlyjs(text)
+    assert _external_sources(page) == []
+    assert "cdn.plot.ly" not in page
+    for anchor in ("evaluations", "model", "layers", "kernels", "timeline", "across"):
+        assert f'id="{anchor}"' in page and f'href="#{anchor}"' in page
+    # The CPU evaluations have no kernels, and each says so in one line instead of a plot.
+    assert page.count("no GPU kernels in this trace (device cpu, trace level framework)") == 2
+    assert "no hardware counters" not in page  # the GPU capture has them
+    # The capture has no model-level run and no predictions: said, not drawn, not crashed on.
+    assert "no profiling overhead to show: the record has no leveled runs" in page
+    assert "has no predictions to compare" in page
+    assert "different models (digits_cnn and resnet18)" in page
+    assert "NVIDIA H100 80GB HBM3" in page
+
+
+def test_shallow_traces_say_why_their_sections_are_empty(store, shallow_records):
+    untraced = shallow_records[1]
+    assert untraced.trace_id is None
+    page = _without_plotlyjs(build_report(shallow_records, _spans(store, shallow_records)))
+    assert "no layer spans at trace level model" in page
+    assert "no layer run at trace level model" in page
+    assert page.count("no trace was recorded (trace level no_trace)") == 3  # layer, kernel, time
+    assert "layers and kernels need both evaluations traced" in page
+    assert "no profiling overhead to show: trace level model" in page
+    assert "no profiling overhead to show: trace level no_trace" in page
+    assert "overheads-" not in page
+    assert 'id="latency-0"' in page and 'id="latency-1"' in page
+    assert "layer-latency-" not in page and "timeline-plot-" not in page
+
+
+def test_tables_escape_text_and_keep_full_values() -> None:
+    frame = pd.DataFrame(
+        {
+            "name": ["<b>relu & co</b>"],
+            "latency (ms)": [0.123456789],
+            "launches": [12345],
+            "params": [Decimal(38282)],  # DuckDB's exact sums
+        }
+    )
+    text = table(frame, "a <caption>")
+    assert "<b>" not in text and "&lt;b&gt;relu &amp; co&lt;/b&gt;" in text
+    assert "<caption>a &lt;caption&gt;</caption>" in text
+    assert '<td class="num" title="0.123456789">0.1235</td>' in text
+    assert '<td class="num">12,345</td>' in text and '<td class="num">38,282</td>' in text
+    assert "<th class=num>launches (count)</th>" in text
+
+
+# --- in a real browser --------------------------------------------------------------------
+
+
+@dataclass
+class Opened:
+    page: object
+    errors: list[str]
+    foreign: list[str]
+
+    def plots(self) -> dict[str, dict]:
+        return {p["id"]: p for p in self.page.evaluate(ALL_PLOTS)}
+
+    def trace(self, div_id: str, index: int) -> dict:
+        return self.page.evaluate(
+            """([id, i]) => { const t = document.getElementById(id).data[i];
+                return {name: t.name, x: Array.from(t.x), y: Array.from(t.y)}; }""",
+            [div_id, index],
+        )
+
+    def column(self, table_id: str, header: str) -> list[float]:
+        """The full values (the cells' titles) of a table column, by its header."""
+        return self.page.evaluate(
+            """([id, header]) => { const t = document.getElementById(id);
+                const i = [...t.querySelectorAll('thead th')]
+                    .findIndex(h => h.textContent === header);
+                return [...t.querySelectorAll('tbody tr')].map(r => Number(r.cells[i].title)); }""",
+            [table_id, header],
+        )
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.skip(
+            f"no chromium at {CHROMIUM}: the report is not opened in a browser "
+            "(scripts/setup.sh installs Debian's chromium when run as root)"
+        )
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+def _open(browser, path: Path) -> Opened:
+    """The report in a fresh page; any request for something other than the file itself is
+    recorded and refused, as are console errors and uncaught exceptions."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    opened = Opened(page, [], [])
+    page.on("console", lambda m: opened.errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda exc: opened.errors.append(str(exc)))
+    page.on("requestfailed", lambda r: opened.foreign.append(r.url))
+    url = path.as_uri()
+
+    page.route(
+        "**/*", lambda route: route.continue_() if route.request.url == url else route.abort()
+    )
+    page.on("request", lambda r: None if r.url == url else opened.foreign.append(r.url))
+    page.goto(url, wait_until="load")
+    # Plotly draws on load; should a plot not draw, the assertions name it, not this wait.
+    with contextlib.suppress(PlaywrightError):
+        page.wait_for_function(
+            f"() => ({ALL_PLOTS})().every(p => p.drawn && p.traces > 0)", timeout=30_000
+        )
+    return opened
+
+
+def _assert_clean(opened: Opened) -> dict[str, dict]:
+    assert opened.errors == []
+    assert opened.foreign == []
+    plots = opened.plots()
+    undrawn = [p for p in plots.values() if not (p["drawn"] and p["traces"] > 0)]
+    assert plots and undrawn == []
+    return plots
+
+
+def _colours(png: bytes) -> int:
+    from PIL import Image
+
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    return len(image.getcolors(maxcolors=1 << 20) or [])
+
+
+def test_full_report_renders_in_chromium(browser, full_report, store, gpu_record, cpu_records):
+    path, _text = full_report
+    opened = _open(browser, path)
+    plots = _assert_clean(opened)
+    expected = {
+        *(f"{kind}-{i}" for kind in ("latency", "layer-latency", "layer-box") for i in range(3)),
+        *(f"{kind}-{i}" for kind in ("layer-types", "timeline-plot") for i in range(3)),
+        "overheads-0",
+        "overheads-1",  # the capture (2) has no model-level run
+        "kernels-top-2",
+        "gpu-split-2-bs4",
+        "roofline-model-2",
+        "roofline-layer-2",
+        "roofline-kernel-2",
+        "across-latency",
+        "layer-diff-1-bs1",
+        "layer-diff-1-bs4",
+        "layer-diff-2-bs4",
+        "kernel-diff-2-bs4",
+    }
+    assert set(plots) == expected
+
+    # What is plotted is what the table says and what the record holds.
+    for index, record in enumerate([*cpu_records, gpu_record]):
+        p50 = [r.latency_ms.p50 for r in record.results]
+        plotted = opened.trace(f"latency-{index}", 0)
+        assert plotted["name"] == "p50"
+        assert plotted["x"] == [r.batch_size for r in record.results]
+        assert plotted["y"] == p50
+        assert opened.column(f"latency-table-{index}", "p50 (ms)") == p50
+
+    # The model roofline's point is the analysis's, under this GPU's measured ceilings.
+    spans = _spans(store, [gpu_record])
+    model = roofline(spans, "model")
+    points = opened.trace("roofline-model-2", 0)
+    assert points["x"] == pytest.approx(model["flop/byte"].tolist())
+    assert points["y"] == pytest.approx(model["GFLOP/s"].tolist())
+    peaks = peaks_of(spans, gpu_record.trace_id)
+    names = opened.page.evaluate(
+        "() => document.getElementById('roofline-model-2').data.map(t => t.name)"
+    )
+    tensor = opened.trace(
+        "roofline-model-2", next(i for i, n in enumerate(names) if "tensor c" in n)
+    )
+    assert max(tensor["y"]) == pytest.approx(peaks.flops_tensor / 1e9)
+
+    shot = opened.page.screenshot(full_page=True)
+    assert _colours(shot) > 50
+    opened.page.close()
+
+
+def test_single_evaluation_renders_in_chromium(browser, store, cpu_records, tmp_path):
+    record = cpu_records[0]
+    path = tmp_path / "one.html"
+    path.write_text(build_report([record], _spans(store, [record])), encoding="utf-8")
+    opened = _open(browser, path)
+    plots = _assert_clean(opened)
+    assert {"latency-0", "overheads-0", "layer-latency-0", "timeline-plot-0"} <= set(plots)
+    assert "one evaluation in this report" in opened.page.inner_text("#across")
+    # The top of the page, as a reader first sees it: the header and the latency plot.
+    opened.page.set_viewport_size(TOP_OF_PAGE)
+    shot = opened.page.screenshot()
+    assert _colours(shot) > 50
+    if target := os.environ.get("MLMS_REPORT_SCREENSHOT"):
+        Path(target).write_bytes(shot)
+    opened.page.close()
+
+
+# --- the command ----------------------------------------------------------------------------
+
+
+def _mlms(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mlms", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ),
+    )
+
+
+def _one_error_line(result: subprocess.CompletedProcess[str]) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mlms: error: "), result.stderr
+    return lines[0]
+
+
+def test_command_writes_a_self_contained_file(cpu_records, gpu_record, tmp_path):
+    output = tmp_path / "report.html"
+    result = _mlms("report", cpu_records[0].id[:10], gpu_record.id, "-o", str(output))
+    assert result.returncode == 0, result.stderr[-3000:]
+    text = output.read_text(encoding="utf-8")
+    assert text.startswith("<!DOCTYPE html>")
+    assert re.findall(r"<(?:script|link)[^>]*(?:src|href)\s*=", text) == []
+    assert _external_sources(_without_plotlyjs(text)) == []
+    assert 'id="roofline-kernel-1"' in text
+
+
+def test_command_errors_are_one_line(cpu_records, tmp_path):
+    missing = tmp_path / "no such folder" / "report.html"
+    result = _mlms("report", cpu_records[0].id, "-o", str(missing))
+    assert result.returncode == 1
+    line = _one_error_line(result)
+    assert f"cannot write {missing}: No such file or directory" in line
+    assert not missing.parent.exists()
+
+    unknown = _mlms("report", "0123456789abcdef", "-o", str(tmp_path / "r.html"))
+    assert unknown.returncode == 1
+    assert "'0123456789abcdef'" in _one_error_line(unknown)
+
+    usage = _mlms("report", "-o", str(tmp_path / "r.html"))
+    assert usage.returncode == 2
+    assert "Missing argument 'ID [ID ...]'" in _one_error_line(usage)
