@@ -95,7 +95,9 @@ FROM spans WHERE level IN ({FRAMEWORK}, {HARDWARE}) GROUP BY trace_id
 """
 _LAYER_SPANS = f"""
 CREATE TEMP TABLE layer_spans AS
-SELECT s.* EXCLUDE (attributes, input_shapes, output_shapes), {_KEY.format("s.span_id")} AS id
+SELECT {_KEY.format("s.span_id")} AS id, s.trace_id, s.parent_id, s.name, s.kind, s.op_type,
+       s.layer_index, s.batch_size, s.start_ns, s.end_ns, s.thread, s.params, s.flops,
+       s.activation_bytes, s.allocated_bytes
 FROM spans s JOIN runs r ON s.trace_id = r.trace_id AND s.run = r.layer_run
 WHERE s.level = {FRAMEWORK} AND s.layer_index IS NOT NULL
 """
@@ -104,16 +106,15 @@ CREATE TEMP TABLE kernel_names AS
 SELECT DISTINCT {_KEY.format("s.name")} AS name_id, s.name, NULL::VARCHAR AS kernel
 {_IN_KERNEL_RUN} WHERE {_GPU_WORK}
 """
+# The walk needs only keys; the GPU work's other columns are read once, at the end.
 _WALK_START = (
-    f"CREATE TEMP TABLE gpu_work AS SELECT {_KEY.format('s.span_id')} AS id, "
-    f"{_KEY.format('s.name')} AS name_id, {_GPU_COLUMNS}, "
-    f"{_KEY.format('s.parent_id')} AS cursor {_IN_KERNEL_RUN} WHERE {_GPU_WORK}",
     f"CREATE TEMP TABLE above AS SELECT {_KEY.format('s.span_id')} AS id, "
     f"{_KEY.format('s.parent_id')} AS parent, "
     f"s.level = {FRAMEWORK} AND s.layer_index IS NOT NULL AS is_layer {_IN_KERNEL_RUN} "
     f"WHERE s.level BETWEEN {FRAMEWORK} AND {API}",
     "CREATE TEMP TABLE placed (id UBIGINT, layer UBIGINT)",
-    "CREATE TEMP TABLE frontier AS SELECT id, cursor FROM gpu_work",
+    f"CREATE TEMP TABLE frontier AS SELECT {_KEY.format('s.span_id')} AS id, "
+    f"{_KEY.format('s.parent_id')} AS cursor {_IN_KERNEL_RUN} WHERE {_GPU_WORK}",
 )
 _WALK_STEP = (
     "CREATE OR REPLACE TEMP TABLE step AS "
@@ -124,10 +125,10 @@ _WALK_STEP = (
     "FROM step WHERE NOT is_layer AND next IS NOT NULL",
 )
 _WALK_END = (
-    "CREATE TEMP TABLE gpu AS SELECT w.* EXCLUDE (cursor), p.layer "
-    "FROM gpu_work w LEFT JOIN placed p ON p.id = w.id",
-    "DROP TABLE gpu_work; DROP TABLE above; DROP TABLE placed; DROP TABLE frontier; "
-    "DROP TABLE IF EXISTS step",
+    f"CREATE TEMP TABLE gpu AS SELECT {_KEY.format('s.span_id')} AS id, "
+    f"{_KEY.format('s.name')} AS name_id, {_GPU_COLUMNS}, p.layer {_IN_KERNEL_RUN} "
+    f"LEFT JOIN placed p ON p.id = {_KEY.format('s.span_id')} WHERE {_GPU_WORK}",
+    "DROP TABLE above; DROP TABLE placed; DROP TABLE frontier; DROP TABLE IF EXISTS step",
 )
 _LAYERS = (
     """
