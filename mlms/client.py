@@ -6,10 +6,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+import pandas as pd
 import pyarrow as pa
 
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
@@ -46,6 +48,13 @@ class Client(Protocol):
 
     def span_archive(self, trace_id: str) -> Path:
         """The trace's archive as a Parquet file on this machine (for the analysis engine)."""
+        ...
+
+    def analyze(
+        self, evaluation_ids: Sequence[str], analyses: Sequence[str], top: int | None = None
+    ) -> dict[str, pd.DataFrame]:
+        """Named analyses (``mlms.analysis.catalog``) over the evaluations' traces, computed
+        where the store is: analysis name -> table."""
         ...
 
 
@@ -92,6 +101,13 @@ class EmbeddedClient:
         from mlms.tracer.archive import local_archive
 
         return local_archive(self.store, trace_id)
+
+    def analyze(
+        self, evaluation_ids: Sequence[str], analyses: Sequence[str], top: int | None = None
+    ) -> dict[str, pd.DataFrame]:
+        from mlms.analysis.catalog import analyze_stored
+
+        return analyze_stored(self.store, evaluation_ids, analyses, top)
 
 
 def remote_client(server: str) -> Client:

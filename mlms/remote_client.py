@@ -10,15 +10,17 @@ from __future__ import annotations
 import io
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
 import grpc
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mlms.analysis.catalog import from_ipc
 from mlms.client import Evaluations
 from mlms.errors import EvaluationInFlight
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
@@ -126,6 +128,18 @@ class RemoteClient:
                 tmp.write(data)
             os.replace(tmp.name, path)
         return path
+
+    def analyze(
+        self, evaluation_ids: Sequence[str], analyses: Sequence[str], top: int | None = None
+    ) -> dict[str, pd.DataFrame]:
+        request = evaluator_pb2.AnalyzeRequest(
+            evaluation_ids=list(evaluation_ids), analyses=list(analyses), top=top or 0
+        )
+        chunks = self._call(lambda: list(self._stub.Analyze(request, timeout=CALL_TIMEOUT_S)))
+        data: dict[str, list[bytes]] = {name: [] for name in analyses}
+        for chunk in chunks:
+            data[chunk.analysis].append(chunk.data)
+        return {name: from_ipc(b"".join(parts)) for name, parts in data.items()}
 
     def _archive_bytes(self, trace_id: str) -> bytes:
         chunks = self._call(

@@ -15,10 +15,13 @@ from pathlib import Path
 
 import grpc
 import numpy as np
+import pandas as pd
 import pyarrow.compute as pc
 import pytest
 
 from mlms import errors
+from mlms.analysis.engine import Spans
+from mlms.analysis.layers import layer_table, layer_types, slowest_layers
 from mlms.client import EmbeddedClient
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.protos.mlms.v1 import evaluator_pb2, evaluator_pb2_grpc, types_pb2
@@ -285,6 +288,47 @@ def test_bad_inputs_over_grpc(fleet: Fleet) -> None:
         assert reply.agent_id in {a.id for a in client.list_agents()}
     assert tensors.from_proto(reply.logits).shape == (2, 10) and len(reply.top) == 2
     assert stub.ListModels(evaluator_pb2.ListModelsRequest()).manifests_json
+    channel.close()
+
+
+def test_analyses_are_computed_at_the_server(fleet: Fleet) -> None:
+    """``Analyze`` runs the named analyses next to the store (S3 here) and sends Arrow tables:
+    the same tables as the engine computes from the archive the client fetches itself."""
+    names = ["layer_table", "slowest_layers", "layer_types"]
+    with fleet.client() as client:
+        record = client.evaluate(_request(trace_level="framework", batch_sizes=[1, 2]))
+        tables = client.analyze([record.id[:12]], names, top=2)
+        local = Spans.from_tables([client.spans(record.trace_id)])
+    assert set(tables) == set(names)
+    expected = {
+        "layer_table": layer_table(local),
+        "slowest_layers": slowest_layers(local, 2),
+        "layer_types": layer_types(local),
+    }
+    for name in names:
+        pd.testing.assert_frame_equal(tables[name], expected[name], check_dtype=False)
+    assert len(tables["slowest_layers"]) == 2 * 2  # two per batch size
+    assert set(tables["layer_table"]["trace_id"]) == {record.trace_id}
+
+    channel = grpc.insecure_channel(fleet.address)
+    stub = evaluator_pb2_grpc.EvaluatorStub(channel)
+
+    def status(request) -> tuple[grpc.StatusCode, str]:
+        with pytest.raises(grpc.RpcError) as caught:
+            list(stub.Analyze(request, timeout=60))
+        return caught.value.code(), caught.value.details()
+
+    code, details = status(
+        evaluator_pb2.AnalyzeRequest(evaluation_ids=[record.id], analyses=["layer_tabel"])
+    )
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert details.startswith("unknown analysis 'layer_tabel': expected one of ")
+    code, details = status(
+        evaluator_pb2.AnalyzeRequest(evaluation_ids=["f" * 32], analyses=["layer_table"])
+    )
+    assert code == grpc.StatusCode.NOT_FOUND
+    code, details = status(evaluator_pb2.AnalyzeRequest(analyses=["layer_table"]))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "no evaluation ids" in details
     channel.close()
 
 

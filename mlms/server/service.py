@@ -7,6 +7,7 @@ import re
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import set_span_in_context
 
+from mlms.analysis.catalog import analyze_stored, to_ipc
 from mlms.errors import InvalidArgument, StoreError, UnknownEvaluation
 from mlms.evaluation.records import list_records, load_record
 from mlms.protos.mlms.v1 import evaluator_pb2, evaluator_pb2_grpc
@@ -103,3 +104,22 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
             ) from exc
         for start in range(0, len(data), CHUNK_BYTES):
             yield evaluator_pb2.SpansChunk(data=data[start : start + CHUNK_BYTES])
+
+    def Analyze(self, request, context):
+        with self.tracer.start_as_current_span(
+            "server.analyze",
+            context=incoming_context(context),
+            attributes={"mlms.analyses": list(request.analyses)},
+        ):
+            tables = analyze_stored(
+                self.store,
+                list(request.evaluation_ids),
+                list(request.analyses),
+                request.top or None,
+            )
+        for name, table in tables.items():
+            data = to_ipc(table)
+            for start in range(0, len(data), CHUNK_BYTES):
+                yield evaluator_pb2.AnalysisChunk(
+                    analysis=name, data=data[start : start + CHUNK_BYTES]
+                )

@@ -64,3 +64,21 @@ class SpansChunk(_message.Message):
     DATA_FIELD_NUMBER: _ClassVar[int]
     data: bytes
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
+
+class AnalyzeRequest(_message.Message):
+    __slots__ = ("evaluation_ids", "analyses", "top")
+    EVALUATION_IDS_FIELD_NUMBER: _ClassVar[int]
+    ANALYSES_FIELD_NUMBER: _ClassVar[int]
+    TOP_FIELD_NUMBER: _ClassVar[int]
+    evaluation_ids: _containers.RepeatedScalarFieldContainer[str]
+    analyses: _containers.RepeatedScalarFieldContainer[str]
+    top: int
+    def __init__(self, evaluation_ids: _Optional[_Iterable[str]] = ..., analyses: _Optional[_Iterable[str]] = ..., top: _Optional[int] = ...) -> None: ...
+
+class AnalysisChunk(_message.Message):
+    __slots__ = ("analysis", "data")
+    ANALYSIS_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    analysis: str
+    data: bytes
+    def __init__(self, analysis: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...

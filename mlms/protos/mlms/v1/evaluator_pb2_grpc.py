@@ -70,6 +70,11 @@ class EvaluatorStub:
                 request_serializer=mlms_dot_v1_dot_evaluator__pb2.GetSpansRequest.SerializeToString,
                 response_deserializer=mlms_dot_v1_dot_evaluator__pb2.SpansChunk.FromString,
                 _registered_method=True)
+        self.Analyze = channel.unary_stream(
+                '/mlms.v1.Evaluator/Analyze',
+                request_serializer=mlms_dot_v1_dot_evaluator__pb2.AnalyzeRequest.SerializeToString,
+                response_deserializer=mlms_dot_v1_dot_evaluator__pb2.AnalysisChunk.FromString,
+                _registered_method=True)
 
 
 class EvaluatorServicer:
@@ -121,6 +126,16 @@ class EvaluatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Analyze(self, request, context):
+        """Analyses of mlms.analysis (by name: "layer_table", "kernel_breakdown", ...; an unknown
+        name is INVALID_ARGUMENT listing the known ones) over the span archives of evaluations,
+        computed next to the store. Each table comes back as an Arrow IPC stream (typed columns,
+        units in their names), in chunks of at most 1 MiB, one table after another.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EvaluatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -158,6 +173,11 @@ def add_EvaluatorServicer_to_server(servicer, server):
                     servicer.GetSpans,
                     request_deserializer=mlms_dot_v1_dot_evaluator__pb2.GetSpansRequest.FromString,
                     response_serializer=mlms_dot_v1_dot_evaluator__pb2.SpansChunk.SerializeToString,
+            ),
+            'Analyze': grpc.unary_stream_rpc_method_handler(
+                    servicer.Analyze,
+                    request_deserializer=mlms_dot_v1_dot_evaluator__pb2.AnalyzeRequest.FromString,
+                    response_serializer=mlms_dot_v1_dot_evaluator__pb2.AnalysisChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -349,6 +369,33 @@ class Evaluator:
             '/mlms.v1.Evaluator/GetSpans',
             mlms_dot_v1_dot_evaluator__pb2.GetSpansRequest.SerializeToString,
             mlms_dot_v1_dot_evaluator__pb2.SpansChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Analyze(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/mlms.v1.Evaluator/Analyze',
+            mlms_dot_v1_dot_evaluator__pb2.AnalyzeRequest.SerializeToString,
+            mlms_dot_v1_dot_evaluator__pb2.AnalysisChunk.FromString,
             options,
             channel_credentials,
             insecure,
