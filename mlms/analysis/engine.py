@@ -193,7 +193,9 @@ class Spans:
     @classmethod
     def from_parquet(cls, paths: Sequence[Path]) -> Spans:
         """Archives in Parquet files, scanned in place: only the columns and rows each derived
-        table needs are read, never the whole archive into memory."""
+        table needs are read, never the whole archive into memory. A path given twice counts
+        once."""
+        paths = list(dict.fromkeys(paths))
         typed = {column.name for column in TYPED_COLUMNS}
         if not paths or any(not typed <= set(pq.read_schema(p).names) for p in paths):
             return cls.from_tables(pq.read_table(p) for p in paths)  # older archives: upgrade
@@ -209,10 +211,6 @@ class Spans:
     def from_store(cls, store: ObjectStore, trace_ids: Sequence[str]) -> Spans:
         return cls.from_tables(read_table(store, trace_id) for trace_id in trace_ids)
 
-    @classmethod
-    def from_frame(cls, frame: pd.DataFrame) -> Spans:
-        return cls(pa.Table.from_pandas(frame, preserve_index=False))
-
     def __len__(self) -> int:
         return int(self.scalar("SELECT count(*) FROM spans"))
 
@@ -227,10 +225,6 @@ class Spans:
     def scalar(self, sql: str, parameters: Sequence[Any] | None = None) -> Any:
         rows = self._connection.sql(sql, params=parameters).fetchall()
         return rows[0][0] if rows else None
-
-    def has(self, table: str) -> bool:
-        """Whether ``table`` (layers, gpu, predicts) has any row."""
-        return bool(self.scalar(f"SELECT count(*) > 0 FROM (SELECT 1 FROM {table} LIMIT 1)"))
 
     def _derive(self) -> None:
         sql = self._connection.sql
