@@ -9,7 +9,7 @@
 #      repeated to 1,000,000 kernels (with the launching API calls, and with every call).
 # Run from the repository root there, with the wheels mlms needs beside the image's torch in
 # .whl-gpu/ (carried; benchmarks/RESULTS.md lists them):
-#   benchmarks/analysis_gpu.sh OUT_DIR [ITERATIONS] [KINETO_STEPS]
+#   [FULL_ITERATIONS=N] benchmarks/analysis_gpu.sh OUT_DIR [ITERATIONS] [KINETO_STEPS]
 set -uo pipefail
 OUT=${1:?usage: benchmarks/analysis_gpu.sh OUT_DIR [ITERATIONS] [KINETO_STEPS]}
 ITERATIONS=${2:-300}
@@ -93,3 +93,15 @@ for args in "--kernels $KERNELS --api all" "--kernels 1000000 --api launches" "-
     echo "-- $args" | tee -a "$OUT/analysis.txt"
     taskset -c 0,1 python3 benchmarks/analysis_scale.py --archive "$ARCHIVE" $args 2>&1 | tee -a "$OUT/analysis.txt"
 done
+
+# 6. With FULL_ITERATIONS set: resnet50 at batch sizes 1 and 16 traced at full (ncu counters),
+#    its record and archive brought back for a report with rooflines.
+if [ "${FULL_ITERATIONS:-0}" -gt 0 ]; then
+    echo "== 6. resnet50 bs 1,16, --trace-level full, $FULL_ITERATIONS iterations" | tee -a "$OUT/analysis.txt"
+    python3 -m mlms eval --model resnet50 --hw h100 --batch-size 1,16 --trace-level full \
+        --iterations "$FULL_ITERATIONS" --min-seconds 0 --json > "$OUT/record_full.json" \
+        2> /tmp/eval_full.err || tail -5 /tmp/eval_full.err
+    FULL_TRACE=$(python3 -c "import json; print(json.load(open('$OUT/record_full.json'))['trace_id'])")
+    cp "$MLMS_HOME/store/traces/$FULL_TRACE/spans.parquet" "$OUT/spans_full.parquet"
+    ls -la "$OUT/spans_full.parquet" | tee -a "$OUT/analysis.txt"
+fi

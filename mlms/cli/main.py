@@ -14,7 +14,9 @@ from mlms.cli.analyze import analyze
 from mlms.cli.assets import assets
 from mlms.cli.compare import compare
 from mlms.cli.evaluate import evaluate
+from mlms.cli.import_trace import import_trace
 from mlms.cli.listing import evals, models
+from mlms.cli.report import report
 from mlms.cli.trace import trace
 from mlms.errors import MlmsError
 
@@ -35,6 +37,8 @@ cli.add_command(agent)
 cli.add_command(server)
 cli.add_command(agents)
 cli.add_command(assets)
+cli.add_command(report)
+cli.add_command(import_trace)
 
 
 def main() -> None:

@@ -1,0 +1,198 @@
+"""How much faster is mlms than HTA at a Kineto trace's GPU kernel breakdown, and do they agree?
+
+On the same Kineto trace file, side by side in one run, each in its own process:
+
+- HTA 0.5 (``holistictraceanalysis``, in ``.venv-hta``: ``benchmarks/setup_hta.sh``, run here
+  when missing): ``TraceAnalysis(trace_dir=...)`` then ``get_gpu_kernel_breakdown()``, every
+  kernel by name (``benchmarks/hta_side.py``). HTA rounds event times to whole microseconds
+  unless ``HTA_DISABLE_NS_ROUNDING`` is set; it is set here, so that both sides sum the same
+  durations.
+- mlms: ``kineto_table`` (the import) then ``kernel_breakdown`` over ``Spans``.
+
+Printed: each side's seconds (load, breakdown, total; interpreter start and imports excluded),
+its process's CPU seconds (start-up included) and peak RSS, the ratio HTA / mlms (target >= 5),
+and whether the breakdowns agree:
+the same kernel names and counts, each kernel's total time within 1%. Kernels that HTA does
+not count as computation or communication (names with Memcpy, Memset or Sync) are left out of
+the mlms side of the comparison, as HTA leaves them out.
+
+    .venv/bin/python benchmarks/kineto_vs_hta.py TRACE.json[.gz]
+    .venv/bin/python benchmarks/kineto_vs_hta.py --synthetic 300000 [--gzip]
+    .venv/bin/python benchmarks/kineto_vs_hta.py --synthetic 1000000 --mlms-only
+
+A synthetic trace (``benchmarks/synthetic_kineto.py``) is written to a temporary folder and
+removed afterwards (``--keep DIR`` keeps it there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+HTA_PYTHON = ROOT / ".venv-hta" / "bin" / "python"
+#: HTA's own test for kernels outside its computation and communication types.
+HTA_OTHER = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+TOLERANCE = 0.01
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("trace", nargs="?", type=Path, help="a Kineto trace (.json or .json.gz)")
+    parser.add_argument("--synthetic", type=int, metavar="N", help="kernels of a synthetic trace")
+    parser.add_argument("--gzip", action="store_true", help="gzip the synthetic trace")
+    parser.add_argument("--keep", type=Path, metavar="DIR", help="work in DIR and keep it")
+    parser.add_argument(
+        "--mlms-only",
+        action="store_true",
+        help="time the mlms side alone (HTA needs ~8 GB and minutes per million kernels)",
+    )
+    parser.add_argument("--side", choices=["mlms"], help=argparse.SUPPRESS)
+    parser.add_argument("--output", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.side == "mlms":
+        print(json.dumps(mlms_side(args.trace, args.output)))
+        return
+    if (args.trace is None) == (args.synthetic is None):
+        parser.error("give a TRACE file or --synthetic N")
+    if not HTA_PYTHON.exists() and not args.mlms_only:
+        subprocess.run([str(ROOT / "benchmarks" / "setup_hta.sh")], check=True)
+    work = args.keep or Path(tempfile.mkdtemp(prefix="kineto_vs_hta_"))
+    try:
+        compare(_trace_folder(work, args), work, with_hta=not args.mlms_only)
+    finally:
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _trace_folder(work: Path, args: argparse.Namespace) -> Path:
+    """A folder holding the one trace (HTA reads a folder of rank traces)."""
+    folder = work / "traces"
+    folder.mkdir(parents=True, exist_ok=True)
+    if args.synthetic is not None:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from synthetic_kineto import write_synthetic
+
+        path = folder / ("rank-0.json.gz" if args.gzip else "rank-0.json")
+        if not path.exists():
+            began = time.perf_counter()
+            write_synthetic(path, args.synthetic)
+            print(f"wrote {path} ({path.stat().st_size / 1e6:,.0f} MB) in "
+                  f"{time.perf_counter() - began:.1f} s")  # fmt: skip
+        return folder
+    source = args.trace.resolve()
+    link = folder / source.name
+    if not link.exists():
+        link.symlink_to(source)
+    return folder
+
+
+def compare(folder: Path, work: Path, *, with_hta: bool) -> None:
+    trace = next(p for p in sorted(folder.iterdir()) if p.name.endswith((".json", ".json.gz")))
+    hta_csv, mlms_csv = work / "hta.csv", work / "mlms.csv"
+    sides = {}
+    if with_hta:
+        sides["HTA"] = _run(
+            [str(HTA_PYTHON), str(ROOT / "benchmarks" / "hta_side.py"), str(folder), str(hta_csv)],
+            env={"HTA_DISABLE_NS_ROUNDING": "1"},
+            log=work / "hta.log",
+        )
+    sides["mlms"] = _run(
+        [sys.executable, __file__, "--side", "mlms", str(trace), "--output", str(mlms_csv)],
+        env={},
+        log=work / "mlms.log",
+    )
+    size = trace.stat().st_size / 1e6
+    print(f"trace {trace.name}: {size:,.0f} MB")
+    print(f"{'':6} {'load (s)':>9} {'breakdown (s)':>14} {'total (s)':>10} {'CPU (s)':>8} "
+          f"{'peak RSS (MB)':>14}")  # fmt: skip
+    for name, side in sides.items():
+        total = side["load_s"] + side["breakdown_s"]
+        print(f"{name:6} {side['load_s']:9.2f} {side['breakdown_s']:14.2f} {total:10.2f} "
+              f"{side['cpu_s']:8.1f} {side['rss_mb']:14,.0f}")  # fmt: skip
+    if not with_hta:
+        return
+    hta, mlms = sides["HTA"], sides["mlms"]
+    ratio = (hta["load_s"] + hta["breakdown_s"]) / (mlms["load_s"] + mlms["breakdown_s"])
+    print(f"speed-up (HTA / mlms): {ratio:.1f}x (target >= 5)")
+    print(agreement(pd.read_csv(hta_csv), pd.read_csv(mlms_csv)))
+
+
+def _run(command: list[str], env: dict[str, str], log: Path) -> dict:
+    """Run one side (its stderr to ``log``); its JSON line plus its peak RSS (the child's
+    own, from wait4)."""
+    with log.open("w") as errors:
+        process = subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+            env={**os.environ, **env},
+            cwd=ROOT,
+        )
+        output = process.stdout.read() if process.stdout else ""
+        _, status, usage = os.wait4(process.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.stderr.write(log.read_text()[-4000:])
+        raise SystemExit(f"{command[1]} failed (exit {os.waitstatus_to_exitcode(status)})")
+    result = json.loads(output.strip().splitlines()[-1])
+    result["rss_mb"] = usage.ru_maxrss / 1024
+    result["cpu_s"] = usage.ru_utime + usage.ru_stime  # the whole process, start-up included
+    return result
+
+
+def mlms_side(trace: Path, output: Path) -> dict:
+    """mlms's side: import the trace, then the kernel breakdown; CSV like HTA's."""
+    from mlms.analysis.engine import Spans
+    from mlms.analysis.kernels import kernel_breakdown
+    from mlms.analysis.kineto_import import kineto_table
+
+    began = time.perf_counter()
+    table = kineto_table(trace)
+    loaded = time.perf_counter()
+    breakdown = kernel_breakdown(Spans.from_tables([table]))
+    done = time.perf_counter()
+    breakdown.rename(
+        columns={
+            "launches": "count",
+            "total (us)": "total_us",
+            "mean (us)": "mean_us",
+            "min (us)": "min_us",
+            "max (us)": "max_us",
+        }
+    )[["name", "count", "total_us", "mean_us", "min_us", "max_us"]].to_csv(output, index=False)
+    return {"load_s": loaded - began, "breakdown_s": done - loaded}
+
+
+def agreement(hta: pd.DataFrame, mlms: pd.DataFrame) -> str:
+    """One line or a few: do the two breakdowns name the same kernels with the same counts
+    and totals (within 1%)?"""
+    mlms = mlms[~mlms["name"].map(lambda name: bool(HTA_OTHER.match(name)))]
+    joined = hta.merge(mlms, on="name", how="outer", suffixes=("_hta", "_mlms"), indicator=True)
+    only_hta = (joined["_merge"] == "left_only").sum()
+    only_mlms = (joined["_merge"] == "right_only").sum()
+    both = joined[joined["_merge"] == "both"]
+    error = (both["total_us_mlms"] - both["total_us_hta"]).abs() / both["total_us_hta"]
+    counts = (both["count_hta"] == both["count_mlms"]).all()
+    agree = only_hta == 0 and only_mlms == 0 and counts and (error <= TOLERANCE).all()
+    return (
+        f"agreement: {'yes' if agree else 'NO'} - {len(both)} kernel names in both, "
+        f"{only_hta} only in HTA, {only_mlms} only in mlms; counts equal: {bool(counts)}; "
+        f"largest per-kernel total difference {100 * error.max():.4f}% (limit 1%); "
+        f"total kernel time HTA {both['total_us_hta'].sum() / 1e3:,.3f} ms, "
+        f"mlms {both['total_us_mlms'].sum() / 1e3:,.3f} ms"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,78 @@
+"""``mlms import``: bring traces recorded by other tools into the store as evaluations."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+
+from mlms.cli.options import store_option
+from mlms.errors import InvalidArgument
+
+
+@click.group("import")
+def import_trace() -> None:
+    """Import another profiler's trace as an evaluation (then: mlms analyze ID)."""
+
+
+@import_trace.command("kineto")
+@click.argument("trace", type=click.Path(path_type=Path))
+@click.option("--model", default=None, help="Model name for the record; default: the file's.")
+@click.option(
+    "--batch-size",
+    default="1",
+    show_default=True,
+    help="Inputs per ProfilerStep (Kineto does not record it).",
+)
+@store_option
+def kineto(trace: Path, model: str | None, batch_size: str, store: str | None) -> None:
+    """Import a PyTorch profiler (Kineto) trace, TRACE.json or TRACE.json.gz: its
+    ProfilerSteps become predicts, aten ops layers, CUDA calls and kernels the levels below."""
+    import pyarrow.compute as pc
+
+    from mlms.analysis.kineto_import import read_kineto
+    from mlms.analysis.kineto_record import import_record, whole_trace
+    from mlms.evaluation.records import save_record
+    from mlms.store.factory import store_from_url
+    from mlms.tracer.archive import write_table
+
+    size = _batch_size(batch_size)
+    target = store_from_url(store)
+    imported = read_kineto(trace, batch_size=size)
+    if imported.table.num_rows == 0:
+        raise InvalidArgument(
+            f"{trace} has no profiler events (ProfilerStep, cpu_op, cuda_runtime, kernel): "
+            "expected a trace recorded by torch.profiler"
+        )
+    record = import_record(
+        imported,
+        source=trace.name,
+        model=model or _model_name(trace),
+        batch_size=size,
+        archive=write_table(target, imported.trace_id, imported.table),
+    )
+    save_record(target, record)
+    kernels = pc.sum(pc.equal(imported.table["kind"], "kernel")).as_py() or 0
+    steps = record.results[0]
+    counted = (
+        "no ProfilerStep: the whole trace is one predict"
+        if whole_trace(imported.table)
+        else f"{steps.iterations} ProfilerSteps"
+    )
+    click.echo(
+        f"imported {trace.name}: {imported.table.num_rows:,} spans, {kernels:,} kernels, "
+        f"{counted} (p50 {steps.latency_ms.p50:.3f} ms)"
+    )
+    click.echo(f"evaluation {record.id}  trace {record.trace_id}")
+
+
+def _batch_size(text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise InvalidArgument(f"bad --batch-size {text!r}: expected a positive integer like 8")
+    return int(text)
+
+
+def _model_name(trace: Path) -> str:
+    """``resnet18.json.gz`` -> resnet18; the tensorboard handler's ``.pt.trace`` too."""
+    return re.sub(r"(\.pt\.trace)?\.json(\.gz)?$", "", trace.name) or trace.name
