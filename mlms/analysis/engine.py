@@ -44,6 +44,7 @@ the thread's layers in host order, ``start = max(host start, previous end)``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -253,7 +254,15 @@ class Spans:
 
 
 def _connect() -> duckdb.DuckDBPyConnection:
-    return duckdb.connect(config={"preserve_insertion_order": False, "memory_limit": MEMORY_LIMIT})
+    # As many threads as the cores this process may run on: DuckDB counts the machine's
+    # cores, and threads beyond the affinity mask (taskset, a container's cpuset) only contend.
+    return duckdb.connect(
+        config={
+            "preserve_insertion_order": False,
+            "memory_limit": MEMORY_LIMIT,
+            "threads": len(os.sched_getaffinity(0)),
+        }
+    )
 
 
 def _quoted(path: Path) -> str:

@@ -31,6 +31,7 @@ are assembled from whole arrays, so a trace of a million kernels imports in seco
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -321,7 +322,13 @@ class _Empty:
 
 def _connect(spill: Path) -> duckdb.DuckDBPyConnection:
     """DuckDB with a memory limit (it spills the rest to ``spill``) and no progress bar."""
-    connection = duckdb.connect(config={"memory_limit": MEMORY_LIMIT, "temp_directory": str(spill)})
+    connection = duckdb.connect(
+        config={
+            "memory_limit": MEMORY_LIMIT,
+            "temp_directory": str(spill),
+            "threads": len(os.sched_getaffinity(0)),
+        }
+    )
     connection.execute("SET enable_progress_bar = false")
     return connection
 
