@@ -179,6 +179,8 @@ def test_kernel_breakdown_per_predict(spans):
     assert len(top) == 3 and top["gpu (us)"].is_monotonic_decreasing
     assert top["gpu (us)"].iloc[0] == everything["gpu (us)"].max()
     assert all(not name.startswith("_Z") for name in everything["kernel"])
+    # Template instances of one kernel are told apart: one short name per full name.
+    assert everything["kernel"].is_unique and everything["name"].is_unique
 
 
 def test_kernel_table_one_row_per_launch(spans):

@@ -45,6 +45,7 @@ the thread's layers in host order, ``start = max(host start, previous end)``.
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -238,11 +239,11 @@ class Spans:
                 break
         for statement in (*_WALK_END, *_LAYERS):
             sql(statement)
-        names = sql("SELECT name_id, name FROM kernel_names").fetchall()
+        names = sql("SELECT name_id, name FROM kernel_names ORDER BY name").fetchall()
         short = pa.table(
             {
                 "name_id": pa.array([name_id for name_id, _ in names], pa.uint64()),
-                "kernel": [short_kernel_name(name) for _, name in names],
+                "kernel": _distinct_short_names([name for _, name in names]),
             }
         )
         self._connection.register("short_names", short)
@@ -251,6 +252,21 @@ class Spans:
             "WHERE kernel_names.name_id = short_names.name_id"
         )
         self._connection.unregister("short_names")
+
+
+def _distinct_short_names(names: Sequence[str]) -> list[str]:
+    """Short kernel names, numbered where several full names (template instances of one
+    kernel) shorten to the same one: ``elementwise_kernel #1``, ``elementwise_kernel #2``."""
+    short = [short_kernel_name(name) for name in names]
+    shared = {name for name, count in Counter(short).items() if count > 1}
+    seen: Counter[str] = Counter()
+    result = []
+    for name in short:
+        if name in shared:
+            seen[name] += 1
+            name = f"{name} #{seen[name]}"
+        result.append(name)
+    return result
 
 
 def _connect() -> duckdb.DuckDBPyConnection:
