@@ -155,6 +155,14 @@ def collapsed(summary: str, body: str) -> str:
     return f"<details><summary>{escape(summary)}</summary>{body}</details>"
 
 
+#: Each plot draws as the parser reaches it, sized to its grid cell at that moment (a cell that
+#: narrows when the plots after it arrive); once the page is laid out, fit every plot again.
+_RESIZE = (
+    'window.addEventListener("load", () => document.querySelectorAll(".js-plotly-plot")'
+    ".forEach((plot) => Plotly.Plots.resize(plot)));"
+)
+
+
 def figure(fig: go.Figure, div_id: str) -> str:
     """A plotly figure as a div that draws itself with the page's inlined plotly.js."""
     body = fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=_CONFIG)
@@ -179,7 +187,7 @@ def page(title: str, subtitle: str, sections: Sequence[Section]) -> str:
         "</head><body>"
         f'<nav><div class="brand">mlms report</div><ol>{toc}</ol></nav>'
         f'<main><h1>{escape(title)}</h1><div class="subtitle">{escape(subtitle)}</div>'
-        f"{body}</main></body></html>\n"
+        f"{body}</main><script>{_RESIZE}</script></body></html>\n"
     )
 
 
