@@ -55,7 +55,7 @@ def import_record(
     kernels = int(pc.sum(pc.equal(table["kind"], "kernel")).as_py() or 0)
     level = TraceLevel.HARDWARE if kernels else TraceLevel.FRAMEWORK
     hardware, hardware_source = _hardware(trace.metadata)
-    device = _device(table, hardware)
+    device = _device(table)
     seconds = sum(steps_ns) / 1e9
     framework_version = str(trace.metadata.get("torch_version", UNKNOWN))
     return EvaluationRecord(
@@ -153,11 +153,8 @@ def _hardware(metadata: dict[str, Any]) -> tuple[HardwareInfo, str]:
     return unknown, "GPUs from the trace's deviceProperties; the host's CPU is not in the trace"
 
 
-def _device(table: pa.Table, hardware: HardwareInfo) -> str:
-    """The GPU the kernels ran on (the first of several), else the first listed, else cpu."""
+def _device(table: pa.Table) -> str:
+    """The GPU the kernels ran on (the first of several), else cpu: a trace of CPU work made
+    on a machine with GPUs lists them in deviceProperties, but ran on none of them."""
     devices = pc.drop_null(table["device"]).unique().to_pylist()
-    if devices:
-        return sorted(devices)[0]
-    if hardware.gpus:
-        return f"cuda:{hardware.gpus[0].index}"
-    return "cpu"
+    return sorted(devices)[0] if devices else "cpu"
