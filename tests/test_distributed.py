@@ -203,6 +203,10 @@ def test_cli_against_the_server(fleet: Fleet, tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
     assert pq.read_table(out).num_rows == record["span_count"]
+    page = tmp_path / "report.html"
+    reported = _mlms("report", record["id"][:12], "-o", str(page), env=env)
+    assert reported.returncode == 0, reported.stderr
+    assert record["id"] in page.read_text()
 
 
 def test_cli_errors_are_one_line(fleet: Fleet) -> None:
