@@ -30,39 +30,11 @@ sys.path.insert(0, str(ROOT))
 
 
 def fixture_archive() -> pa.Table:
-    """The H100 capture of tests/data as a full run archives it (see tests/test_kernel_analyses)."""
-    import dataclasses
-
+    """The H100 capture of tests/data as a full run archives it (see tests/gpu_capture.py)."""
     from mlms.tracer.archive import to_table
-    from mlms.tracer.counters import Peaks, parse_ncu_csv
-    from mlms.tracer.gpu_run import with_counters
-    from mlms.tracer.levels import TraceLevel
-    from mlms.tracer.ncu import CounterRun
     from tests import gpu_capture
 
-    capture = gpu_capture.load()
-    models = gpu_capture.model_events(capture, {"mlms.batch_size": capture["meta"]["batch_size"]})
-    counters = CounterRun(
-        rows=parse_ncu_csv(capture["ncu_csv"]), latency_ns=0, wall_seconds=0.0, metrics=[]
-    )
-    cupti = with_counters(
-        gpu_capture.cupti_events(capture), models, counters, Peaks(**capture["peaks"])
-    )
-    records = gpu_capture.traced_run(
-        2, TraceLevel.FULL, models, gpu_capture.layer_events(capture), cupti
-    )
-    peaks = {f"peaks.{key}": value for key, value in capture["peaks"].items()}
-    records.append(
-        dataclasses.replace(
-            records[0],
-            span_id="c" * 16,
-            name="counters (ncu)",
-            kind="counters",
-            level=TraceLevel.HARDWARE,
-            attributes=peaks,
-        )
-    )
-    return to_table(records)
+    return to_table(gpu_capture.full_run(gpu_capture.load()))
 
 
 def tiled(base: pa.Table, kernels: int, api: str) -> pa.Table:

@@ -84,3 +84,29 @@ def traced_run(
 def shifted(events: list[TimedEvent], ns: int) -> list[TimedEvent]:
     """The same events ``ns`` later (a second collection with the same correlation ids)."""
     return [dataclasses.replace(e, start_ns=e.start_ns + ns, end_ns=e.end_ns + ns) for e in events]
+
+
+def full_run(capture: dict[str, Any]) -> list[SpanRecord]:
+    """The capture's predicts as a ``full`` run (run 2) archives them: model -> layer -> API
+    call -> GPU work with the ncu counters joined, and the span a full run leaves beside its
+    counters with the peaks they were placed on."""
+    from mlms.tracer.counters import Peaks, parse_ncu_csv
+    from mlms.tracer.gpu_run import with_counters
+    from mlms.tracer.ncu import CounterRun
+
+    models = model_events(capture, {"mlms.batch_size": capture["meta"]["batch_size"]})
+    counters = CounterRun(
+        rows=parse_ncu_csv(capture["ncu_csv"]), latency_ns=0, wall_seconds=0.0, metrics=[]
+    )
+    cupti = with_counters(cupti_events(capture), models, counters, Peaks(**capture["peaks"]))
+    records = traced_run(2, TraceLevel.FULL, models, layer_events(capture), cupti)
+    peaks = {f"peaks.{key}": value for key, value in capture["peaks"].items()}
+    counters_span = dataclasses.replace(
+        records[0],
+        span_id="c" * 16,
+        name="counters (ncu)",
+        kind="counters",
+        level=TraceLevel.HARDWARE,
+        attributes=peaks,
+    )
+    return [*records, counters_span]

@@ -10,7 +10,6 @@ over span records (containment and correlation ids recomputed, not read from par
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 
 import pandas as pd
@@ -29,11 +28,9 @@ from mlms.analysis.kernels import (
 from mlms.analysis.layers import layer_table
 from mlms.store.local import LocalStore
 from mlms.tracer.archive import read_table, write_spans
-from mlms.tracer.counters import Peaks, parse_ncu_csv
-from mlms.tracer.gpu_run import with_counters
+from mlms.tracer.counters import parse_ncu_csv
 from mlms.tracer.join import layer_gpu
 from mlms.tracer.levels import TraceLevel
-from mlms.tracer.ncu import CounterRun
 from tests import gpu_capture
 
 PREDICTS, LAUNCHES = 3, 114
@@ -47,26 +44,8 @@ def capture() -> dict:
 @pytest.fixture(scope="module")
 def spans(capture, tmp_path_factory):
     """The fixture's predicts as the archived spans of a full run (run 2, after a model run)."""
-    models = gpu_capture.model_events(capture, {"mlms.batch_size": capture["meta"]["batch_size"]})
     rows = parse_ncu_csv(capture["ncu_csv"])
-    counters = CounterRun(rows=rows, latency_ns=0, wall_seconds=0.0, metrics=[])
-    cupti = with_counters(
-        gpu_capture.cupti_events(capture), models, counters, Peaks(**capture["peaks"])
-    )
-    layers = gpu_capture.layer_events(capture)
-    records = gpu_capture.traced_run(2, TraceLevel.FULL, models, layers, cupti)
-    # The span a full run leaves beside its counters, with the peaks they were placed on.
-    peaks = {f"peaks.{key}": value for key, value in capture["peaks"].items()}
-    records.append(
-        dataclasses.replace(
-            records[0],
-            span_id="c" * 16,
-            name="counters (ncu)",
-            kind="counters",
-            level=TraceLevel.HARDWARE,
-            attributes=peaks,
-        )
-    )
+    records = gpu_capture.full_run(capture)
     store = LocalStore(tmp_path_factory.mktemp("store"))
     write_spans(store, "trace", records)
     return Spans(read_table(store, "trace")), rows, records

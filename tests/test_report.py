@@ -13,7 +13,6 @@ the top of that report there (the README's picture).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import io
 import os
 import re
@@ -48,10 +47,7 @@ from mlms.registry.hardware import GpuInfo
 from mlms.report import build_report
 from mlms.report.html import table
 from mlms.tracer.archive import write_spans
-from mlms.tracer.counters import Peaks, parse_ncu_csv
-from mlms.tracer.gpu_run import with_counters
 from mlms.tracer.levels import TraceLevel
-from mlms.tracer.ncu import CounterRun
 from tests import gpu_capture
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -104,22 +100,7 @@ def gpu_record(store, cpu_records) -> EvaluationRecord:
     it has no model-level run (no leveled overheads) and no predictions."""
     capture = gpu_capture.load()
     batch_size = capture["meta"]["batch_size"]
-    models = gpu_capture.model_events(capture, {"mlms.batch_size": batch_size})
-    counters = CounterRun(
-        rows=parse_ncu_csv(capture["ncu_csv"]), latency_ns=0, wall_seconds=0.0, metrics=[]
-    )
-    cupti = with_counters(
-        gpu_capture.cupti_events(capture), models, counters, Peaks(**capture["peaks"])
-    )
-    spans = gpu_capture.traced_run(
-        2, TraceLevel.FULL, models, gpu_capture.layer_events(capture), cupti
-    )
-    peaks = {f"peaks.{key}": value for key, value in capture["peaks"].items()}
-    spans.append(
-        dataclasses.replace(
-            spans[0], span_id="c" * 16, name="counters (ncu)", kind="counters", attributes=peaks
-        )
-    )
+    spans = gpu_capture.full_run(capture)
     trace_id = spans[0].trace_id
     write_spans(store, trace_id, spans)
     durations = [m["end_ns"] - m["start_ns"] for m in capture["models"]]

@@ -42,19 +42,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mlms.analysis.kineto_events import EventParts, TraceText, file_system
-from mlms.analysis.kineto_nesting import span_links
+from mlms.analysis.kineto_nesting import API, APPLICATION, FRAMEWORK, HARDWARE, MODEL, span_links
 from mlms.errors import InvalidArgument
 from mlms.tracer.archive import DICTIONARY_COLUMNS, SCHEMA
 from mlms.tracer.layer_kinds import normalise_kind
-from mlms.tracer.levels import TraceLevel
 
-APPLICATION, MODEL, FRAMEWORK, API, HARDWARE = (
-    int(TraceLevel.APPLICATION),
-    int(TraceLevel.MODEL),
-    int(TraceLevel.FRAMEWORK),
-    int(TraceLevel.SYSTEM_LIBRARY),
-    int(TraceLevel.HARDWARE),
-)
 CATEGORIES = (
     "user_annotation",
     "cpu_op",
