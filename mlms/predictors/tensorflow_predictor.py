@@ -123,17 +123,20 @@ class TensorFlowPredictor(Predictor):
                 f"{len(anchors)} predict calls"
             )
         events: list[TimedEvent] = []
+        # A node's layer slot is its place in the order nodes first ran, the same in every
+        # predict: independent ops run side by side on the inter-op threads and finish in a
+        # different order each time, so counting by start time would shuffle the slots.
+        slots: dict[str, int] = {}
         position = 0
         for mark, where in zip(marks, anchors, strict=True):
             offset_ns = where.start_ns - mark.start_ns
-            index = 0
             while position < len(nodes) and nodes[position].start_ns <= mark.end_ns:
                 node = nodes[position]
                 position += 1
                 if node.start_ns < mark.start_ns:
                     continue
+                index = slots.setdefault(node.name, len(slots))
                 events.append(self._timed(node, index, offset_ns, where.thread))
-                index += 1
         return events
 
     def _timed(self, node: HostEvent, index: int, offset_ns: int, thread: int) -> TimedEvent:
