@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -83,3 +85,30 @@ def test_framework_constraints_ignore_local_build_labels() -> None:
     assert constraint.admits("2.14.1+cu130")
     assert not constraint.admits("1.13.0")
     assert not constraint.admits("not-a-version")
+
+
+_DIGITS_WEIGHTS = (
+    "import hashlib{tf}; from mlms.zoo.architectures import build; "
+    "state = build('digits_cnn', 0).state_dict(); "
+    "print(hashlib.sha256(b''.join(state[k].numpy().tobytes() for k in sorted(state)))"
+    ".hexdigest())"
+)
+
+
+def test_digits_trains_the_same_with_tensorflow_imported_first() -> None:
+    """With TensorFlow imported first, building torch's Adam optimizer crashes the process
+    (a segfault); the digits CNN trains in a process of its own, so the asset builds whatever
+    a process loaded before, and its weights are the same."""
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", _DIGITS_WEIGHTS.format(tf=tf)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        for tf in ("; import tensorflow", "")
+    ]
+    for run in runs:
+        assert run.returncode == 0, run.stderr[-2000:]
+    digests = [run.stdout.strip().splitlines()[-1] for run in runs]
+    assert digests[0] == digests[1] and len(digests[0]) == 64
