@@ -23,9 +23,9 @@ from mlms.analysis.kernels import (
     layer_kernels,
     peaks_of,
     roofline,
-    short_kernel_name,
 )
 from mlms.analysis.layers import layer_table
+from mlms.analysis.names import short_kernel_name
 from mlms.store.local import LocalStore
 from mlms.tracer.archive import read_table, write_spans
 from mlms.tracer.counters import parse_ncu_csv

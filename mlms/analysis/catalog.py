@@ -15,7 +15,6 @@ from mlms.analysis.engine import Spans
 from mlms.errors import InvalidArgument
 from mlms.evaluation.records import load_record
 from mlms.store.base import ObjectStore
-from mlms.tracer.archive import local_archive
 
 
 @dataclass(frozen=True)
@@ -74,8 +73,7 @@ def analyze_stored(
         )
     for name in names:
         known(name)
-    paths = [local_archive(store, r.trace_id) for r in records if r.trace_id]
-    spans = Spans.from_parquet(paths)
+    spans = Spans.from_store(store, [r.trace_id for r in records if r.trace_id])
     return {name: analyze(spans, name, top) for name in names}
 
 

@@ -57,7 +57,7 @@ import pyarrow.parquet as pq
 
 from mlms.analysis.names import short_kernel_name
 from mlms.store.base import ObjectStore
-from mlms.tracer.archive import SCHEMA, TYPED_COLUMNS, read_table, upgrade
+from mlms.tracer.archive import SCHEMA, TYPED_COLUMNS, local_archive, upgrade
 from mlms.tracer.levels import TraceLevel
 
 FRAMEWORK, MODEL, API, HARDWARE = (
@@ -211,7 +211,7 @@ class Spans:
 
     @classmethod
     def from_store(cls, store: ObjectStore, trace_ids: Sequence[str]) -> Spans:
-        return cls.from_tables(read_table(store, trace_id) for trace_id in trace_ids)
+        return cls.from_parquet([local_archive(store, trace_id) for trace_id in trace_ids])
 
     def __len__(self) -> int:
         return int(self.scalar("SELECT count(*) FROM spans"))

@@ -10,37 +10,17 @@ by their full name, so two template instances stay apart.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import pandas as pd
 
 from mlms.analysis.engine import Spans
-from mlms.analysis.names import short_kernel_name
-
-__all__ = [
-    "Peaks",
-    "kernel_breakdown",
-    "kernel_table",
-    "layer_kernels",
-    "peaks_of",
-    "roofline",
-    "short_kernel_name",
-]
+from mlms.tracer.counters import Peaks
 
 _PREDICTS = """
     per_predict AS (
         SELECT trace_id, batch_size, count(*) AS predicts FROM predicts
         GROUP BY trace_id, batch_size
     )"""
-
-
-@dataclass(frozen=True)
-class Peaks:
-    """The measured ceilings of the GPU a trace ran on (FLOP/s, bytes/s)."""
-
-    flops_fp32: float
-    flops_tensor: float
-    dram_bytes_per_s: float
 
 
 def peaks_of(spans: Spans, trace_id: str | None = None) -> Peaks | None:
@@ -55,9 +35,9 @@ def peaks_of(spans: Spans, trace_id: str | None = None) -> Peaks | None:
     values = json.loads(raw)
     try:
         return Peaks(
-            values["peaks.flops_fp32"],
-            values["peaks.flops_tensor"],
-            values["peaks.dram_bytes_per_s"],
+            flops_fp32=values["peaks.flops_fp32"],
+            flops_tensor=values["peaks.flops_tensor"],
+            dram_bytes_per_s=values["peaks.dram_bytes_per_s"],
         )
     except KeyError:
         return None

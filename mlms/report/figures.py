@@ -12,7 +12,7 @@ import plotly.colors
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from mlms.analysis.kernels import Peaks
+from mlms.tracer.counters import Peaks
 from mlms.tracer.levels import TraceLevel
 
 _LAYOUT = {
