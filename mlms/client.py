@@ -14,6 +14,7 @@ from typing import Protocol
 import pandas as pd
 import pyarrow as pa
 
+from mlms.bounds.record import BoundRecord, BoundRequest
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.runner import ProgressCallback
 from mlms.server.jobs import Job
@@ -56,6 +57,14 @@ class Client(Protocol):
         """Named analyses (``mlms.analysis.catalog``) over the evaluations' traces, computed
         where the store is: analysis name -> table."""
         ...
+
+    def bound(
+        self, request: BoundRequest, progress: ProgressCallback | None = None
+    ) -> BoundRecord:
+        """Benanza's lower bounds and what-ifs for a model on a device (``mlms.bounds``)."""
+        ...
+
+    def list_bounds(self) -> list[BoundRecord]: ...
 
 
 class EmbeddedClient:
@@ -108,6 +117,18 @@ class EmbeddedClient:
         from mlms.analysis.catalog import analyze_stored
 
         return analyze_stored(self.store, evaluation_ids, analyses, top)
+
+    def bound(
+        self, request: BoundRequest, progress: ProgressCallback | None = None
+    ) -> BoundRecord:
+        from mlms.bounds.run import bound
+
+        return bound(request, store=self.store, progress=progress)
+
+    def list_bounds(self) -> list[BoundRecord]:
+        from mlms.bounds.record import list_bounds
+
+        return list_bounds(self.store)
 
 
 def remote_client(server: str) -> Client:

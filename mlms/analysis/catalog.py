@@ -33,6 +33,7 @@ ANALYSES: dict[str, Analysis] = {
     "kernel_table": Analysis(kernels.kernel_table),
     "kernel_breakdown": Analysis(kernels.kernel_breakdown, ranks=True),
     "layer_kernels": Analysis(kernels.layer_kernels),
+    "predict_kernel_time": Analysis(kernels.predict_kernel_time),
     "roofline_kernel": Analysis(lambda spans: kernels.roofline(spans, "kernel")),
     "roofline_layer": Analysis(lambda spans: kernels.roofline(spans, "layer")),
     "roofline_model": Analysis(lambda spans: kernels.roofline(spans, "model")),

@@ -187,3 +187,23 @@ def roofline(spans: Spans, at: str) -> pd.DataFrame:
         ORDER BY "gpu (us)" DESC
         """
     )
+
+
+def predict_kernel_time(spans: Spans) -> pd.DataFrame:
+    """How much of a predict is kernel time? Per trace and batch size, the median over predicts
+    of the kernel time inside each predict (the GPU's busy time, overlaps counted twice)."""
+    return spans.frame(
+        """
+        WITH per_predict AS (
+            SELECT p.trace_id, p.batch_size, p.span_id, p.duration_ns,
+                   sum(g.end_ns - g.start_ns) AS kernel_ns
+            FROM predicts p JOIN gpu g
+              ON g.trace_id = p.trace_id AND g.kind = 'kernel'
+             AND g.start_ns >= p.start_ns AND g.end_ns <= p.end_ns
+            GROUP BY p.trace_id, p.batch_size, p.span_id, p.duration_ns
+        )
+        SELECT trace_id, batch_size, median(kernel_ns) / 1e6 AS "kernel (ms)",
+               median(duration_ns) / 1e6 AS "predict (ms)", count(*) AS predicts
+        FROM per_predict GROUP BY trace_id, batch_size ORDER BY trace_id, batch_size
+        """
+    )

@@ -12,6 +12,7 @@ from mlms.cli.agent import agent, server
 from mlms.cli.agents import agents
 from mlms.cli.analyze import analyze
 from mlms.cli.assets import assets
+from mlms.cli.bound import bound
 from mlms.cli.compare import compare
 from mlms.cli.evaluate import evaluate
 from mlms.cli.import_trace import import_trace
@@ -31,6 +32,7 @@ cli.add_command(evaluate)
 cli.add_command(models)
 cli.add_command(evals)
 cli.add_command(analyze)
+cli.add_command(bound)
 cli.add_command(compare)
 cli.add_command(trace)
 cli.add_command(agent)

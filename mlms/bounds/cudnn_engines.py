@@ -1,0 +1,110 @@
+"""Every cuDNN engine for one convolution (optionally fused with bias and an activation),
+through NVIDIA's cuDNN frontend (``nvidia-cudnn-frontend``, imported as ``cudnn``).
+
+torch calls cuDNN with the plan its heuristic ranks first (``torch.backends.cudnn.benchmark``
+off, the default) and exposes no way to run another; the frontend builds the same operation
+graph and lists every engine configuration cuDNN's heuristics and fallback list offer, each of
+which can be run. The first plan of heuristic mode A is what the heuristic would choose.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mlms.errors import UnsupportedFramework
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    run: Callable[[], None]
+    heuristic_rank: int  # 0: the heuristic's first choice
+
+
+def available() -> bool:
+    try:
+        import cudnn  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def conv_engines(
+    torch: Any,
+    x: Any,
+    w: Any,
+    *,
+    padding: list[int],
+    stride: list[int],
+    dilation: list[int],
+    precision: str,
+    bias: Any = None,
+    activation: str = "none",
+) -> list[Engine]:
+    """Runnable engines for ``conv(x, w) (+ bias) (+ activation)`` on ``x``'s device at
+    ``precision`` (fp32: no tensor cores; tf32; fp16; bf16). Empty when cuDNN supports none."""
+    try:
+        import cudnn
+    except ImportError as exc:
+        raise UnsupportedFramework(
+            "the cuDNN engine search needs NVIDIA's cuDNN frontend: pip install "
+            "nvidia-cudnn-frontend"
+        ) from exc
+    handle = cudnn.create_handle()
+    cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
+    io_type = {
+        "fp32": cudnn.data_type.FLOAT,
+        "tf32": cudnn.data_type.FLOAT,
+        "fp16": cudnn.data_type.HALF,
+        "bf16": cudnn.data_type.BFLOAT16,
+    }[precision]
+    graph = cudnn.pygraph(
+        io_data_type=io_type,
+        intermediate_data_type=cudnn.data_type.FLOAT,
+        compute_data_type=cudnn.data_type.FLOAT,
+        handle=handle,
+    )
+    X, W = graph.tensor_like(x), graph.tensor_like(w)
+    Y = graph.conv_fprop(image=X, weight=W, padding=padding, stride=stride, dilation=dilation)
+    tensors = {X: x, W: w}
+    if bias is not None:
+        B = graph.tensor_like(bias.reshape(1, -1, 1, 1))
+        Y = graph.bias(input=Y, bias=B)
+        tensors[B] = bias.reshape(1, -1, 1, 1)
+    if activation == "relu":
+        Y = graph.relu(input=Y)
+    elif activation == "relu6":
+        Y = graph.relu(input=Y, lower_clip=0.0, upper_clip=6.0)
+    Y.set_output(True).set_data_type(io_type)
+    graph.validate()
+    graph.build_operation_graph()
+    graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+    if precision == "fp32":
+        graph.deselect_numeric_notes([cudnn.numerical_note.TENSOR_CORE])
+    try:
+        graph.check_support()
+        graph.build_plans(cudnn.build_plan_policy.ALL)
+    except Exception:  # cuDNN declines configurations it has no engine for
+        return []
+    out = torch.empty(list(Y.get_dim()), dtype=x.dtype, device=x.device)
+    tensors[Y] = out.as_strided(list(Y.get_dim()), list(Y.get_stride()))
+    engines: list[Engine] = []
+    seen: set[str] = set()
+    for index in range(graph.get_execution_plan_count()):
+        try:
+            name = graph.get_plan_name_at_index(index)
+            size = graph.get_workspace_size_plan_at_index(index)
+        except Exception:  # a plan that did not build
+            continue
+        if name in seen:
+            continue
+        seen.add(name)
+        workspace = torch.empty(max(size, 1), dtype=torch.uint8, device=x.device)
+
+        def run(index: int = index, workspace: Any = workspace) -> None:
+            graph.execute_plan_at_index(tensors, workspace, index, handle=handle)
+
+        engines.append(Engine(name=name, run=run, heuristic_rank=index))
+    return engines

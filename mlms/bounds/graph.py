@@ -1,0 +1,252 @@
+"""A model's layer graph with shapes: what Benanza's model processor reads from a network.
+
+The torch network is traced with ``torch.fx`` (the graph and its edges) and its shapes are
+propagated with fake tensors (``FakeTensorProp``: no memory, no compute, so batch 256 costs the
+same as batch 1). Every node that runs an operator becomes a ``Layer`` with its operator, the
+shapes and dtypes of its tensor inputs, its output shape and the attributes that change its
+cost. Layers are named the way the framework-level trace names them (a leaf module's path, an
+operator outside every leaf as ``<module path>/<function>``), so a bound can be set beside the
+layer it bounds in a measured evaluation.
+
+A layer's ``config`` is everything its cost depends on and nothing else, so two layers (of one
+model or of two) with equal configs share one benchmark.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from mlms.tracer.layer_kinds import normalise_kind
+
+#: Kinds that move no data on a contiguous tensor (a view) or do nothing at inference.
+FREE_KINDS = frozenset({"reshape", "dropout"})
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str  # as in the framework-level trace
+    node: str  # the fx node's unique name (the graph's key)
+    kind: str  # the shared layer-type vocabulary (mlms.tracer.layer_kinds)
+    op: str  # the module class or the function
+    input_shapes: tuple[tuple[int, ...], ...]
+    output_shape: tuple[int, ...]
+    dtype: str
+    attributes: tuple[tuple[str, Any], ...] = ()  # what else changes the cost (sorted)
+
+    @property
+    def config(self) -> str:
+        """A stable key of what the layer computes: op, attributes, shapes and dtype."""
+        text = json.dumps(
+            [self.op, self.attributes, self.input_shapes, self.dtype], default=str, sort_keys=True
+        )
+        return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+    @property
+    def free(self) -> bool:
+        return self.kind in FREE_KINDS
+
+    def attribute(self, key: str, default: Any = None) -> Any:
+        return dict(self.attributes).get(key, default)
+
+
+@dataclass
+class LayerGraph:
+    model: str
+    batch_size: int
+    layers: list[Layer]  # in execution order
+    edges: list[tuple[str, str]]  # (producer node, consumer node)
+    traced: Any = field(default=None, repr=False)  # the torch.fx GraphModule, to run layers
+    _by_node: dict[str, Layer] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self._by_node = {layer.node: layer for layer in self.layers}
+
+    def layer(self, node: str) -> Layer:
+        return self._by_node[node]
+
+    def consumers(self, node: str) -> list[str]:
+        return [b for a, b in self.edges if a == node]
+
+    def configs(self) -> dict[str, Layer]:
+        """One layer per distinct config (the first in execution order)."""
+        distinct: dict[str, Layer] = {}
+        for layer in self.layers:
+            if not layer.free:
+                distinct.setdefault(layer.config, layer)
+        return distinct
+
+    def dag(self, weights: dict[str, float]) -> nx.DiGraph:
+        graph = nx.DiGraph()
+        for layer in self.layers:
+            graph.add_node(layer.node, weight=weights.get(layer.node, 0.0))
+        graph.add_edges_from(self.edges)
+        return graph
+
+    def critical_path(self, weights: dict[str, float]) -> tuple[float, list[str]]:
+        """The heaviest path through the graph, each layer weighing ``weights[node]``: what
+        the layers take when every independent layer runs in parallel."""
+        graph = self.dag(weights)
+        # networkx weighs edges; a node's weight is carried by the edges leaving it and a
+        # virtual sink, so the heaviest path's edge sum is its layers' sum.
+        sink = "\0sink"
+        graph.add_node(sink, weight=0.0)
+        for node in list(graph.nodes):
+            if node != sink and graph.out_degree(node) == 0:
+                graph.add_edge(node, sink)
+        for a, b in graph.edges:
+            graph.edges[a, b]["cost"] = graph.nodes[a]["weight"]
+        path = nx.dag_longest_path(graph, weight="cost", default_weight=0.0)
+        path = [node for node in path if node != sink]
+        return sum(weights.get(node, 0.0) for node in path), path
+
+    def isolate(self, layer: Layer, device: str, dtype: Any = None) -> Callable[[], Any]:
+        """A call that runs ``layer`` alone on ``device``, on fresh random inputs of its
+        shapes (floating point ones in ``dtype`` when given) and a copy of its module."""
+        import torch
+
+        node = next(n for n in self.traced.graph.nodes if n.name == layer.node)
+
+        def value(arg: Any) -> Any:
+            meta = arg.meta.get("val")
+            if not _is_tensor(meta):
+                return meta
+            floating = meta.dtype.is_floating_point
+            return torch.rand(
+                tuple(meta.shape),
+                dtype=(dtype or meta.dtype) if floating else meta.dtype,
+                device=device,
+            )
+
+        args = torch.fx.node.map_arg(node.args, value)
+        kwargs = torch.fx.node.map_arg(node.kwargs, value)
+        if node.op == "call_module":
+            module = copy.deepcopy(self.traced.get_submodule(node.target)).to(device)
+            if dtype is not None:
+                module = module.to(dtype)
+            return lambda: module(*args, **kwargs)
+        if node.op == "call_method":
+            return lambda: getattr(args[0], node.target)(*args[1:], **kwargs)
+        return lambda: node.target(*args, **kwargs)
+
+
+def layer_graph(module: Any, input_shape: tuple[int, ...], model: str = "") -> LayerGraph:
+    """The layer graph of a torch module for one float32 input of ``input_shape`` (with the
+    batch axis first)."""
+    import torch
+    import torch.fx
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
+
+    traced = torch.fx.symbolic_trace(module)
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    FakeTensorProp(traced, mode).propagate(mode.from_tensor(torch.empty(input_shape)))
+    layers: list[Layer] = []
+    edges: list[tuple[str, str]] = []
+    # An op that is not a layer (getattr, getitem) passes its inputs' producers on.
+    producers: dict[str, set[str]] = {}
+    seen: Counter[str] = Counter()
+    for node in traced.graph.nodes:
+        inputs = set().union(*(producers.get(arg.name, set()) for arg in _node_args(node)))
+        if node.op not in ("call_module", "call_function", "call_method") or not _is_tensor(
+            node.meta.get("val")
+        ):
+            producers[node.name] = inputs
+            continue
+        layer = _layer(traced, node, seen)
+        layers.append(layer)
+        edges.extend((source, node.name) for source in sorted(inputs))
+        producers[node.name] = {node.name}
+    return LayerGraph(
+        model=model,
+        batch_size=input_shape[0],
+        layers=layers,
+        edges=sorted(set(edges)),
+        traced=traced,
+    )
+
+
+def _layer(traced: Any, node: Any, seen: Counter[str]) -> Layer:
+    tensors = [arg.meta["val"] for arg in _node_args(node) if _is_tensor(arg.meta.get("val"))]
+    if node.op == "call_module":
+        submodule = traced.get_submodule(node.target)
+        op, name = type(submodule).__name__, str(node.target)
+        attributes = _module_attributes(submodule)
+        # A module's parameters are inputs of its operator: their shapes are part of its cost.
+        shapes = [tuple(t.shape) for t in tensors] + [
+            tuple(p.shape) for p in submodule.parameters(recurse=False)
+        ]
+    else:
+        op = node.target if isinstance(node.target, str) else node.target.__name__
+        stack = node.meta.get("nn_module_stack") or {}
+        owner = next(reversed(stack.values()))[0] if stack else ""
+        name = f"{owner}/{op}" if owner else op
+        attributes = tuple(
+            sorted(
+                (f"arg{i}", _plain(a)) for i, a in enumerate(node.args) if not hasattr(a, "meta")
+            )
+            + sorted((k, _plain(v)) for k, v in node.kwargs.items() if not hasattr(v, "meta"))
+        )
+        shapes = [tuple(t.shape) for t in tensors]
+    seen[name] += 1
+    output = node.meta["val"]
+    return Layer(
+        name=name,
+        node=node.name,
+        kind=normalise_kind(op),
+        op=op,
+        input_shapes=tuple(tuple(int(d) for d in s) for s in shapes),
+        output_shape=tuple(int(d) for d in output.shape),
+        dtype=str(output.dtype).removeprefix("torch."),
+        attributes=attributes,
+    )
+
+
+def _module_attributes(module: Any) -> tuple[tuple[str, Any], ...]:
+    """The constructor arguments that change what a module computes (``extra_repr``'s)."""
+    keys = (
+        "in_channels", "out_channels", "kernel_size", "stride", "padding", "dilation", "groups",
+        "padding_mode", "in_features", "out_features", "output_size", "ceil_mode",
+        "count_include_pad", "eps", "min_val", "max_val", "negative_slope", "dim",
+        "start_dim", "end_dim",
+    )  # fmt: skip
+    values = {key: _plain(getattr(module, key)) for key in keys if hasattr(module, key)}
+    if hasattr(module, "bias"):
+        values["bias"] = module.bias is not None
+    return tuple(sorted(values.items()))
+
+
+def _node_args(node: Any) -> Iterator[Any]:
+    yield from _flat_nodes((node.args, node.kwargs))
+
+
+def _flat_nodes(value: Any) -> Iterator[Any]:
+    import torch.fx
+
+    if isinstance(value, torch.fx.Node):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _flat_nodes(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _flat_nodes(item)
+
+
+def _is_tensor(value: Any) -> bool:
+    return hasattr(value, "shape") and hasattr(value, "dtype")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        return value
+    return str(value)

@@ -1,0 +1,328 @@
+"""Benanza's benchmark generator: each distinct layer configuration run alone, many times, in
+every implementation the libraries offer, on the target device.
+
+Implementations ("variants") of a layer at a precision:
+
+``torch``
+    the framework's own call (for a convolution: cuDNN with the plan torch's heuristic picks;
+    for a linear layer: cuBLASLt; on the CPU: oneDNN or ATen), with torch's math switches set
+    for the precision (fp32: no TF32; tf32: TF32 allowed).
+``cudnn:<engine>``
+    on a GPU, each cuDNN engine for the convolution (``mlms.bounds.cudnn_engines``).
+``fused:...``
+    a convolution fused with its bias and activation (batch norm folded into the bias): each
+    cuDNN engine of the fused graph on a GPU, oneDNN's fused convolution on the CPU.
+
+Convolutions and linear layers run at every requested precision (tensor cores: TF32, FP16,
+BF16); the other layers at fp32, the precision the framework runs them at. Everything here
+runs in a process of its own (``run_in_child``): the GPU timer starts torch.profiler, whose
+CUPTI session must not meet the evaluation's own collector in one process.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mlms.bounds.fusion import fused_key
+from mlms.bounds.graph import Layer, LayerGraph, layer_graph
+from mlms.bounds.timing import Timed, time_cpu, time_gpu
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+#: Layer kinds whose libraries have tensor-core paths: these run at every precision.
+TENSOR_CORE_KINDS = frozenset({"conv", "gemm"})
+#: Activations a fused convolution can end with (the shared vocabulary's names).
+FUSABLE_ACTIVATIONS = {"ReLU": "relu", "relu": "relu", "ReLU6": "relu6", "none": "none"}
+
+
+class Timing(BaseModel):
+    variant: str
+    precision: str
+    median_ms: float
+    min_ms: float
+    repeats: int
+
+
+class LayerBench(BaseModel):
+    """The perfdb entry of one layer configuration on one device and library stack."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key: str
+    op: str
+    kind: str
+    input_shapes: list[list[int]]
+    attributes: list[Any]
+    device: str
+    libraries: dict[str, str]
+    timings: list[Timing]
+    #: The engine cuDNN's heuristic ranks first, per precision (convolutions on a GPU).
+    heuristic_engines: dict[str, str] = Field(default_factory=dict)
+
+    def fastest(self, precisions: set[str]) -> Timing | None:
+        timings = [t for t in self.timings if t.precision in precisions]
+        return min(timings, key=lambda t: t.median_ms) if timings else None
+
+    def framework(self, precision: str) -> Timing | None:
+        return next(
+            (t for t in self.timings if t.variant == "torch" and t.precision == precision), None
+        )
+
+
+class FusedConv(BaseModel):
+    """A convolution with what follows it folded in: batch norm (into the bias) and an
+    activation."""
+
+    model_config = ConfigDict(frozen=True)
+
+    conv_node: str
+    activation: str  # relu, relu6 or none
+
+    def key(self, conv: Layer) -> str:
+        return fused_key(conv, self.activation)
+
+
+class BenchTask(BaseModel):
+    """What a child process benchmarks: the configs of one model at one batch size."""
+
+    model: str
+    input_shape: list[int]
+    device: str
+    precisions: list[str]
+    repeats: int
+    keys: list[str]  # layer configs to run
+    fused: list[FusedConv] = Field(default_factory=list)
+
+
+def run_in_child(task: BenchTask) -> list[LayerBench]:
+    """``benchmark(task)`` in a fresh spawned process (see the module docstring)."""
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
+        return [LayerBench.model_validate(b) for b in pool.submit(_benchmark_dicts, task).result()]
+
+
+def _benchmark_dicts(task: BenchTask) -> list[dict[str, Any]]:
+    return [bench.model_dump() for bench in benchmark(task)]
+
+
+def benchmark(task: BenchTask) -> list[LayerBench]:
+    import torch
+
+    from mlms.predictors.torch_predictor import architecture_of
+    from mlms.zoo.catalog import get_model
+
+    torch.manual_seed(0)
+    network = architecture_of(get_model(task.model)).eval()
+    graph = layer_graph(network, tuple(task.input_shape))
+    if task.device.startswith("cuda"):
+        torch.cuda.set_device(torch.device(task.device))
+    with torch.inference_mode():
+        # One predict first leaves the process as a model run does: on the CPU, glibc's
+        # allocator then serves a layer's output from the heap (its mmap threshold has grown
+        # past it) instead of mapping fresh pages on every call, which tripled a 3 MB conv.
+        network.to(task.device)(torch.rand(task.input_shape, device=task.device))
+        network.cpu()
+    stack = library_stack(torch, task.device)
+    device_name = device_label(torch, task.device)
+    wanted = set(task.keys)
+    results: list[LayerBench] = []
+    with torch.inference_mode():
+        for key, layer in graph.configs().items():
+            if key not in wanted:
+                continue
+            jobs, heuristics = _variants(torch, graph, layer, task)
+            results.append(
+                _entry(key, layer, device_name, stack, _timed(torch, jobs, task), heuristics)
+            )
+        for fused in task.fused:
+            conv = graph.layer(fused.conv_node)
+            jobs, heuristics = _fused_variants(torch, graph, conv, fused.activation, task)
+            results.append(
+                _entry(
+                    fused.key(conv),
+                    conv,
+                    device_name,
+                    stack,
+                    _timed(torch, jobs, task),
+                    heuristics,
+                    op=f"{conv.op}+bias+{fused.activation}",
+                )
+            )
+    return results
+
+
+Job = tuple[str, str]  # (variant, precision)
+
+
+def _timed(torch: Any, jobs: dict[Job, Callable[[], Any]], task: BenchTask) -> dict[Job, Timed]:
+    labelled = {f"{variant}|{precision}": call for (variant, precision), call in jobs.items()}
+    if task.device.startswith("cuda"):
+        timed = time_gpu(torch, labelled, task.repeats)
+    else:
+        timed = time_cpu(labelled, task.repeats)
+    return {tuple(label.split("|", 1)): value for label, value in timed.items()}  # type: ignore[misc]
+
+
+def _entry(
+    key: str,
+    layer: Layer,
+    device: str,
+    stack: dict[str, str],
+    timed: dict[Job, Timed],
+    heuristics: dict[str, str],
+    op: str | None = None,
+) -> LayerBench:
+    return LayerBench(
+        key=key,
+        op=op or layer.op,
+        kind=layer.kind,
+        input_shapes=[list(s) for s in layer.input_shapes],
+        attributes=[list(a) for a in layer.attributes],
+        device=device,
+        libraries=stack,
+        timings=[
+            Timing(
+                variant=variant,
+                precision=precision,
+                median_ms=round(t.median_ms, 6),
+                min_ms=round(t.min_ms, 6),
+                repeats=t.repeats,
+            )
+            for (variant, precision), t in sorted(timed.items())
+        ],
+        heuristic_engines=heuristics,
+    )
+
+
+def _precisions(layer: Layer, task: BenchTask) -> list[str]:
+    if layer.kind in TENSOR_CORE_KINDS:
+        return list(task.precisions)
+    return ["fp32"]
+
+
+def _dtype(torch: Any, precision: str) -> Any:
+    return {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision, torch.float32)
+
+
+def _math(torch: Any, precision: str, call: Callable[[], Any]) -> Callable[[], Any]:
+    """``call`` with torch's TF32 switches set for ``precision`` on every call."""
+    tf32 = precision == "tf32"
+
+    def run() -> Any:
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        return call()
+
+    return run
+
+
+def _variants(
+    torch: Any, graph: LayerGraph, layer: Layer, task: BenchTask
+) -> tuple[dict[Job, Callable[[], Any]], dict[str, str]]:
+    jobs: dict[Job, Callable[[], Any]] = {}
+    heuristics: dict[str, str] = {}
+    for precision in _precisions(layer, task):
+        call = graph.isolate(layer, task.device, _dtype(torch, precision))
+        jobs[("torch", precision)] = _math(torch, precision, call)
+        if layer.kind == "conv" and task.device.startswith("cuda"):
+            engines = _conv_engines(torch, layer, task.device, precision)
+            for engine in engines:
+                jobs[(f"cudnn:{engine.name}", precision)] = engine.run
+            if engines:
+                heuristics[precision] = min(engines, key=lambda e: e.heuristic_rank).name
+    return _working(jobs), heuristics
+
+
+def _fused_variants(
+    torch: Any, graph: LayerGraph, conv: Layer, activation: str, task: BenchTask
+) -> tuple[dict[Job, Callable[[], Any]], dict[str, str]]:
+    jobs: dict[Job, Callable[[], Any]] = {}
+    heuristics: dict[str, str] = {}
+    if task.device.startswith("cuda"):
+        for precision in task.precisions:
+            engines = _conv_engines(torch, conv, task.device, precision, activation)
+            for engine in engines:
+                jobs[(f"fused:cudnn:{engine.name}", precision)] = engine.run
+            if engines:
+                heuristics[precision] = min(engines, key=lambda e: e.heuristic_rank).name
+    else:
+        x, w, b = _conv_tensors(torch, conv, task.device, torch.float32)
+        attr, scalars = {"relu": ("relu", []), "relu6": ("hardtanh", [0.0, 6.0])}.get(
+            activation, ("none", [])
+        )
+        args = (
+            [int(p) for p in conv.attribute("padding")],
+            [int(s) for s in conv.attribute("stride")],
+            [int(d) for d in conv.attribute("dilation")],
+            int(conv.attribute("groups")),
+        )
+        pointwise = torch.ops.mkldnn._convolution_pointwise
+        jobs[("fused:onednn", "fp32")] = lambda: pointwise(x, w, b, *args, attr, scalars, "")
+    return _working(jobs), heuristics
+
+
+def _conv_tensors(torch: Any, conv: Layer, device: str, dtype: Any) -> tuple[Any, Any, Any]:
+    x_shape, w_shape = conv.input_shapes[0], conv.input_shapes[1]
+    x = torch.rand(x_shape, dtype=dtype, device=device)
+    w = torch.rand(w_shape, dtype=dtype, device=device)
+    b = torch.rand(w_shape[0], dtype=dtype, device=device)
+    return x, w, b
+
+
+def _conv_engines(
+    torch: Any, conv: Layer, device: str, precision: str, activation: str | None = None
+) -> list[Any]:
+    from mlms.bounds import cudnn_engines
+
+    x, w, b = _conv_tensors(torch, conv, device, _dtype(torch, precision))
+    return cudnn_engines.conv_engines(
+        torch,
+        x,
+        w,
+        padding=[int(p) for p in conv.attribute("padding")],
+        stride=[int(s) for s in conv.attribute("stride")],
+        dilation=[int(d) for d in conv.attribute("dilation")],
+        precision=precision,
+        bias=b if activation is not None else None,
+        activation=activation or "none",
+    )
+
+
+def _working(jobs: dict[Job, Callable[[], Any]]) -> dict[Job, Callable[[], Any]]:
+    """The jobs that run: an engine cuDNN built may still refuse at launch."""
+    working = {}
+    for job, call in jobs.items():
+        try:
+            call()
+        except Exception:  # a variant that cannot run is no variant
+            continue
+        working[job] = call
+    return working
+
+
+def library_stack(torch: Any, device: str) -> dict[str, str]:
+    """The versions a layer's time depends on (part of the perfdb key)."""
+    stack = {"torch": torch.__version__}
+    if device.startswith("cuda"):
+        stack |= {"cuda": str(torch.version.cuda), "cudnn": str(torch.backends.cudnn.version())}
+        try:
+            import cudnn
+
+            stack["cudnn_frontend"] = str(getattr(cudnn, "__version__", "unknown"))
+        except ImportError:
+            pass
+    else:
+        stack["threads"] = str(torch.get_num_threads())
+    return stack
+
+
+def device_label(torch: Any, device: str) -> str:
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_name(torch.device(device))
+    from mlms.registry.hardware import detect
+
+    return detect().cpu_brand

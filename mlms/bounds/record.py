@@ -1,0 +1,162 @@
+"""The bound request and record (stored as ``bounds/<id>.json``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from mlms.errors import StoreError, UnknownEvaluation
+from mlms.registry.hardware import HardwareInfo
+from mlms.store.base import ObjectStore
+
+PREFIX = "bounds/"
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
+
+
+class BoundRequest(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    #: The framework whose measured latency the bound is set against.
+    framework: str | None = None
+    hw: str = "cpu"
+    batch_sizes: list[int] = Field(default_factory=lambda: [1])
+    #: Precisions the layer benchmarks run convolutions and GEMMs at; None: every one the
+    #: device has (fp32 only on a CPU).
+    precisions: list[str] | None = None
+    #: Timed calls of each layer implementation.
+    repeats: int = Field(default=20, ge=3, le=10_000)
+    #: The measured evaluation's iterations and minimum time.
+    iterations: int = Field(default=20, ge=1)
+    min_seconds: float = Field(default=1.0, ge=0)
+
+    @field_validator("batch_sizes")
+    @classmethod
+    def _positive(cls, value: list[int]) -> list[int]:
+        if not value or any(b < 1 for b in value):
+            raise ValueError(f"batch sizes must be positive integers, got {value}")
+        return value
+
+    @field_validator("precisions")
+    @classmethod
+    def _known(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None:
+            unknown = [p for p in value if p not in PRECISIONS]
+            if unknown or not value:
+                raise ValueError(
+                    f"precision {', '.join(unknown) or '(none)'}: expected some of "
+                    f"{', '.join(PRECISIONS)}"
+                )
+        return value
+
+
+class LayerBound(BaseModel):
+    """One layer of the model at one batch size: its bound beside what was measured."""
+
+    name: str
+    node: str
+    kind: str
+    op: str
+    input_shapes: list[list[int]]
+    output_shape: list[int]
+    config: str
+    #: The framework's own implementation, alone, at the framework's precision.
+    framework_ms: float | None
+    #: The fastest implementation at the framework's precision: the layer's lower bound.
+    bound_ms: float
+    bound_variant: str
+    #: The fastest at any precision the benchmarks ran (tensor cores).
+    any_precision_ms: float
+    any_precision_variant: str
+    #: The layer's kernel time per predict in the evaluation (GPU), or its latency (CPU).
+    measured_ms: float | None = None
+    on_critical_path: bool = False
+
+
+class WhatIf(BaseModel):
+    """Latency now, and latency if one optimisation were made (Benanza's what-if analyses)."""
+
+    name: str
+    now_ms: float
+    if_ms: float
+    detail: str
+
+    @property
+    def speedup(self) -> float:
+        return self.now_ms / self.if_ms if self.if_ms > 0 else float("inf")
+
+
+class BatchBound(BaseModel):
+    batch_size: int
+    evaluation_id: str
+    #: The model-level latency of the evaluation (p50, no profiler attached).
+    measured_ms: float
+    #: Kernel time per predict in the evaluation's hardware-level run (GPU only).
+    kernel_ms: float | None
+    sequential_ms: float  # sum over layers of their bounds
+    parallel_ms: float  # the critical path through the layer graph, weighted by the bounds
+    what_ifs: list[WhatIf]
+    layers: list[LayerBound]
+
+    @property
+    def ratio(self) -> float:
+        """Benanza's ratio: sequential lower bound over measured latency (1 is optimal)."""
+        return self.sequential_ms / self.measured_ms
+
+    @property
+    def parallel_ratio(self) -> float:
+        return self.parallel_ms / self.measured_ms
+
+
+class BoundRecord(BaseModel):
+    id: str
+    created_at: datetime
+    request: BoundRequest
+    model: str
+    framework: str
+    framework_version: str
+    hardware: HardwareInfo
+    device: str
+    device_name: str
+    libraries: dict[str, str]
+    precisions: list[str]
+    #: The precision each layer kind runs at in the framework (what the bound is computed at).
+    framework_precisions: dict[str, str]
+    #: Layer configurations benchmarked now, and found in the perfdb.
+    benchmarked: int
+    cached: int
+    bench_seconds: float
+    batches: list[BatchBound]
+
+
+def save_bound(store: ObjectStore, record: BoundRecord) -> str:
+    key = f"{PREFIX}{record.id}.json"
+    store.put_bytes(key, record.model_dump_json(indent=1).encode())
+    return key
+
+
+def load_bound(store: ObjectStore, bound_id: str) -> BoundRecord:
+    """By full id or a unique prefix of one."""
+    key = f"{PREFIX}{bound_id}.json"
+    if not store.exists(key):
+        matches = [k for k in store.list(f"{PREFIX}{bound_id}") if k.endswith(".json")]
+        if len(matches) != 1:
+            found = "several bounds" if matches else "no bound"
+            raise UnknownEvaluation(
+                f"{found} with id {bound_id!r} in {store.url}; 'mlms bounds' lists them"
+            )
+        key = matches[0]
+    try:
+        return BoundRecord.model_validate_json(store.get_bytes(key))
+    except StoreError as exc:
+        raise UnknownEvaluation(f"no bound {bound_id!r} in {store.url}") from exc
+
+
+def list_bounds(store: ObjectStore) -> list[BoundRecord]:
+    records = [
+        BoundRecord.model_validate_json(store.get_bytes(key))
+        for key in store.list(PREFIX)
+        if key.endswith(".json")
+    ]
+    return sorted(records, key=lambda r: r.created_at)
