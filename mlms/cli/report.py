@@ -9,7 +9,6 @@ import click
 from mlms.cli.options import client_for, server_option, spans_for
 from mlms.cli.render import err
 from mlms.errors import InvalidArgument
-from mlms.report import build_report
 
 
 @click.command()
@@ -28,6 +27,8 @@ def report(evaluation_ids: tuple[str, ...], output: Path, server: str | None) ->
     several IDs, how they differ. The file needs no network (plotly.js is inside it)."""
     client = client_for(server)
     records = list({r.id: r for r in map(client.get_evaluation, evaluation_ids)}.values())
+    from mlms.report import build_report  # plotly loads only for this command
+
     page = build_report(records, spans_for(client, records))
     try:
         output.write_text(page, encoding="utf-8")
