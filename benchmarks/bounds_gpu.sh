@@ -13,7 +13,8 @@ if [ ! -f /tmp/site/.done ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site .whl-bound/*.whl && touch /tmp/site/.done || exit 1
 fi
-export PYTHONPATH=/tmp/site:$PWD MLMS_HOME=$PWD/.device-home PYTHONUNBUFFERED=1 KINETO_LOG_LEVEL=5
+export PYTHONPATH=/tmp/site:$PWD MLMS_HOME=$PWD/.device-home PYTHONUNBUFFERED=1 KINETO_LOG_LEVEL=5 \
+    MLMS_LOG_LEVEL=${MLMS_LOG_LEVEL:-info}
 {
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
     echo "cores: $(nproc)  python: $(python3 --version)  commit: $(git rev-parse --short HEAD 2>/dev/null)"

@@ -9,6 +9,7 @@ which can be run. The first plan of heuristic mode A is what the heuristic would
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -52,8 +53,62 @@ def conv_engines(
             "the cuDNN engine search needs NVIDIA's cuDNN frontend: pip install "
             "nvidia-cudnn-frontend"
         ) from exc
+    handle = _handle(cudnn, torch.cuda.current_stream().cuda_stream)
+    # Engines that compile their kernel at build time (runtime fusion) take seconds each to
+    # build; every precompiled engine is built, a compiled one only when cuDNN has no other.
+    for compiled in (False, True):
+        built = _built_graph(cudnn, handle, x, w, bias, activation, padding, stride, dilation,
+                             precision, compiled)  # fmt: skip
+        if built is not None:
+            break
+    else:
+        return []
+    graph, tensors, Y = built
+    out = torch.empty(list(Y.get_dim()), dtype=x.dtype, device=x.device)
+    tensors[Y] = out.as_strided(list(Y.get_dim()), list(Y.get_stride()))
+    engines: list[Engine] = []
+    seen: set[str] = set()
+    for index in range(graph.get_execution_plan_count()):
+        try:
+            name = graph.get_plan_name_at_index(index)
+            size = graph.get_workspace_size_plan_at_index(index)
+        except Exception:  # a plan that did not build
+            continue
+        if name in seen:
+            continue
+        seen.add(name)
+        workspace = torch.empty(max(size, 1), dtype=torch.uint8, device=x.device)
+
+        def run(index: int = index, workspace: Any = workspace) -> None:
+            graph.execute_plan_at_index(tensors, workspace, index, handle=handle)
+
+        engines.append(Engine(name=name, run=run, heuristic_rank=index))
+    return engines
+
+
+@functools.cache
+def _handle(cudnn: Any, stream: int) -> Any:
+    """One cuDNN handle per stream for the process (a handle costs milliseconds and memory)."""
     handle = cudnn.create_handle()
-    cudnn.set_stream(handle=handle, stream=torch.cuda.current_stream().cuda_stream)
+    cudnn.set_stream(handle=handle, stream=stream)
+    return handle
+
+
+def _built_graph(
+    cudnn: Any,
+    handle: Any,
+    x: Any,
+    w: Any,
+    bias: Any,
+    activation: str,
+    padding: list[int],
+    stride: list[int],
+    dilation: list[int],
+    precision: str,
+    compiled: bool,
+) -> tuple[Any, dict[Any, Any], Any] | None:
+    """The operation graph with its plans built: all precompiled engines, or (``compiled``)
+    the heuristic's first choice among all; None when none builds."""
     io_type = {
         "fp32": cudnn.data_type.FLOAT,
         "tf32": cudnn.data_type.FLOAT,
@@ -78,33 +133,17 @@ def conv_engines(
     elif activation == "relu6":
         Y = graph.relu(input=Y, lower_clip=0.0, upper_clip=6.0)
     Y.set_output(True).set_data_type(io_type)
-    graph.validate()
-    graph.build_operation_graph()
-    graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-    if precision == "fp32":
-        graph.deselect_numeric_notes([cudnn.numerical_note.TENSOR_CORE])
     try:
+        graph.validate()
+        graph.build_operation_graph()
+        graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
+        if precision == "fp32":
+            graph.deselect_numeric_notes([cudnn.numerical_note.TENSOR_CORE])
+        if not compiled:
+            graph.deselect_behavior_notes([cudnn.behavior_note.RUNTIME_COMPILATION])
         graph.check_support()
-        graph.build_plans(cudnn.build_plan_policy.ALL)
+        policy = cudnn.build_plan_policy
+        graph.build_plans(policy.HEURISTICS_CHOICE if compiled else policy.ALL)
     except Exception:  # cuDNN declines configurations it has no engine for
-        return []
-    out = torch.empty(list(Y.get_dim()), dtype=x.dtype, device=x.device)
-    tensors[Y] = out.as_strided(list(Y.get_dim()), list(Y.get_stride()))
-    engines: list[Engine] = []
-    seen: set[str] = set()
-    for index in range(graph.get_execution_plan_count()):
-        try:
-            name = graph.get_plan_name_at_index(index)
-            size = graph.get_workspace_size_plan_at_index(index)
-        except Exception:  # a plan that did not build
-            continue
-        if name in seen:
-            continue
-        seen.add(name)
-        workspace = torch.empty(max(size, 1), dtype=torch.uint8, device=x.device)
-
-        def run(index: int = index, workspace: Any = workspace) -> None:
-            graph.execute_plan_at_index(tensors, workspace, index, handle=handle)
-
-        engines.append(Engine(name=name, run=run, heuristic_rank=index))
-    return engines
+        return None
+    return graph, tensors, Y

@@ -22,7 +22,11 @@ CUPTI session must not meet the evaluation's own collector in one process.
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import multiprocessing
+import os
+import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -31,6 +35,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from mlms.bounds.fusion import fused_key
 from mlms.bounds.graph import Layer, LayerGraph, layer_graph
 from mlms.bounds.timing import Timed, time_cpu, time_gpu
+
+log = logging.getLogger(__name__)
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 #: Layer kinds whose libraries have tensor-core paths: these run at every precision.
@@ -106,6 +112,8 @@ def run_in_child(task: BenchTask) -> list[LayerBench]:
 
 
 def _benchmark_dicts(task: BenchTask) -> list[dict[str, Any]]:
+    if level := os.environ.get("MLMS_LOG_LEVEL"):
+        logging.basicConfig(level=level.upper(), stream=sys.stderr)
     return [bench.model_dump() for bench in benchmark(task)]
 
 
@@ -134,25 +142,34 @@ def benchmark(task: BenchTask) -> list[LayerBench]:
         for key, layer in graph.configs().items():
             if key not in wanted:
                 continue
+            start = time.perf_counter()
             jobs, heuristics = _variants(torch, graph, layer, task)
-            results.append(
-                _entry(key, layer, device_name, stack, _timed(torch, jobs, task), heuristics)
-            )
+            built = time.perf_counter()
+            timed = _timed(torch, jobs, task)
+            _log(layer.op, layer, jobs, timed, built - start, time.perf_counter() - built)
+            results.append(_entry(key, layer, device_name, stack, timed, heuristics))
         for fused in task.fused:
             conv = graph.layer(fused.conv_node)
+            op = f"{conv.op}+bias+{fused.activation}"
+            start = time.perf_counter()
             jobs, heuristics = _fused_variants(torch, graph, conv, fused.activation, task)
+            built = time.perf_counter()
+            timed = _timed(torch, jobs, task)
+            _log(op, conv, jobs, timed, built - start, time.perf_counter() - built)
             results.append(
-                _entry(
-                    fused.key(conv),
-                    conv,
-                    device_name,
-                    stack,
-                    _timed(torch, jobs, task),
-                    heuristics,
-                    op=f"{conv.op}+bias+{fused.activation}",
-                )
+                _entry(fused.key(conv), conv, device_name, stack, timed, heuristics, op=op)
             )
     return results
+
+
+def _log(
+    op: str, layer: Layer, jobs: dict[Any, Any], timed: dict[Any, Any], build: float, run: float
+) -> None:
+    log.info(
+        "%s %s: %d variants, %d timed; %.2f s to set up, %.2f s to time",
+        op, list(layer.input_shapes[0]) if layer.input_shapes else [], len(jobs), len(timed),
+        build, run,
+    )  # fmt: skip
 
 
 Job = tuple[str, str]  # (variant, precision)

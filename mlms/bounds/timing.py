@@ -13,6 +13,7 @@ that range whatever launched them (torch, cuDNN's frontend, cuBLAS).
 
 from __future__ import annotations
 
+import bisect
 import statistics
 import time
 from collections import defaultdict
@@ -51,8 +52,10 @@ def time_cpu(jobs: dict[str, Callable[[], Any]], repeats: int) -> dict[str, Time
 
 
 def time_gpu(torch: Any, jobs: dict[str, Callable[[], Any]], repeats: int) -> dict[str, Timed]:
-    """Kernel time per call of each job; a job that launched no kernel at all is left out
-    (its work was not seen, not free)."""
+    """GPU time per call of each job: the durations of the kernels (and copies) that ran
+    within the call's profiler range. A job that ran nothing on the GPU is left out (its work
+    was not seen, not free)."""
+    from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile, record_function
 
     for call in jobs.values():
@@ -65,11 +68,27 @@ def time_gpu(torch: Any, jobs: dict[str, Callable[[], Any]], repeats: int) -> di
                 with record_function(f"{_MARK}{label}#{repeat}"):
                     call()
                     torch.cuda.synchronize()
-    samples: dict[str, list[float]] = defaultdict(list)
+    # Joined by time, not by Kineto's links: a kernel belongs to the range it started in
+    # (each range ends after a synchronize, so its kernels are done inside it), whoever
+    # launched it.
+    ranges, starts, gpu = [], [], []
     for event in prof.events():
+        on_gpu = event.device_type == DeviceType.CUDA
         if event.name.startswith(_MARK):
-            label = event.name[len(_MARK) :].rsplit("#", 1)[0]
-            samples[label].append(event.device_time_total / 1e3)
+            if not on_gpu:  # the GPU-side copy of an annotation is no work of its own
+                ranges.append(event)
+        elif on_gpu:
+            gpu.append(event)
+    ranges.sort(key=lambda e: e.time_range.start)
+    starts = [e.time_range.start for e in ranges]
+    busy = [0.0] * len(ranges)
+    for event in gpu:
+        index = bisect.bisect_right(starts, event.time_range.start) - 1
+        if index >= 0 and event.time_range.start <= ranges[index].time_range.end:
+            busy[index] += event.time_range.end - event.time_range.start
+    samples: dict[str, list[float]] = defaultdict(list)
+    for event, us in zip(ranges, busy, strict=True):
+        samples[event.name[len(_MARK) :].rsplit("#", 1)[0]].append(us / 1e3)
     return {
         label: summary(values)
         for label, values in samples.items()
