@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from mlms.protos.mlms.v1 import types_pb2 as mlms_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17mlms/v1/evaluator.proto\x12\x07mlms.v1\x1a\x13mlms/v1/types.proto\"\x13\n\x11ListAgentsRequest\")\n\x12ListAgentsResponse\x12\x13\n\x0b\x61gents_json\x18\x01 \x03(\t\"\x13\n\x11ListModelsRequest\",\n\x12ListModelsResponse\x12\x16\n\x0emanifests_json\x18\x01 \x03(\t\"-\n\x14GetEvaluationRequest\x12\x15\n\revaluation_id\x18\x01 \x01(\t\">\n\x15GetEvaluationResponse\x12\x13\n\x0brecord_json\x18\x01 \x01(\t\x12\x10\n\x08job_json\x18\x02 \x01(\t\"\x18\n\x16ListEvaluationsRequest\"B\n\x17ListEvaluationsResponse\x12\x14\n\x0crecords_json\x18\x01 \x03(\t\x12\x11\n\tjobs_json\x18\x02 \x03(\t\"#\n\x0fGetSpansRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\"\x1a\n\nSpansChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"G\n\x0e\x41nalyzeRequest\x12\x16\n\x0e\x65valuation_ids\x18\x01 \x03(\t\x12\x10\n\x08\x61nalyses\x18\x02 \x03(\t\x12\x0b\n\x03top\x18\x03 \x01(\x05\"/\n\rAnalysisChunk\x12\x10\n\x08\x61nalysis\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x32\xb8\x04\n\tEvaluator\x12>\n\x08\x45valuate\x12\x18.mlms.v1.EvaluateRequest\x1a\x16.mlms.v1.EvaluateEvent0\x01\x12<\n\x07Predict\x12\x17.mlms.v1.PredictRequest\x1a\x18.mlms.v1.PredictResponse\x12\x45\n\nListAgents\x12\x1a.mlms.v1.ListAgentsRequest\x1a\x1b.mlms.v1.ListAgentsResponse\x12\x45\n\nListModels\x12\x1a.mlms.v1.ListModelsRequest\x1a\x1b.mlms.v1.ListModelsResponse\x12N\n\rGetEvaluation\x12\x1d.mlms.v1.GetEvaluationRequest\x1a\x1e.mlms.v1.GetEvaluationResponse\x12T\n\x0fListEvaluations\x12\x1f.mlms.v1.ListEvaluationsRequest\x1a .mlms.v1.ListEvaluationsResponse\x12;\n\x08GetSpans\x12\x18.mlms.v1.GetSpansRequest\x1a\x13.mlms.v1.SpansChunk0\x01\x12<\n\x07\x41nalyze\x12\x17.mlms.v1.AnalyzeRequest\x1a\x16.mlms.v1.AnalysisChunk0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17mlms/v1/evaluator.proto\x12\x07mlms.v1\x1a\x13mlms/v1/types.proto\"\x13\n\x11ListAgentsRequest\")\n\x12ListAgentsResponse\x12\x13\n\x0b\x61gents_json\x18\x01 \x03(\t\"\x13\n\x11ListModelsRequest\",\n\x12ListModelsResponse\x12\x16\n\x0emanifests_json\x18\x01 \x03(\t\"-\n\x14GetEvaluationRequest\x12\x15\n\revaluation_id\x18\x01 \x01(\t\">\n\x15GetEvaluationResponse\x12\x13\n\x0brecord_json\x18\x01 \x01(\t\x12\x10\n\x08job_json\x18\x02 \x01(\t\"\x18\n\x16ListEvaluationsRequest\"B\n\x17ListEvaluationsResponse\x12\x14\n\x0crecords_json\x18\x01 \x03(\t\x12\x11\n\tjobs_json\x18\x02 \x03(\t\"\x13\n\x11ListBoundsRequest\")\n\x12ListBoundsResponse\x12\x13\n\x0b\x62ounds_json\x18\x01 \x03(\t\"#\n\x0fGetSpansRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\"\x1a\n\nSpansChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"G\n\x0e\x41nalyzeRequest\x12\x16\n\x0e\x65valuation_ids\x18\x01 \x03(\t\x12\x10\n\x08\x61nalyses\x18\x02 \x03(\t\x12\x0b\n\x03top\x18\x03 \x01(\x05\"/\n\rAnalysisChunk\x12\x10\n\x08\x61nalysis\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x32\xb9\x05\n\tEvaluator\x12>\n\x08\x45valuate\x12\x18.mlms.v1.EvaluateRequest\x1a\x16.mlms.v1.EvaluateEvent0\x01\x12\x38\n\x05\x42ound\x12\x15.mlms.v1.BoundRequest\x1a\x16.mlms.v1.EvaluateEvent0\x01\x12<\n\x07Predict\x12\x17.mlms.v1.PredictRequest\x1a\x18.mlms.v1.PredictResponse\x12\x45\n\nListAgents\x12\x1a.mlms.v1.ListAgentsRequest\x1a\x1b.mlms.v1.ListAgentsResponse\x12\x45\n\nListModels\x12\x1a.mlms.v1.ListModelsRequest\x1a\x1b.mlms.v1.ListModelsResponse\x12N\n\rGetEvaluation\x12\x1d.mlms.v1.GetEvaluationRequest\x1a\x1e.mlms.v1.GetEvaluationResponse\x12T\n\x0fListEvaluations\x12\x1f.mlms.v1.ListEvaluationsRequest\x1a .mlms.v1.ListEvaluationsResponse\x12\x45\n\nListBounds\x12\x1a.mlms.v1.ListBoundsRequest\x1a\x1b.mlms.v1.ListBoundsResponse\x12;\n\x08GetSpans\x12\x18.mlms.v1.GetSpansRequest\x1a\x13.mlms.v1.SpansChunk0\x01\x12<\n\x07\x41nalyze\x12\x17.mlms.v1.AnalyzeRequest\x1a\x16.mlms.v1.AnalysisChunk0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -48,14 +48,18 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTEVALUATIONSREQUEST']._serialized_end=323
   _globals['_LISTEVALUATIONSRESPONSE']._serialized_start=325
   _globals['_LISTEVALUATIONSRESPONSE']._serialized_end=391
-  _globals['_GETSPANSREQUEST']._serialized_start=393
-  _globals['_GETSPANSREQUEST']._serialized_end=428
-  _globals['_SPANSCHUNK']._serialized_start=430
-  _globals['_SPANSCHUNK']._serialized_end=456
-  _globals['_ANALYZEREQUEST']._serialized_start=458
-  _globals['_ANALYZEREQUEST']._serialized_end=529
-  _globals['_ANALYSISCHUNK']._serialized_start=531
-  _globals['_ANALYSISCHUNK']._serialized_end=578
-  _globals['_EVALUATOR']._serialized_start=581
-  _globals['_EVALUATOR']._serialized_end=1149
+  _globals['_LISTBOUNDSREQUEST']._serialized_start=393
+  _globals['_LISTBOUNDSREQUEST']._serialized_end=412
+  _globals['_LISTBOUNDSRESPONSE']._serialized_start=414
+  _globals['_LISTBOUNDSRESPONSE']._serialized_end=455
+  _globals['_GETSPANSREQUEST']._serialized_start=457
+  _globals['_GETSPANSREQUEST']._serialized_end=492
+  _globals['_SPANSCHUNK']._serialized_start=494
+  _globals['_SPANSCHUNK']._serialized_end=520
+  _globals['_ANALYZEREQUEST']._serialized_start=522
+  _globals['_ANALYZEREQUEST']._serialized_end=593
+  _globals['_ANALYSISCHUNK']._serialized_start=595
+  _globals['_ANALYSISCHUNK']._serialized_end=642
+  _globals['_EVALUATOR']._serialized_start=645
+  _globals['_EVALUATOR']._serialized_end=1342
 # @@protoc_insertion_point(module_scope)

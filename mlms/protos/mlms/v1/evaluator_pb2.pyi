@@ -53,6 +53,16 @@ class ListEvaluationsResponse(_message.Message):
     jobs_json: _containers.RepeatedScalarFieldContainer[str]
     def __init__(self, records_json: _Optional[_Iterable[str]] = ..., jobs_json: _Optional[_Iterable[str]] = ...) -> None: ...
 
+class ListBoundsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListBoundsResponse(_message.Message):
+    __slots__ = ("bounds_json",)
+    BOUNDS_JSON_FIELD_NUMBER: _ClassVar[int]
+    bounds_json: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, bounds_json: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class GetSpansRequest(_message.Message):
     __slots__ = ("trace_id",)
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]

@@ -40,6 +40,11 @@ class EvaluatorStub:
                 request_serializer=mlms_dot_v1_dot_types__pb2.EvaluateRequest.SerializeToString,
                 response_deserializer=mlms_dot_v1_dot_types__pb2.EvaluateEvent.FromString,
                 _registered_method=True)
+        self.Bound = channel.unary_stream(
+                '/mlms.v1.Evaluator/Bound',
+                request_serializer=mlms_dot_v1_dot_types__pb2.BoundRequest.SerializeToString,
+                response_deserializer=mlms_dot_v1_dot_types__pb2.EvaluateEvent.FromString,
+                _registered_method=True)
         self.Predict = channel.unary_unary(
                 '/mlms.v1.Evaluator/Predict',
                 request_serializer=mlms_dot_v1_dot_types__pb2.PredictRequest.SerializeToString,
@@ -65,6 +70,11 @@ class EvaluatorStub:
                 request_serializer=mlms_dot_v1_dot_evaluator__pb2.ListEvaluationsRequest.SerializeToString,
                 response_deserializer=mlms_dot_v1_dot_evaluator__pb2.ListEvaluationsResponse.FromString,
                 _registered_method=True)
+        self.ListBounds = channel.unary_unary(
+                '/mlms.v1.Evaluator/ListBounds',
+                request_serializer=mlms_dot_v1_dot_evaluator__pb2.ListBoundsRequest.SerializeToString,
+                response_deserializer=mlms_dot_v1_dot_evaluator__pb2.ListBoundsResponse.FromString,
+                _registered_method=True)
         self.GetSpans = channel.unary_stream(
                 '/mlms.v1.Evaluator/GetSpans',
                 request_serializer=mlms_dot_v1_dot_evaluator__pb2.GetSpansRequest.SerializeToString,
@@ -83,6 +93,14 @@ class EvaluatorServicer:
     def Evaluate(self, request, context):
         """Dispatch an evaluation to an agent (retrying on another if it dies): an Assigned event,
         progress, then the record.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Bound(self, request, context):
+        """Dispatch a bound (Benanza's lower bounds and what-ifs, mlms.bounds) the same way: an
+        Assigned event, the progress of its measured evaluation, then the BoundRecord.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -119,6 +137,12 @@ class EvaluatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListBounds(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def GetSpans(self, request, context):
         """The Parquet span archive of a trace, in chunks of at most 1 MiB.
         """
@@ -142,6 +166,11 @@ def add_EvaluatorServicer_to_server(servicer, server):
             'Evaluate': grpc.unary_stream_rpc_method_handler(
                     servicer.Evaluate,
                     request_deserializer=mlms_dot_v1_dot_types__pb2.EvaluateRequest.FromString,
+                    response_serializer=mlms_dot_v1_dot_types__pb2.EvaluateEvent.SerializeToString,
+            ),
+            'Bound': grpc.unary_stream_rpc_method_handler(
+                    servicer.Bound,
+                    request_deserializer=mlms_dot_v1_dot_types__pb2.BoundRequest.FromString,
                     response_serializer=mlms_dot_v1_dot_types__pb2.EvaluateEvent.SerializeToString,
             ),
             'Predict': grpc.unary_unary_rpc_method_handler(
@@ -168,6 +197,11 @@ def add_EvaluatorServicer_to_server(servicer, server):
                     servicer.ListEvaluations,
                     request_deserializer=mlms_dot_v1_dot_evaluator__pb2.ListEvaluationsRequest.FromString,
                     response_serializer=mlms_dot_v1_dot_evaluator__pb2.ListEvaluationsResponse.SerializeToString,
+            ),
+            'ListBounds': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListBounds,
+                    request_deserializer=mlms_dot_v1_dot_evaluator__pb2.ListBoundsRequest.FromString,
+                    response_serializer=mlms_dot_v1_dot_evaluator__pb2.ListBoundsResponse.SerializeToString,
             ),
             'GetSpans': grpc.unary_stream_rpc_method_handler(
                     servicer.GetSpans,
@@ -206,6 +240,33 @@ class Evaluator:
             target,
             '/mlms.v1.Evaluator/Evaluate',
             mlms_dot_v1_dot_types__pb2.EvaluateRequest.SerializeToString,
+            mlms_dot_v1_dot_types__pb2.EvaluateEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Bound(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/mlms.v1.Evaluator/Bound',
+            mlms_dot_v1_dot_types__pb2.BoundRequest.SerializeToString,
             mlms_dot_v1_dot_types__pb2.EvaluateEvent.FromString,
             options,
             channel_credentials,
@@ -342,6 +403,33 @@ class Evaluator:
             '/mlms.v1.Evaluator/ListEvaluations',
             mlms_dot_v1_dot_evaluator__pb2.ListEvaluationsRequest.SerializeToString,
             mlms_dot_v1_dot_evaluator__pb2.ListEvaluationsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListBounds(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mlms.v1.Evaluator/ListBounds',
+            mlms_dot_v1_dot_evaluator__pb2.ListBoundsRequest.SerializeToString,
+            mlms_dot_v1_dot_evaluator__pb2.ListBoundsResponse.FromString,
             options,
             channel_credentials,
             insecure,

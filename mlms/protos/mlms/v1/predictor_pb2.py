@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from mlms.protos.mlms.v1 import types_pb2 as mlms_dot_v1_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17mlms/v1/predictor.proto\x12\x07mlms.v1\x1a\x13mlms/v1/types.proto\"\r\n\x0bInfoRequest\"\"\n\x0cInfoResponse\x12\x12\n\nagent_json\x18\x01 \x01(\t\"/\n\x0bOpenRequest\x12 \n\x04spec\x18\x01 \x01(\x0b\x32\x12.mlms.v1.ModelSpec\"\x8a\x01\n\x0cOpenResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x13\n\x0binput_shape\x18\x02 \x03(\x03\x12\x13\n\x0binput_dtype\x18\x03 \x01(\t\x12\x11\n\tframework\x18\x04 \x01(\t\x12\x19\n\x11\x66ramework_version\x18\x05 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x06 \x01(\t\"\"\n\x0c\x43loseRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\x0f\n\rCloseResponse2\xab\x02\n\tPredictor\x12\x33\n\x04Info\x12\x14.mlms.v1.InfoRequest\x1a\x15.mlms.v1.InfoResponse\x12\x33\n\x04Open\x12\x14.mlms.v1.OpenRequest\x1a\x15.mlms.v1.OpenResponse\x12<\n\x07Predict\x12\x17.mlms.v1.PredictRequest\x1a\x18.mlms.v1.PredictResponse\x12\x36\n\x05\x43lose\x12\x15.mlms.v1.CloseRequest\x1a\x16.mlms.v1.CloseResponse\x12>\n\x08\x45valuate\x12\x18.mlms.v1.EvaluateRequest\x1a\x16.mlms.v1.EvaluateEvent0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17mlms/v1/predictor.proto\x12\x07mlms.v1\x1a\x13mlms/v1/types.proto\"\r\n\x0bInfoRequest\"\"\n\x0cInfoResponse\x12\x12\n\nagent_json\x18\x01 \x01(\t\"/\n\x0bOpenRequest\x12 \n\x04spec\x18\x01 \x01(\x0b\x32\x12.mlms.v1.ModelSpec\"\x8a\x01\n\x0cOpenResponse\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x13\n\x0binput_shape\x18\x02 \x03(\x03\x12\x13\n\x0binput_dtype\x18\x03 \x01(\t\x12\x11\n\tframework\x18\x04 \x01(\t\x12\x19\n\x11\x66ramework_version\x18\x05 \x01(\t\x12\x0e\n\x06\x64\x65vice\x18\x06 \x01(\t\"\"\n\x0c\x43loseRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\"\x0f\n\rCloseResponse2\xe5\x02\n\tPredictor\x12\x33\n\x04Info\x12\x14.mlms.v1.InfoRequest\x1a\x15.mlms.v1.InfoResponse\x12\x33\n\x04Open\x12\x14.mlms.v1.OpenRequest\x1a\x15.mlms.v1.OpenResponse\x12<\n\x07Predict\x12\x17.mlms.v1.PredictRequest\x1a\x18.mlms.v1.PredictResponse\x12\x36\n\x05\x43lose\x12\x15.mlms.v1.CloseRequest\x1a\x16.mlms.v1.CloseResponse\x12>\n\x08\x45valuate\x12\x18.mlms.v1.EvaluateRequest\x1a\x16.mlms.v1.EvaluateEvent0\x01\x12\x38\n\x05\x42ound\x12\x15.mlms.v1.BoundRequest\x1a\x16.mlms.v1.EvaluateEvent0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -45,5 +45,5 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CLOSERESPONSE']._serialized_start=334
   _globals['_CLOSERESPONSE']._serialized_end=349
   _globals['_PREDICTOR']._serialized_start=352
-  _globals['_PREDICTOR']._serialized_end=651
+  _globals['_PREDICTOR']._serialized_end=709
 # @@protoc_insertion_point(module_scope)

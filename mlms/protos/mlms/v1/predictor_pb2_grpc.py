@@ -60,6 +60,11 @@ class PredictorStub:
                 request_serializer=mlms_dot_v1_dot_types__pb2.EvaluateRequest.SerializeToString,
                 response_deserializer=mlms_dot_v1_dot_types__pb2.EvaluateEvent.FromString,
                 _registered_method=True)
+        self.Bound = channel.unary_stream(
+                '/mlms.v1.Predictor/Bound',
+                request_serializer=mlms_dot_v1_dot_types__pb2.BoundRequest.SerializeToString,
+                response_deserializer=mlms_dot_v1_dot_types__pb2.EvaluateEvent.FromString,
+                _registered_method=True)
 
 
 class PredictorServicer:
@@ -98,6 +103,14 @@ class PredictorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Bound(self, request, context):
+        """Run one bound (layer benchmarks, then a measured evaluation, queued like Evaluate):
+        progress, then the BoundRecord.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_PredictorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -124,6 +137,11 @@ def add_PredictorServicer_to_server(servicer, server):
             'Evaluate': grpc.unary_stream_rpc_method_handler(
                     servicer.Evaluate,
                     request_deserializer=mlms_dot_v1_dot_types__pb2.EvaluateRequest.FromString,
+                    response_serializer=mlms_dot_v1_dot_types__pb2.EvaluateEvent.SerializeToString,
+            ),
+            'Bound': grpc.unary_stream_rpc_method_handler(
+                    servicer.Bound,
+                    request_deserializer=mlms_dot_v1_dot_types__pb2.BoundRequest.FromString,
                     response_serializer=mlms_dot_v1_dot_types__pb2.EvaluateEvent.SerializeToString,
             ),
     }
@@ -261,6 +279,33 @@ class Predictor:
             target,
             '/mlms.v1.Predictor/Evaluate',
             mlms_dot_v1_dot_types__pb2.EvaluateRequest.SerializeToString,
+            mlms_dot_v1_dot_types__pb2.EvaluateEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Bound(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/mlms.v1.Predictor/Bound',
+            mlms_dot_v1_dot_types__pb2.BoundRequest.SerializeToString,
             mlms_dot_v1_dot_types__pb2.EvaluateEvent.FromString,
             options,
             channel_credentials,

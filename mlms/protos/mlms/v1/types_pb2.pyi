@@ -74,6 +74,14 @@ class EvaluateRequest(_message.Message):
     evaluation_id: str
     def __init__(self, request_json: _Optional[str] = ..., evaluation_id: _Optional[str] = ...) -> None: ...
 
+class BoundRequest(_message.Message):
+    __slots__ = ("request_json", "bound_id")
+    REQUEST_JSON_FIELD_NUMBER: _ClassVar[int]
+    BOUND_ID_FIELD_NUMBER: _ClassVar[int]
+    request_json: str
+    bound_id: str
+    def __init__(self, request_json: _Optional[str] = ..., bound_id: _Optional[str] = ...) -> None: ...
+
 class Progress(_message.Message):
     __slots__ = ("batch_size", "run", "done", "target")
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
