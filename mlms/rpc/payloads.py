@@ -3,23 +3,35 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from mlms.bounds.record import BoundRequest
 from mlms.errors import InvalidArgument, Unavailable
 from mlms.evaluation.record import EvaluationRequest
 from mlms.evaluation.runner import Progress, ProgressCallback
 
+M = TypeVar("M", bound=BaseModel)
+
 
 def evaluation_request(text: str) -> EvaluationRequest:
     """An ``EvaluationRequest`` from JSON; a bad field is one InvalidArgument line."""
+    return _parse(EvaluationRequest, text, "evaluation")
+
+
+def bound_request(text: str) -> BoundRequest:
+    """A ``BoundRequest`` from JSON; a bad field is one InvalidArgument line."""
+    return _parse(BoundRequest, text, "bound")
+
+
+def _parse(model: type[M], text: str, what: str) -> M:
     try:
-        return EvaluationRequest.model_validate_json(text)
+        return model.model_validate_json(text)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "request"
-        raise InvalidArgument(f"bad evaluation request: {field}: {first['msg']}") from None
+        raise InvalidArgument(f"bad {what} request: {field}: {first['msg']}") from None
 
 
 def record_from_events(events: Iterable[Any], progress: ProgressCallback | None, peer: str) -> str:

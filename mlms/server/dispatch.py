@@ -1,4 +1,5 @@
-"""Dispatch: send an evaluation or a predict to a chosen agent, and retry when the agent dies.
+"""Dispatch: send an evaluation, a bound or a predict to a chosen agent, and retry when the
+agent dies.
 
 A transport failure (UNAVAILABLE, DEADLINE_EXCEEDED, a stream cut by a killed process) moves
 the work to another agent that fits, keeping the evaluation id; an error the agent raised on
@@ -11,11 +12,14 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 import grpc
+from google.protobuf.message import Message
 from opentelemetry import context as otel_context
 
+from mlms.bounds.record import BoundRequest
 from mlms.errors import Unavailable
 from mlms.evaluation.record import EvaluationRequest
 from mlms.protos.mlms.v1 import predictor_pb2, types_pb2
@@ -24,11 +28,14 @@ from mlms.rpc.propagation import outgoing_metadata
 from mlms.rpc.status import ERROR_KEY, error_from_rpc
 from mlms.server.agents import AgentChannels
 from mlms.server.fleet import Fleet, Pending
-from mlms.server.jobs import Jobs
+from mlms.server.jobs import Jobs, Kind
 from mlms.server.selection import choose, parse_framework
 from mlms.zoo.catalog import get_model
 
 log = logging.getLogger(__name__)
+
+#: What ``Dispatcher._dispatch`` sends to an agent.
+Work = TypeVar("Work", EvaluationRequest, BoundRequest)
 
 #: Agents tried for one request before giving up.
 MAX_ATTEMPTS = 3
@@ -66,7 +73,9 @@ class Dispatcher:
         self._sessions_lock = threading.Lock()
 
     def choose(
-        self, request: EvaluationRequest | types_pb2.ModelSpec, exclude: frozenset[str]
+        self,
+        request: EvaluationRequest | BoundRequest | types_pb2.ModelSpec,
+        exclude: frozenset[str],
     ) -> AgentRecord:
         return choose(
             self.fleet.agents(),
@@ -81,10 +90,46 @@ class Dispatcher:
         self, request: EvaluationRequest, parent: otel_context.Context | None = None
     ) -> Iterator[types_pb2.EvaluateEvent]:
         """Assigned, progress and record events; the record comes from whichever agent finished."""
+        return self._dispatch(
+            request,
+            kind="evaluation",
+            method="Evaluate",
+            message=lambda forwarded, evaluation_id: types_pb2.EvaluateRequest(
+                request_json=forwarded.model_dump_json(), evaluation_id=evaluation_id
+            ),
+            parent=parent,
+        )
+
+    def bound(
+        self, request: BoundRequest, parent: otel_context.Context | None = None
+    ) -> Iterator[types_pb2.EvaluateEvent]:
+        """The same events for a bound, which ends with its ``BoundRecord``."""
+        return self._dispatch(
+            request,
+            kind="bound",
+            method="Bound",
+            message=lambda forwarded, bound_id: types_pb2.BoundRequest(
+                request_json=forwarded.model_dump_json(), bound_id=bound_id
+            ),
+            parent=parent,
+        )
+
+    def _dispatch(
+        self,
+        request: Work,
+        *,
+        kind: Kind,
+        method: str,
+        message: Callable[[Work, str], Message],
+        parent: otel_context.Context | None,
+    ) -> Iterator[types_pb2.EvaluateEvent]:
+        """Run ``method`` of the Predictor service on a chosen agent with ``message(request
+        for that agent's framework, id)``, moving to another agent on a transport failure;
+        the id (given to the agent, kept across attempts) is the job's in the registry."""
         get_model(request.model)  # an unknown model fails before anything is recorded
         parse_framework(request.framework)
-        evaluation_id = uuid.uuid4().hex
-        job = self.jobs.start(evaluation_id, request.model)
+        job_id = uuid.uuid4().hex
+        job = self.jobs.start(job_id, request.model, kind)
         failed: list[str] = []
         try:
             for attempt in range(1, MAX_ATTEMPTS + 1):
@@ -92,18 +137,15 @@ class Dispatcher:
                 job = self.jobs.running(job, agent.id, attempt)
                 yield types_pb2.EvaluateEvent(
                     assigned=types_pb2.Assigned(
-                        evaluation_id=evaluation_id,
+                        evaluation_id=job_id,
                         agent_id=agent.id,
                         address=agent.address,
                         attempt=attempt,
                     )
                 )
                 forwarded = request.model_copy(update={"framework": agent.framework})
-                call = self.channels.stub(agent.address).Evaluate(
-                    types_pb2.EvaluateRequest(
-                        request_json=forwarded.model_dump_json(), evaluation_id=evaluation_id
-                    ),
-                    metadata=outgoing_metadata(parent),
+                call = getattr(self.channels.stub(agent.address), method)(
+                    message(forwarded, job_id), metadata=outgoing_metadata(parent)
                 )
                 with self.pending.hold(agent.id):
                     try:
@@ -113,8 +155,9 @@ class Dispatcher:
                         if not transport_failure(exc):
                             raise error_from_rpc(exc, _peer(agent)) from exc
                         log.warning(
-                            "evaluation %s: agent %s at %s failed (%s: %s); retrying elsewhere",
-                            evaluation_id,
+                            "%s %s: agent %s at %s failed (%s: %s); retrying elsewhere",
+                            kind,
+                            job_id,
                             agent.id,
                             agent.address,
                             exc.code().name,  # type: ignore[attr-defined]
@@ -124,11 +167,11 @@ class Dispatcher:
                     finally:
                         call.cancel()  # the client went away: stop the agent's stream too
             raise Unavailable(
-                f"evaluation {evaluation_id} failed on {len(failed)} agents in a row "
+                f"{kind} {job_id} failed on {len(failed)} agents in a row "
                 f"({', '.join(failed)}); the fleet may be going down"
             )
         finally:
-            self.jobs.finish(evaluation_id)
+            self.jobs.finish(job_id)
 
     def predict(
         self, request: types_pb2.PredictRequest, parent: otel_context.Context | None = None

@@ -1,6 +1,7 @@
 """In-flight evaluations in the registry (``jobs/<evaluation_id>``), bound to this server's lease.
 
 A job says which server owns an evaluation, on which agent it runs and which attempt it is.
+Bounds are dispatched the same way and keep a job too (``kind`` "bound", the bound's id).
 When the server dies its lease expires and its jobs vanish with it, so nothing stays
 "running" forever; the records of finished evaluations are in the object store. Any server
 reads every server's jobs (``in_flight``, ``find``), which is how a second server answers for
@@ -22,9 +23,13 @@ log = logging.getLogger(__name__)
 
 PREFIX = "jobs/"
 
+Kind = Literal["evaluation", "bound"]
+
 
 class Job(BaseModel):
+    #: The evaluation's id, or the bound's (``kind``).
     evaluation_id: str
+    kind: Kind = "evaluation"
     server: str
     model: str
     state: Literal["dispatching", "running"]
@@ -37,25 +42,29 @@ class Job(BaseModel):
         """One line for messages: where the evaluation is and since when."""
         where = f" on agent {self.agent_id} (attempt {self.attempt})" if self.agent_id else ""
         return (
-            f"evaluation {self.evaluation_id} of {self.model} is {self.state}{where}, "
+            f"{self.kind} {self.evaluation_id} of {self.model} is {self.state}{where}, "
             f"dispatched by server {self.server} at {self.started_at:%Y-%m-%d %H:%M:%S} UTC"
         )
 
 
-def in_flight(registry: Registry) -> list[Job]:
-    """Every evaluation a live server is dispatching now, oldest first."""
+def in_flight(registry: Registry, kind: Kind | None = None) -> list[Job]:
+    """Every evaluation (or bound, or both: None) a live server is dispatching now, oldest
+    first."""
     jobs = []
     for key, value in registry.get_prefix(PREFIX).items():
         try:
-            jobs.append(Job.model_validate_json(value))
+            job = Job.model_validate_json(value)
         except ValidationError:  # another mlms version's job, or a hand-written key
             log.warning("ignoring unreadable job at %s", key)
+            continue
+        if kind is None or job.kind == kind:
+            jobs.append(job)
     return sorted(jobs, key=lambda job: job.started_at)
 
 
-def find(registry: Registry, evaluation_id: str) -> Job | None:
+def find(registry: Registry, evaluation_id: str, kind: Kind | None = None) -> Job | None:
     """The in-flight job with this id or unique id prefix; None when there is none."""
-    matches = [j for j in in_flight(registry) if j.evaluation_id.startswith(evaluation_id)]
+    matches = [j for j in in_flight(registry, kind) if j.evaluation_id.startswith(evaluation_id)]
     if len(matches) > 1:
         raise InvalidArgument(
             f"evaluation id {evaluation_id!r} matches {len(matches)} evaluations in flight: "
@@ -77,10 +86,11 @@ class Jobs:
         except MlmsError as exc:
             log.warning("could not record job %s: %s", job.evaluation_id, exc)
 
-    def start(self, evaluation_id: str, model: str) -> Job:
+    def start(self, evaluation_id: str, model: str, kind: Kind = "evaluation") -> Job:
         now = datetime.now(UTC)
         job = Job(
             evaluation_id=evaluation_id,
+            kind=kind,
             server=self.server,
             model=model,
             state="dispatching",

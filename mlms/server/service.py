@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import set_span_in_context
 
 from mlms.analysis.catalog import analyze_stored, to_ipc
+from mlms.bounds.record import BoundRequest, list_bounds
 from mlms.errors import InvalidArgument, StoreError, UnknownEvaluation
+from mlms.evaluation.record import EvaluationRequest
 from mlms.evaluation.records import list_records, load_record
-from mlms.protos.mlms.v1 import evaluator_pb2, evaluator_pb2_grpc
+from mlms.protos.mlms.v1 import evaluator_pb2, evaluator_pb2_grpc, types_pb2
 from mlms.registry.base import Registry
 from mlms.rpc.options import CHUNK_BYTES
-from mlms.rpc.payloads import evaluation_request
+from mlms.rpc.payloads import bound_request, evaluation_request
 from mlms.rpc.propagation import incoming_context
 from mlms.server import jobs
 from mlms.server.dispatch import Dispatcher
@@ -44,17 +47,35 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
 
     def Evaluate(self, request, context):
         evaluation = evaluation_request(request.request_json)
+        yield from self._dispatched(
+            "server.evaluate", "mlms.evaluation_id", evaluation, self.dispatcher.evaluate, context
+        )
+
+    def Bound(self, request, context):
+        bound = bound_request(request.request_json)
+        yield from self._dispatched(
+            "server.bound", "mlms.bound_id", bound, self.dispatcher.bound, context
+        )
+
+    def _dispatched(
+        self,
+        span_name: str,
+        id_attribute: str,
+        request: EvaluationRequest | BoundRequest,
+        dispatch: Callable[..., Iterator[types_pb2.EvaluateEvent]],
+        context,
+    ) -> Iterator[types_pb2.EvaluateEvent]:
         # Not a "current" span: the generator is resumed once per event, so the span is
         # passed down explicitly instead of being attached to the thread's context.
         span = self.tracer.start_span(
-            "server.evaluate",
+            span_name,
             context=incoming_context(context),
-            attributes={"mlms.model": evaluation.model, "mlms.hw": evaluation.hw},
+            attributes={"mlms.model": request.model, "mlms.hw": request.hw},
         )
         try:
-            for event in self.dispatcher.evaluate(evaluation, set_span_in_context(span)):
+            for event in dispatch(request, set_span_in_context(span)):
                 if event.WhichOneof("event") == "assigned":
-                    span.set_attribute("mlms.evaluation_id", event.assigned.evaluation_id)
+                    span.set_attribute(id_attribute, event.assigned.evaluation_id)
                     span.set_attribute("mlms.agent_id", event.assigned.agent_id)
                 yield event
         finally:
@@ -81,7 +102,7 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
             record = load_record(self.store, request.evaluation_id)
         except UnknownEvaluation:
             # Not stored yet: it may be in flight on this or any other server.
-            job = jobs.find(self.registry, request.evaluation_id)
+            job = jobs.find(self.registry, request.evaluation_id, "evaluation")
             if job is None:
                 raise
             return evaluator_pb2.GetEvaluationResponse(job_json=job.model_dump_json())
@@ -90,7 +111,12 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
     def ListEvaluations(self, request, context):
         return evaluator_pb2.ListEvaluationsResponse(
             records_json=[r.model_dump_json() for r in list_records(self.store)],
-            jobs_json=[j.model_dump_json() for j in jobs.in_flight(self.registry)],
+            jobs_json=[j.model_dump_json() for j in jobs.in_flight(self.registry, "evaluation")],
+        )
+
+    def ListBounds(self, request, context):
+        return evaluator_pb2.ListBoundsResponse(
+            bounds_json=[b.model_dump_json() for b in list_bounds(self.store)]
         )
 
     def GetSpans(self, request, context):
