@@ -2,14 +2,15 @@
 
 Predict sessions hold a loaded predictor between calls; ``Evaluate`` runs
 ``mlms.evaluation.runner.evaluate`` on a worker thread (which queues on the device lock behind
-other evaluations) and streams its progress, then the record. The caller's trace context comes
-from the call's metadata and becomes the evaluation's parent, so the agent's model and layer
-spans join the caller's trace.
+other evaluations) and streams its progress, then the record; ``Bound`` does the same with
+``mlms.bounds.run.bound``. The caller's trace context comes from the call's metadata and
+becomes the evaluation's parent, so the agent's model and layer spans join the caller's trace.
 """
 
 from __future__ import annotations
 
 import io
+import logging
 import queue
 import re
 import threading
@@ -23,25 +24,29 @@ import numpy as np
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from PIL import Image, UnidentifiedImageError
+from pydantic import BaseModel
 
+from mlms.bounds.record import BoundRecord
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument, NotFound, UnsupportedFramework
 from mlms.evaluation.device_lock import exclusive_device
 from mlms.evaluation.record import EvaluationRecord
-from mlms.evaluation.runner import Progress, evaluate
+from mlms.evaluation.runner import Progress, ProgressCallback, evaluate
 from mlms.predictors.base import Predictor, PredictorOptions
 from mlms.predictors.registry import choose_framework, predictor_class
 from mlms.protos.mlms.v1 import predictor_pb2, predictor_pb2_grpc, types_pb2
 from mlms.registry import hardware
 from mlms.rpc import tensors
 from mlms.rpc.otlp import otlp_sinks
-from mlms.rpc.payloads import evaluation_request
+from mlms.rpc.payloads import bound_request, evaluation_request
 from mlms.rpc.propagation import incoming_context
 from mlms.store.base import ObjectStore
 from mlms.zoo.assets import AssetManager
 from mlms.zoo.catalog import get_model
 
-_EVALUATION_ID = re.compile(r"^[0-9a-f]{32}$")
+log = logging.getLogger(__name__)
+
+_JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 @dataclass
@@ -197,46 +202,80 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
             )
         return batch
 
-    # -- Evaluate -----------------------------------------------------------------------------
+    # -- Evaluate / Bound ----------------------------------------------------------------------
 
     def Evaluate(self, request, context):
         evaluation = evaluation_request(request.request_json)
         evaluation = evaluation.model_copy(
             update={"framework": self._framework_for(evaluation.framework)}
         )
-        evaluation_id = request.evaluation_id or uuid.uuid4().hex
-        if not _EVALUATION_ID.match(evaluation_id):
-            raise InvalidArgument(
-                f"evaluation id {evaluation_id!r}: expected 32 lowercase hex digits"
-            )
-        parent = incoming_context(context)
-        events: queue.SimpleQueue[Progress | EvaluationRecord | BaseException] = queue.SimpleQueue()
+        evaluation_id = _job_id(request.evaluation_id, "evaluation")
 
-        def work() -> None:
+        def work(progress: ProgressCallback) -> EvaluationRecord:
+            return evaluate(
+                evaluation,
+                store=self.store,
+                progress=progress,
+                processors=otlp_sinks(self.otlp_endpoint, f"evaluation {evaluation_id}"),
+                parent=trace.set_span_in_context(trace.get_current_span()),
+                agent={"mode": "remote", **self.agent_labels()},
+                evaluation_id=evaluation_id,
+            )
+
+        yield from self._in_thread(
+            "agent.evaluate", "mlms.evaluation_id", evaluation_id, work, context
+        )
+
+    def Bound(self, request, context):
+        from mlms.bounds.run import bound
+
+        wanted = bound_request(request.request_json)
+        wanted = wanted.model_copy(update={"framework": self._framework_for(wanted.framework)})
+        bound_id = _job_id(request.bound_id, "bound")
+
+        def work(progress: ProgressCallback) -> BoundRecord:
+            return bound(
+                wanted,
+                store=self.store,
+                step=lambda line: log.info("bound %s: %s", bound_id, line),
+                progress=progress,
+                agent={"mode": "remote", **self.agent_labels()},
+                bound_id=bound_id,
+            )
+
+        yield from self._in_thread("agent.bound", "mlms.bound_id", bound_id, work, context)
+
+    def _in_thread(
+        self,
+        span_name: str,
+        id_attribute: str,
+        job_id: str,
+        work: Callable[[ProgressCallback], BaseModel],
+        context: grpc.ServicerContext,
+    ) -> Iterator[types_pb2.EvaluateEvent]:
+        """Run ``work`` on a thread of its own, counted in the load, inside a span whose
+        parent is the caller's; stream its progress, then the record it returns (or the error
+        it raised)."""
+        parent = incoming_context(context)
+        events: queue.SimpleQueue[Progress | BaseModel | BaseException] = queue.SimpleQueue()
+
+        def run() -> None:
             try:
                 with (
                     self.load,
                     self.tracer.start_as_current_span(
-                        "agent.evaluate",
+                        span_name,
                         context=parent,
-                        attributes={"mlms.evaluation_id": evaluation_id, **self.agent_labels()},
+                        attributes={id_attribute: job_id, **self.agent_labels()},
                     ),
                 ):
-                    record = evaluate(
-                        evaluation,
-                        store=self.store,
-                        progress=_throttled(events.put),
-                        processors=otlp_sinks(self.otlp_endpoint, f"evaluation {evaluation_id}"),
-                        parent=trace.set_span_in_context(trace.get_current_span()),
-                        agent={"mode": "remote", **self.agent_labels()},
-                        evaluation_id=evaluation_id,
-                    )
+                    record = work(_throttled(events.put))
                 self.provider.force_flush()
                 events.put(record)
             except BaseException as exc:
                 events.put(exc)
 
-        threading.Thread(target=work, name=f"evaluate-{evaluation_id[:8]}", daemon=True).start()
+        threading.Thread(target=run, name=f"{span_name}-{job_id[:8]}", daemon=True).start()
         yield from _stream(events, context)
 
     def _framework_for(self, requested: str | None) -> str:
@@ -266,7 +305,16 @@ def _throttled(report: Callable[[Progress], None]) -> Callable[[Progress], None]
     return throttled
 
 
+def _job_id(given: str, kind: str) -> str:
+    """The id the server gave an evaluation or a bound (kept across retries), or a new one."""
+    job_id = given or uuid.uuid4().hex
+    if not _JOB_ID.match(job_id):
+        raise InvalidArgument(f"{kind} id {job_id!r}: expected 32 lowercase hex digits")
+    return job_id
+
+
 def _stream(events: queue.SimpleQueue, context: grpc.ServicerContext) -> Iterator:
+    """Progress events while they come, then the record (a pydantic model) or the error."""
     while True:
         event = events.get()
         if isinstance(event, Progress):
@@ -279,11 +327,11 @@ def _stream(events: queue.SimpleQueue, context: grpc.ServicerContext) -> Iterato
                         target=event.target,
                     )
                 )
-        elif isinstance(event, EvaluationRecord):
+        elif isinstance(event, BaseException):
+            raise event
+        else:
             yield types_pb2.EvaluateEvent(record_json=event.model_dump_json())
             return
-        else:
-            raise event
 
 
 def _decode(index: int, data: bytes) -> np.ndarray:
