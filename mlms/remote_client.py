@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mlms.analysis.catalog import from_ipc
+from mlms.bounds.record import BoundRecord, BoundRequest
 from mlms.client import Evaluations
 from mlms.errors import EvaluationInFlight
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
@@ -39,7 +40,8 @@ from mlms.zoo.manifest import ModelManifest
 
 T = TypeVar("T")
 
-#: Unary calls (listings, records, one predict); evaluations stream for as long as they run.
+#: Unary calls (listings, records, one predict); evaluations and bounds stream for as long as
+#: they run.
 CALL_TIMEOUT_S = 60.0
 
 
@@ -71,6 +73,26 @@ class RemoteClient:
                 )
             )
         return EvaluationRecord.model_validate_json(record_json)
+
+    def bound(self, request: BoundRequest, progress: ProgressCallback | None = None) -> BoundRecord:
+        with self._span("client.bound", {"mlms.model": request.model}) as metadata:
+            record_json = self._call(
+                lambda: record_from_events(
+                    self._stub.Bound(
+                        types_pb2.BoundRequest(request_json=request.model_dump_json()),
+                        metadata=metadata,
+                    ),
+                    progress,
+                    self.peer,
+                )
+            )
+        return BoundRecord.model_validate_json(record_json)
+
+    def list_bounds(self) -> list[BoundRecord]:
+        reply = self._call(
+            lambda: self._stub.ListBounds(evaluator_pb2.ListBoundsRequest(), timeout=CALL_TIMEOUT_S)
+        )
+        return [BoundRecord.model_validate_json(b) for b in reply.bounds_json]
 
     def predict(self, request: types_pb2.PredictRequest) -> types_pb2.PredictResponse:
         with self._span("client.predict", {"mlms.model": request.spec.model}) as metadata:

@@ -1,0 +1,170 @@
+"""``mlms bound`` through the fleet, like an evaluation: a real etcd, S3 over HTTP (moto's
+server), one ``mlms server`` and one torch ``mlms agent`` on loopback. The client's ``Bound``
+goes to the server, which picks the agent, keeps a job in etcd and streams the agent's
+progress and record back; the record is stored next to the evaluations."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import grpc
+import pytest
+
+from mlms import errors
+from mlms.bounds.record import BoundRequest
+from mlms.evaluation.runner import Progress
+from mlms.protos.mlms.v1 import evaluator_pb2_grpc, predictor_pb2_grpc, types_pb2
+from mlms.registry.base import registry_from_url
+from mlms.registry.memory import MemoryRegistry
+from mlms.remote_client import RemoteClient
+from mlms.server import jobs
+from mlms.store.factory import store_from_url
+from mlms.zoo.assets import AssetManager
+from mlms.zoo.catalog import get_model
+from tests.processes import MlmsProcess, free_port, wait_for
+
+#: Seconds for one gRPC call of these tests; a tiny bound finishes in a few.
+CALL_TIMEOUT_S = 60
+
+
+@dataclass
+class BoundFleet:
+    address: str  # the server's
+    agent: str  # the agent's
+    registry_url: str
+    store_url: str
+    processes: list[MlmsProcess]
+
+    def logs(self) -> str:
+        return "\n".join(f"== {p.log.name}\n{p.output()[-3000:]}" for p in self.processes)
+
+
+@pytest.fixture(scope="module")
+def fleet(etcd, s3, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoundFleet]:
+    home = tmp_path_factory.mktemp("bound_home")
+    logs = tmp_path_factory.mktemp("bound_logs")
+    env = {
+        **s3.env,
+        "MLMS_HOME": str(home),
+        "MLMS_REGISTRY": etcd.url,
+        "MLMS_STORE": s3.url,
+        "MLMS_TTL": "2",
+    }
+    agent, server = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    processes = [
+        MlmsProcess(
+            ["agent", "--framework", "torch", "--listen", agent, "--grace", "2"],
+            logs / "agent.log",
+            env,
+        ),
+        MlmsProcess(["server", "--listen", server, "--grace", "2"], logs / "server.log", env),
+    ]
+    fleet = BoundFleet(server, agent, etcd.url, s3.url, processes)
+    try:
+        # The asset is built here while the processes start (the bound would build it anyway).
+        AssetManager(store_from_url(s3.url), home / "cache").ensure(
+            get_model("digits_cnn"), "torch"
+        )
+        with RemoteClient(server) as client:
+            wait_for(lambda: _agents(client) == {agent}, 60, "the agent at the server")
+        yield fleet
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{fleet.logs()}") from None
+    finally:
+        for process in processes:
+            process.stop()
+
+
+def _agents(client: RemoteClient) -> set[str]:
+    try:
+        return {a.address for a in client.list_agents()}
+    except errors.Unavailable:
+        return set()
+
+
+def test_a_bound_runs_on_an_agent_and_is_stored(fleet: BoundFleet) -> None:
+    request = BoundRequest(
+        model="digits_cnn", hw="cpu", batch_sizes=[1], repeats=3, iterations=3, min_seconds=0
+    )
+    progress: list[Progress] = []
+    with RemoteClient(fleet.address) as client:
+        record = client.bound(request, progress.append)
+        listed = client.list_bounds()
+        evaluation = client.get_evaluation(record.batches[0].evaluation_id)
+    assert re.fullmatch(r"[0-9a-f]{32}", record.id), fleet.logs()
+    assert record.request == request.model_copy(update={"framework": "torch"})
+    assert record.model == "digits_cnn" and record.framework == "torch"
+    assert record.device == "cpu"
+    [batch] = record.batches
+    assert batch.batch_size == 1 and batch.sequential_ms > 0 and batch.measured_ms > 0
+    assert batch.layers and any(layer.bound_ms > 0 for layer in batch.layers)
+    assert {"conv", "gemm"} <= {layer.kind for layer in batch.layers}
+    # The evaluation the bound is set against ran on the agent, and reported its progress.
+    assert evaluation.agent["mode"] == "remote" and evaluation.agent["address"] == fleet.agent
+    assert progress and progress[-1].done == progress[-1].target
+    # Stored in the fleet's store, listed by the server, and no job left in etcd.
+    assert [b.id for b in listed] == [record.id]
+    assert listed[0] == record
+    assert store_from_url(fleet.store_url).exists(f"bounds/{record.id}.json")
+    registry = registry_from_url(fleet.registry_url)
+    try:
+        assert not registry.get_prefix("jobs/")
+    finally:
+        registry.close()
+
+
+def test_bad_bound_requests_over_grpc(fleet: BoundFleet) -> None:
+    def status(call) -> tuple[grpc.StatusCode, str]:
+        with pytest.raises(grpc.RpcError) as caught:
+            list(call())
+        details = caught.value.details()
+        assert "\n" not in details, details
+        return caught.value.code(), details
+
+    with grpc.insecure_channel(fleet.address) as channel:
+        stub = evaluator_pb2_grpc.EvaluatorStub(channel)
+
+        def bound(text: str):
+            return lambda: stub.Bound(
+                types_pb2.BoundRequest(request_json=text), timeout=CALL_TIMEOUT_S
+            )
+
+        code, details = status(bound('{"model": "digits_cnn", "precisions": ["fp8"]}'))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT
+        assert details.startswith("bad bound request: precisions: ") and "fp8" in details
+        code, details = status(bound('{"model": "nope"}'))
+        assert code == grpc.StatusCode.NOT_FOUND and "unknown model 'nope'" in details
+        code, details = status(bound("{not json"))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and "bad bound request" in details
+        # Refused by the agent (a CPU has no TF32), passed on by the server as it is.
+        code, details = status(bound('{"model": "digits_cnn", "precisions": ["tf32"]}'))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT
+        assert details.startswith("precision tf32 is not available on cpu")
+    with grpc.insecure_channel(fleet.agent) as channel:
+        agent = predictor_pb2_grpc.PredictorStub(channel)
+        code, details = status(
+            lambda: agent.Bound(
+                types_pb2.BoundRequest(request_json='{"model": "digits_cnn"}', bound_id="x1"),
+                timeout=CALL_TIMEOUT_S,
+            )
+        )
+        assert code == grpc.StatusCode.INVALID_ARGUMENT
+        assert details == "bound id 'x1': expected 32 lowercase hex digits"
+
+
+def test_a_bound_in_flight_is_not_an_evaluation() -> None:
+    """A bound keeps a job in the registry like an evaluation, marked as a bound, which the
+    evaluation listings leave out."""
+    registry = MemoryRegistry()
+    try:
+        keeper = jobs.Jobs(registry, registry.lease(10.0), "server-1")
+        keeper.start("a" * 32, "digits_cnn")
+        bound = keeper.start("b" * 32, "digits_cnn", "bound")
+        assert [j.evaluation_id for j in jobs.in_flight(registry, "evaluation")] == ["a" * 32]
+        assert sorted(j.kind for j in jobs.in_flight(registry)) == ["bound", "evaluation"]
+        assert jobs.find(registry, "b", "evaluation") is None
+        assert bound.describe().startswith(f"bound {'b' * 32} of digits_cnn is dispatching")
+    finally:
+        registry.close()
