@@ -34,15 +34,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mlms.bounds.fusion import fused_key
 from mlms.bounds.graph import Layer, LayerGraph, layer_graph
-from mlms.bounds.timing import Timed, time_cpu, time_gpu
+from mlms.bounds.timing import Timed, screen_gpu, time_cpu, time_gpu
 
 log = logging.getLogger(__name__)
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 #: Layer kinds whose libraries have tensor-core paths: these run at every precision.
 TENSOR_CORE_KINDS = frozenset({"conv", "gemm"})
-#: Activations a fused convolution can end with (the shared vocabulary's names).
-FUSABLE_ACTIVATIONS = {"ReLU": "relu", "relu": "relu", "ReLU6": "relu6", "none": "none"}
+#: Engines per precision timed in full after screening (besides torch and the heuristic's).
+SCREEN_KEEP = 3
 
 
 class Timing(BaseModel):
@@ -145,7 +145,7 @@ def benchmark(task: BenchTask) -> list[LayerBench]:
             start = time.perf_counter()
             jobs, heuristics = _variants(torch, graph, layer, task)
             built = time.perf_counter()
-            timed = _timed(torch, jobs, task)
+            timed = _timed(torch, jobs, task, heuristics)
             _log(layer.op, layer, jobs, timed, built - start, time.perf_counter() - built)
             results.append(_entry(key, layer, device_name, stack, timed, heuristics))
         for fused in task.fused:
@@ -154,7 +154,7 @@ def benchmark(task: BenchTask) -> list[LayerBench]:
             start = time.perf_counter()
             jobs, heuristics = _fused_variants(torch, graph, conv, fused.activation, task)
             built = time.perf_counter()
-            timed = _timed(torch, jobs, task)
+            timed = _timed(torch, jobs, task, heuristics)
             _log(op, conv, jobs, timed, built - start, time.perf_counter() - built)
             results.append(
                 _entry(fused.key(conv), conv, device_name, stack, timed, heuristics, op=op)
@@ -175,13 +175,37 @@ def _log(
 Job = tuple[str, str]  # (variant, precision)
 
 
-def _timed(torch: Any, jobs: dict[Job, Callable[[], Any]], task: BenchTask) -> dict[Job, Timed]:
+def _timed(
+    torch: Any, jobs: dict[Job, Callable[[], Any]], task: BenchTask, heuristics: dict[str, str]
+) -> dict[Job, Timed]:
+    """Every variant timed: on a GPU the engines are screened first and only the fastest few
+    of each precision are timed in full, beside torch's own call and the heuristic's choice
+    (an engine that takes ten times the best costs seconds and could never be the bound)."""
+    gpu = task.device.startswith("cuda")
+    if gpu:
+        jobs = _screened(torch, jobs, heuristics)
     labelled = {f"{variant}|{precision}": call for (variant, precision), call in jobs.items()}
-    if task.device.startswith("cuda"):
-        timed = time_gpu(torch, labelled, task.repeats)
-    else:
-        timed = time_cpu(labelled, task.repeats)
+    timed = time_gpu(torch, labelled, task.repeats) if gpu else time_cpu(labelled, task.repeats)
     return {tuple(label.split("|", 1)): value for label, value in timed.items()}  # type: ignore[misc]
+
+
+def _screened(
+    torch: Any, jobs: dict[Job, Callable[[], Any]], heuristics: dict[str, str]
+) -> dict[Job, Callable[[], Any]]:
+    kept: dict[Job, Callable[[], Any]] = {}
+    for precision in sorted({p for _, p in jobs}):
+        engines = {
+            variant: call
+            for (variant, p), call in jobs.items()
+            if p == precision and "cudnn:" in variant
+        }
+        fastest = sorted(screen_gpu(torch, engines).items(), key=lambda item: item[1])
+        chosen = {variant for variant, _ in fastest[:SCREEN_KEEP]}
+        chosen |= {v for v in engines if v.endswith(f"cudnn:{heuristics.get(precision)}")}
+        for (variant, p), call in jobs.items():
+            if p == precision and (variant in chosen or "cudnn:" not in variant):
+                kept[(variant, p)] = call
+    return kept
 
 
 def _entry(
