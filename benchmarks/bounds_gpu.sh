@@ -19,7 +19,7 @@ export PYTHONPATH=/tmp/site:$PWD MLMS_HOME=$PWD/.device-home PYTHONUNBUFFERED=1 
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
     echo "cores: $(nproc)  python: $(python3 --version)  commit: $(git rev-parse --short HEAD 2>/dev/null)"
     python3 -c "import torch, cudnn; print('torch', torch.__version__, 'cudnn', torch.backends.cudnn.version(), 'frontend', cudnn.__version__)"
-} 2>&1 | tee -a "$OUT/env.txt"
+} 2>&1 | tee -a "$OUT/runs.txt"
 n=0
 for model in "$@"; do
     n=$((n + 1))
@@ -30,6 +30,7 @@ for model in "$@"; do
     rc=$?
     echo "$name rc=$rc seconds=$(python3 -c "import time; print(round(time.time() - $start, 1))")" \
         | tee -a "$OUT/runs.txt"
-    [ $rc -eq 0 ] || tail -5 "$OUT/$name.err"
+    # The device tool returns a few files only: a run's log is kept when it failed.
+    if [ $rc -eq 0 ]; then rm -f "$OUT/$name.err"; else tail -5 "$OUT/$name.err"; fi
 done
 python3 benchmarks/bounds_table.py "$OUT"/*.json | tee "$OUT/table.txt"

@@ -16,6 +16,10 @@ from typing import Any
 
 from mlms.errors import UnsupportedFramework
 
+#: Engines that need more scratch memory than this are left out (torch caps its own cuDNN
+#: workspace similarly; some FFT engines ask for gigabytes at batch size 64).
+MAX_WORKSPACE = 2 << 30
+
 
 @dataclass(frozen=True)
 class Engine:
@@ -66,20 +70,21 @@ def conv_engines(
     graph, tensors, Y = built
     out = torch.empty(list(Y.get_dim()), dtype=x.dtype, device=x.device)
     tensors[Y] = out.as_strided(list(Y.get_dim()), list(Y.get_stride()))
-    engines: list[Engine] = []
-    seen: set[str] = set()
+    plans: list[tuple[int, str, int]] = []
     for index in range(graph.get_execution_plan_count()):
         try:
             name = graph.get_plan_name_at_index(index)
             size = graph.get_workspace_size_plan_at_index(index)
         except Exception:  # a plan that did not build
             continue
-        if name in seen:
-            continue
-        seen.add(name)
-        workspace = torch.empty(max(size, 1), dtype=torch.uint8, device=x.device)
+        if size <= MAX_WORKSPACE and name not in {n for _, n, _ in plans}:
+            plans.append((index, name, size))
+    # One workspace for all of them (they run one at a time), the largest any needs.
+    workspace = torch.empty(max([1, *(s for _, _, s in plans)]), dtype=torch.uint8, device=x.device)
+    engines: list[Engine] = []
+    for index, name, _size in plans:
 
-        def run(index: int = index, workspace: Any = workspace) -> None:
+        def run(index: int = index) -> None:
             graph.execute_plan_at_index(tensors, workspace, index, handle=handle)
 
         engines.append(Engine(name=name, run=run, heuristic_rank=index))

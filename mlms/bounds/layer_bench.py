@@ -148,6 +148,8 @@ def benchmark(task: BenchTask) -> list[LayerBench]:
             timed = _timed(torch, jobs, task, heuristics)
             _log(layer.op, layer, jobs, timed, built - start, time.perf_counter() - built)
             results.append(_entry(key, layer, device_name, stack, timed, heuristics))
+            del jobs
+            _release(torch, task.device)
         for fused in task.fused:
             conv = graph.layer(fused.conv_node)
             op = f"{conv.op}+bias+{fused.activation}"
@@ -159,7 +161,16 @@ def benchmark(task: BenchTask) -> list[LayerBench]:
             results.append(
                 _entry(fused.key(conv), conv, device_name, stack, timed, heuristics, op=op)
             )
+            del jobs
+            _release(torch, task.device)
     return results
+
+
+def _release(torch: Any, device: str) -> None:
+    """Give back the inputs, outputs and workspaces of the config just timed: at batch size 64
+    a large model's convolutions with every engine's scratch memory would not fit at once."""
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
 
 
 def _log(
