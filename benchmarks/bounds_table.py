@@ -51,6 +51,30 @@ def rows(record: BoundRecord) -> list[dict[str, object]]:
     return out
 
 
+def findings(record: BoundRecord) -> list[dict[str, object]]:
+    """The quantities Benanza published, per batch size: what parallel layers would gain
+    (sequential over parallel bound), what the heuristic's convolution algorithms cost over the
+    fastest (share of the convolutions' time), and the tensor-core speed-up of the convolution
+    and GEMM layers (their bound at the framework's precision over the fastest at any)."""
+    out = []
+    for batch in record.batches:
+        convs = [r for r in batch.layers if r.kind == "conv" and r.framework_ms is not None]
+        framework = sum(r.framework_ms for r in convs)  # type: ignore[misc]
+        best = sum(min(r.bound_ms, r.framework_ms) for r in convs)  # type: ignore[type-var]
+        dense = [r for r in batch.layers if r.kind in ("conv", "gemm")]
+        out.append(
+            {
+                "model": record.model,
+                "batch": batch.batch_size,
+                "parallel: seq/par LBL": batch.sequential_ms / batch.parallel_ms,
+                "conv algorithm: heuristic over best (%)": 100 * (framework - best) / best,
+                "tensor cores on conv+gemm (x)": sum(r.bound_ms for r in dense)
+                / sum(r.any_precision_ms for r in dense),
+            }
+        )
+    return out
+
+
 def main(paths: list[str]) -> None:
     records = []
     for path in paths:
@@ -64,6 +88,9 @@ def main(paths: list[str]) -> None:
     pd.set_option("display.width", 250)
     pd.set_option("display.max_columns", 30)
     table = pd.DataFrame([row for record in records for row in rows(record)])
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print()
+    table = pd.DataFrame([row for record in records for row in findings(record)])
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print()
     for record in records:

@@ -21,6 +21,11 @@ from mlms.errors import UnsupportedFramework
 MAX_WORKSPACE = 2 << 30
 
 
+#: Largest error an engine's output may have against float64, relative to the output's largest
+#: magnitude (TF32 and BF16 keep 10 and 7 mantissa bits of the inputs).
+TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "fp16": 1e-2, "bf16": 5e-2}
+
+
 @dataclass(frozen=True)
 class Engine:
     name: str
@@ -81,13 +86,24 @@ def conv_engines(
             plans.append((index, name, size))
     # One workspace for all of them (they run one at a time), the largest any needs.
     workspace = torch.empty(max([1, *(s for _, _, s in plans)]), dtype=torch.uint8, device=x.device)
+    reference = _reference(torch, x, w, bias, activation, padding, stride, dilation)
     engines: list[Engine] = []
     for index, name, _size in plans:
 
         def run(index: int = index) -> None:
             graph.execute_plan_at_index(tensors, workspace, index, handle=handle)
 
-        engines.append(Engine(name=name, run=run, heuristic_rank=index))
+        # An engine that answers wrongly is no implementation of the layer: each is checked
+        # once against float64 before it is timed.
+        try:
+            run()
+        except Exception:  # an engine cuDNN built may still refuse at launch
+            continue
+        error = (tensors[Y].double() - reference).abs().max() / reference.abs().max().clamp_min(
+            1e-30
+        )
+        if float(error) <= TOLERANCE[precision]:
+            engines.append(Engine(name=name, run=run, heuristic_rank=index))
     return engines
 
 
@@ -97,6 +113,28 @@ def _handle(cudnn: Any, stream: int) -> Any:
     handle = cudnn.create_handle()
     cudnn.set_stream(handle=handle, stream=stream)
     return handle
+
+
+def _reference(
+    torch: Any,
+    x: Any,
+    w: Any,
+    bias: Any,
+    activation: str,
+    padding: list[int],
+    stride: list[int],
+    dilation: list[int],
+) -> Any:
+    """The layer's output in float64 through torch, to check engines against."""
+    groups = x.shape[1] // w.shape[1]
+    y = torch.nn.functional.conv2d(x.double(), w.double(), None, stride, padding, dilation, groups)
+    if bias is not None:
+        y = y + bias.double().reshape(1, -1, 1, 1)
+    if activation == "relu":
+        y = y.clamp_min(0)
+    elif activation == "relu6":
+        y = y.clamp(0, 6)
+    return y
 
 
 def _built_graph(
