@@ -20,6 +20,7 @@ import subprocess
 import sys
 import uuid
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -31,6 +32,8 @@ from playwright.sync_api import sync_playwright
 
 from mlms.analysis.engine import Spans
 from mlms.analysis.kernels import peaks_of, roofline
+from mlms.bounds.record import BatchBound, BoundRecord, BoundRequest, LayerBound, WhatIf
+from mlms.bounds.tables import bound_summary
 from mlms.cli.options import spans_for
 from mlms.client import EmbeddedClient
 from mlms.evaluation.record import (
@@ -44,7 +47,8 @@ from mlms.evaluation.records import save_record
 from mlms.evaluation.runner import evaluate
 from mlms.evaluation.stats import latency_stats
 from mlms.registry.hardware import GpuInfo
-from mlms.report import build_report
+from mlms.report import bounds_for, build_report
+from mlms.report.evaluations import label
 from mlms.report.html import table
 from mlms.tracer.archive import write_spans
 from mlms.tracer.levels import TraceLevel
@@ -215,6 +219,157 @@ def test_tables_escape_text_and_keep_full_values() -> None:
     assert '<td class="num" title="0.123456789">0.1235</td>' in text
     assert '<td class="num">12,345</td>' in text and '<td class="num">38,282</td>' in text
     assert "<th class=num>launches (count)</th>" in text
+
+
+# --- lower bounds (mlms bound) -----------------------------------------------------------
+
+
+def _layer(name: str, kind: str, measured: float | None, bound: float) -> LayerBound:
+    return LayerBound(
+        name=name,
+        node=name,
+        kind=kind,
+        op=kind,
+        input_shapes=[[1, 8, 8]],
+        output_shape=[1, 8, 8],
+        config=f"{kind}:{name}",
+        framework_ms=bound * 1.5,
+        bound_ms=bound,
+        bound_variant=f"{kind}_fast (fp32)",
+        any_precision_ms=bound,
+        any_precision_variant=f"{kind}_fast (fp32)",
+        measured_ms=measured,
+        on_critical_path=kind == "conv",
+    )
+
+
+def _bound(record: EvaluationRecord, evaluation_id: str, layers: int = 3) -> BoundRecord:
+    """A bound made by hand at batch sizes 1 and 4, measured against ``evaluation_id``: a few
+    layers (the last one unmeasured) and two what-ifs per batch size."""
+    batches = []
+    for batch_size in (1, 4):
+        rows = [
+            _layer(f"<conv{i}>", "conv", 0.03 * batch_size * (i + 1), 0.01 * batch_size * (i + 1))
+            for i in range(layers)
+        ]
+        rows.append(_layer("fc", "gemm", None, 0.005 * batch_size))
+        measured = 1.2 * sum(r.measured_ms or 0 for r in rows)
+        sequential = sum(r.bound_ms for r in rows)
+        batches.append(
+            BatchBound(
+                batch_size=batch_size,
+                evaluation_id=evaluation_id,
+                measured_ms=measured,
+                kernel_ms=None,
+                sequential_ms=sequential,
+                parallel_ms=sequential * 0.8,
+                what_ifs=[
+                    WhatIf(name="fusion", now_ms=measured, if_ms=measured * 0.9, detail="fused"),
+                    WhatIf(
+                        name="best algorithm",
+                        now_ms=measured,
+                        if_ms=measured * 0.7,
+                        detail="a faster convolution <algo>",
+                    ),
+                ],
+                layers=rows,
+            )
+        )
+    return BoundRecord(
+        id=uuid.uuid4().hex,
+        created_at=datetime.now(UTC),
+        request=BoundRequest(model=record.model.name, batch_sizes=[1, 4]),
+        model=record.model.name,
+        framework=record.framework.name,
+        framework_version=record.framework.version,
+        hardware=record.hardware,
+        device="cpu",
+        device_name="cpu",
+        libraries={"torch": record.framework.version},
+        precisions=["fp32"],
+        framework_precisions={"conv": "fp32", "gemm": "fp32"},
+        benchmarked=layers + 1,
+        cached=0,
+        bench_seconds=1.5,
+        batches=batches,
+    )
+
+
+@pytest.fixture(scope="module")
+def bound_report(store, cpu_records, tmp_path_factory) -> tuple[Path, str, BoundRecord]:
+    """torch's evaluation with a bound measured against it (20 conv layers, so the slowest 15
+    are a cut) and one measured against another evaluation."""
+    record = cpu_records[0]
+    bound = _bound(record, record.id, layers=20)
+    elsewhere = _bound(record, uuid.uuid4().hex)
+    assert bounds_for([record], [elsewhere, bound]) == [bound]
+    text = build_report([record], _spans(store, [record]), bounds=[elsewhere, bound])
+    path = tmp_path_factory.mktemp("report") / "bounds.html"
+    path.write_text(text, encoding="utf-8")
+    return path, text, bound
+
+
+def test_bounds_for_picks_the_bounds_of_the_reports_evaluations(cpu_records):
+    torch, onnx = cpu_records
+    first, second, other = _bound(torch, torch.id), _bound(onnx, onnx.id), _bound(onnx, "0" * 32)
+    assert bounds_for(cpu_records, [first, other, second]) == [first, second]
+    assert bounds_for([torch], [other, second]) == []
+    assert bounds_for(cpu_records, []) == []
+
+
+def test_report_shows_the_bounds_measured_against_its_evaluations(
+    bound_report, full_report, cpu_records
+):
+    _path, text, bound = bound_report
+    page = _without_plotlyjs(text)
+    assert page.count('id="bounds"') == 1 and page.count('href="#bounds"') == 1
+    assert page.count("Lower bounds (Benanza)") == 2  # its heading and its TOC entry
+    assert 'href="#bounds-0"' in page and "bounds-1" not in page  # the other bound left out
+    # The section sits after the levels and before the comparison.
+    assert page.index('id="timeline"') < page.index('id="bounds"') < page.index('id="across"')
+    section = page[page.index('<section id="bounds"') : page.index('<section id="across"')]
+    assert f"bound {bound.id[:8]}" in section
+    assert label(cpu_records[0]) in section  # what it was measured against
+    assert "not in this report" not in section
+    for table_id in ("bound-summary-0", "bound-what-ifs-0", "bound-layers-table-0"):
+        assert f'<table class="data" id="{table_id}">' in section
+    for kind in ("latency", "layers"):
+        for batch_size in (1, 4):
+            assert f'id="bound-{kind}-0-bs{batch_size}"' in section
+    assert "if best algorithm (ms)" in section and "LBL/measured" in section
+    assert "&lt;conv0&gt;" in section and "<conv0>" not in section  # layer names escaped
+    assert "a faster convolution &lt;algo&gt;" in section
+
+    # Without bounds there is no such section, nor its entry in the table of contents.
+    unbounded = _without_plotlyjs(full_report[1])
+    assert 'id="bounds' not in unbounded and 'href="#bounds' not in unbounded
+    assert "Lower bounds (Benanza)" not in unbounded
+
+
+def test_bound_plots_render_in_chromium(browser, bound_report):
+    path, _text, bound = bound_report
+    opened = _open(browser, path)
+    plots = _assert_clean(opened)
+    expected = {f"bound-{kind}-0-bs{b}" for kind in ("latency", "layers") for b in (1, 4)}
+    assert expected <= set(plots)
+    summary = bound_summary(bound).set_index("batch size")
+    for batch in bound.batches:
+        bars = opened.trace(f"bound-latency-0-bs{batch.batch_size}", 0)
+        row = summary.loc[batch.batch_size]
+        names = ["measured", "sequential LBL", "parallel LBL", "if fusion", "if best algorithm"]
+        assert bars["x"] == names
+        assert bars["y"] == pytest.approx([row[f"{name} (ms)"] for name in names])
+        measured = opened.trace(f"bound-layers-0-bs{batch.batch_size}", 0)
+        bounds = opened.trace(f"bound-layers-0-bs{batch.batch_size}", 1)
+        slowest = sorted(
+            (layer for layer in batch.layers if layer.measured_ms is not None),
+            key=lambda layer: -layer.measured_ms,
+        )[:15]
+        assert len(measured["y"]) == 15  # the top 15 of 21 layers
+        assert measured["y"][0] == f"1. {slowest[0].name}"
+        assert measured["x"] == pytest.approx([layer.measured_ms for layer in slowest])
+        assert bounds["x"] == pytest.approx([layer.bound_ms for layer in slowest])
+    opened.page.close()
 
 
 # --- in a real browser --------------------------------------------------------------------

@@ -9,6 +9,7 @@ figures in one file that needs no network: plotly.js is inlined once.
     evaluations.py  the header: what was evaluated, where, when, with which settings
     levels.py       each evaluation's part of the model, layer, kernel and timeline sections
     across.py       the comparison section
+    bounds.py       the lower bounds (``mlms bound``) measured against the evaluations
 """
 
 from __future__ import annotations
@@ -18,25 +19,34 @@ from datetime import UTC, datetime
 
 from mlms import __version__
 from mlms.analysis.engine import Spans
+from mlms.bounds.record import BoundRecord
 from mlms.evaluation.record import EvaluationRecord
 from mlms.report.across import across_section
+from mlms.report.bounds import bounds_for, bounds_section
 from mlms.report.evaluations import evaluations_section, label, short_label
 from mlms.report.html import Section, page, question
 from mlms.report.levels import LEVELS, own_spans
 
-__all__ = ["build_report"]
+__all__ = ["bounds_for", "build_report"]
 
 
-def build_report(records: Sequence[EvaluationRecord], spans: Spans) -> str:
+def build_report(
+    records: Sequence[EvaluationRecord], spans: Spans, bounds: Sequence[BoundRecord] = ()
+) -> str:
     """The report of ``records`` as one HTML document; ``spans`` holds their traces (a record
-    without one gets its trace-based sections replaced by a line saying so)."""
+    without one gets its trace-based sections replaced by a line saying so). Each of ``bounds``
+    measured against one of ``records`` (``bounds_for``) gets its part of a lower-bound section;
+    with none, the page has no such section."""
     levels = [Section(level.title, level.anchor).add(question(level.question)) for level in LEVELS]
     for index, record in enumerate(records):
         own = own_spans(spans, record)  # one evaluation's spans at a time
         for level, section in zip(LEVELS, levels, strict=True):
             part = section.child(label(record), f"{level.anchor}-{index}", short_label(record))
             part.add(*level.part(record, own, index))
-    sections = [evaluations_section(records), *levels, across_section(records, spans)]
+    sections = [evaluations_section(records), *levels]
+    if shown := bounds_for(records, bounds):
+        sections.append(bounds_section(records, shown))
+    sections.append(across_section(records, spans))
     title = label(records[0]) if len(records) == 1 else f"{len(records)} evaluations compared"
     made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return page(title, f"mlms {__version__} report, made {made}", sections)

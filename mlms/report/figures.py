@@ -327,3 +327,75 @@ def differences(table: pd.DataFrame, labels: pd.Series, column: str, title: str)
     fig.update_yaxes(type="category", autorange="reversed")
     fig.update_xaxes(title_text=f"{column}: other minus base", zeroline=True)
     return _styled(fig, title, height=120 + 22 * len(rows), showlegend=False)
+
+
+def lower_bounds(summary: pd.DataFrame, batch_size: int) -> go.Figure:
+    """From ``bound_summary`` at one batch size: the measured latency, the sequential and
+    parallel lower bounds, and each what-if's latency, one bar each."""
+    row = summary.iloc[0]
+    bars = [
+        ("measured", "measured (ms)", "#4c78a8"),
+        ("sequential LBL", "sequential LBL (ms)", "#54a24b"),
+        ("parallel LBL", "parallel LBL (ms)", "#2e8b57"),
+    ]
+    bars += [
+        (str(column).removesuffix(" (ms)"), column, "#f58518")  # "if fusion (ms)"
+        for column in summary.columns
+        if str(column).startswith("if ") and str(column).endswith(" (ms)") and pd.notna(row[column])
+    ]
+    measured = float(row["measured (ms)"])
+    values = [float(row[column]) for _name, column, _color in bars]
+    fig = go.Figure(
+        go.Bar(
+            x=[name for name, _column, _color in bars],
+            y=values,
+            marker_color=[color for _name, _column, color in bars],
+            customdata=[value / measured if measured > 0 else None for value in values],
+            hovertemplate="%{x}: %{y:.4f} ms (%{customdata:.3f} of measured)<extra></extra>",
+            name="latency",
+        )
+    )
+    fig.add_hline(y=measured, line_dash="dot", line_color="#888888")
+    fig.update_xaxes(title_text="measured, lower bounds, and latency if ...", type="category")
+    fig.update_yaxes(title_text="latency (ms)", rangemode="tozero")
+    return _styled(fig, f"Latency against its lower bounds, batch {batch_size}", showlegend=False)
+
+
+def layers_against_bounds(table: pd.DataFrame, batch_size: int) -> go.Figure:
+    """From ``slowest_layers`` of a bound at one batch size: each layer's measured time beside
+    its lower bound, slowest first (ranks keep equal names apart)."""
+    labels = [f"{rank}. {layer}" for rank, layer in enumerate(table["layer"], start=1)]
+    custom = table[["kind", "fastest", "measured/bound"]].to_numpy().tolist()
+    fig = go.Figure()
+    for column, name, color in (
+        ("measured (ms)", "measured", "#4c78a8"),
+        ("bound (ms)", "bound (fastest implementation)", "#54a24b"),
+    ):
+        fig.add_bar(
+            y=labels,
+            x=table[column].tolist(),
+            orientation="h",
+            name=name,
+            marker_color=color,
+            customdata=custom,
+            hovertemplate="%{y} (%{customdata[0]})<br>%{x:.4f} ms; fastest %{customdata[1]}, "
+            "measured/bound %{customdata[2]:.2f}<extra>%{fullData.name}</extra>",
+        )
+    fig.update_yaxes(type="category", autorange="reversed")
+    fig.update_xaxes(title_text="time per predict (ms)", rangemode="tozero")
+    # Slowest first: the bottom right, past the shortest bars, is free for the legend.
+    legend = {
+        "orientation": "v",
+        "x": 0.99,
+        "xanchor": "right",
+        "y": 0.01,
+        "yanchor": "bottom",
+        "bgcolor": "rgba(255,255,255,0.85)",
+    }
+    return _styled(
+        fig,
+        f"Slowest layers against their bounds, batch {batch_size}",
+        barmode="group",
+        height=140 + 34 * len(table),
+        legend=legend,
+    )
