@@ -58,9 +58,7 @@ class Client(Protocol):
         where the store is: analysis name -> table."""
         ...
 
-    def bound(
-        self, request: BoundRequest, progress: ProgressCallback | None = None
-    ) -> BoundRecord:
+    def bound(self, request: BoundRequest, progress: ProgressCallback | None = None) -> BoundRecord:
         """Benanza's lower bounds and what-ifs for a model on a device (``mlms.bounds``)."""
         ...
 
@@ -118,9 +116,7 @@ class EmbeddedClient:
 
         return analyze_stored(self.store, evaluation_ids, analyses, top)
 
-    def bound(
-        self, request: BoundRequest, progress: ProgressCallback | None = None
-    ) -> BoundRecord:
+    def bound(self, request: BoundRequest, progress: ProgressCallback | None = None) -> BoundRecord:
         from mlms.bounds.run import bound
 
         return bound(request, store=self.store, progress=progress)

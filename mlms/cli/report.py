@@ -23,13 +23,15 @@ from mlms.errors import InvalidArgument
 @server_option
 def report(evaluation_ids: tuple[str, ...], output: Path, server: str | None) -> None:
     """Write an HTML report of the evaluations ID ...: latency and throughput per batch size,
-    profiling overheads, layers, GPU kernels and rooflines, one predict's timeline and, for
-    several IDs, how they differ. The file needs no network (plotly.js is inside it)."""
+    profiling overheads, layers, GPU kernels and rooflines, one predict's timeline, the lower
+    bounds (`mlms bound`) measured against them and, for several IDs, how they differ. The
+    file needs no network (plotly.js is inside it)."""
     client = client_for(server)
     records = list({r.id: r for r in map(client.get_evaluation, evaluation_ids)}.values())
-    from mlms.report import build_report  # plotly loads only for this command
+    from mlms.report import bounds_for, build_report  # plotly loads only for this command
 
-    page = build_report(records, spans_for(client, records))
+    bounds = bounds_for(records, client.list_bounds())
+    page = build_report(records, spans_for(client, records), bounds=bounds)
     try:
         output.write_text(page, encoding="utf-8")
     except OSError as exc:
