@@ -11,10 +11,11 @@ import torch
 
 from mlms.bounds.fusion import fusable_chains
 from mlms.bounds.graph import Layer, LayerGraph, layer_graph
-from mlms.bounds.layer_bench import LayerBench, Timing
+from mlms.bounds.layer_bench import BenchTask, FusedConv, LayerBench, Timing, run_in_child
 from mlms.bounds.lower_bound import Measured, batch_bound
 from mlms.bounds.record import BoundRequest
 from mlms.bounds.run import bound
+from mlms.errors import MlmsError
 from mlms.zoo.architectures import architecture
 from tests.test_cli import _one_line_error, mlms
 
@@ -147,6 +148,15 @@ def test_mlms_bound_prints_the_tables_and_stores_a_record():
 )
 def test_mlms_bound_rejects_bad_input_in_one_line(args, fragments):
     _one_line_error(mlms("bound", "--model", "digits_cnn", *args), *fragments)
+
+
+def test_a_failing_benchmark_process_is_one_clear_error():
+    task = BenchTask(
+        model="digits_cnn", input_shape=[1, 1, 8, 8], device="cpu", precisions=["fp32"],
+        repeats=3, keys=["x"], fused=[FusedConv(conv_node="no_such_node", activation="relu")],
+    )  # fmt: skip
+    with pytest.raises(MlmsError, match="layer benchmarks of digits_cnn failed: KeyError"):
+        list(run_in_child(task))
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the cuDNN engine search needs a GPU")

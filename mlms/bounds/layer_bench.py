@@ -21,20 +21,22 @@ CUPTI session must not meet the evaluation's own collector in one process.
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
 import multiprocessing
 import os
+import queue
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from mlms import errors
 from mlms.bounds.fusion import fused_key
 from mlms.bounds.graph import Layer, LayerGraph, layer_graph
 from mlms.bounds.timing import Timed, screen_gpu, time_cpu, time_gpu
+from mlms.errors import MlmsError
 
 log = logging.getLogger(__name__)
 
@@ -104,20 +106,53 @@ class BenchTask(BaseModel):
     fused: list[FusedConv] = Field(default_factory=list)
 
 
-def run_in_child(task: BenchTask) -> list[LayerBench]:
-    """``benchmark(task)`` in a fresh spawned process (see the module docstring)."""
+def run_in_child(task: BenchTask) -> Iterator[LayerBench]:
+    """``benchmark(task)`` in a fresh spawned process (see the module docstring), each entry
+    as soon as it is measured, so that a caller keeps what was done before a failure."""
     context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool:
-        return [LayerBench.model_validate(b) for b in pool.submit(_benchmark_dicts, task).result()]
+    results = context.Queue()
+    child = context.Process(target=_child, args=(task, results), daemon=True)
+    child.start()
+    try:
+        while True:
+            try:
+                kind, payload = results.get(timeout=1.0)
+            except queue.Empty:
+                if child.is_alive():
+                    continue
+                raise MlmsError(
+                    f"the layer benchmarks of {task.model} at batch size {task.input_shape[0]} "
+                    f"died with exit code {child.exitcode} on {task.device}"
+                ) from None
+            if kind == "bench":
+                yield LayerBench.model_validate(payload)
+            elif kind == "error":
+                name, message = payload
+                error = getattr(errors, name, None)
+                if isinstance(error, type) and issubclass(error, MlmsError):
+                    raise error(message)
+                raise MlmsError(f"the layer benchmarks of {task.model} failed: {name}: {message}")
+            else:
+                return
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join()
 
 
-def _benchmark_dicts(task: BenchTask) -> list[dict[str, Any]]:
+def _child(task: BenchTask, results: Any) -> None:
     if level := os.environ.get("MLMS_LOG_LEVEL"):
         logging.basicConfig(level=level.upper(), stream=sys.stderr)
-    return [bench.model_dump() for bench in benchmark(task)]
+    try:
+        for bench in benchmark(task):
+            results.put(("bench", bench.model_dump()))
+    except Exception as exc:  # the parent raises it; only its name and message cross over
+        results.put(("error", (type(exc).__name__, str(exc))))
+    else:
+        results.put(("done", None))
 
 
-def benchmark(task: BenchTask) -> list[LayerBench]:
+def benchmark(task: BenchTask) -> Iterator[LayerBench]:
     import torch
 
     from mlms.predictors.torch_predictor import architecture_of
@@ -137,7 +172,6 @@ def benchmark(task: BenchTask) -> list[LayerBench]:
     stack = library_stack(torch, task.device)
     device_name = device_label(torch, task.device)
     wanted = set(task.keys)
-    results: list[LayerBench] = []
     with torch.inference_mode():
         for key, layer in graph.configs().items():
             if key not in wanted:
@@ -147,7 +181,7 @@ def benchmark(task: BenchTask) -> list[LayerBench]:
             built = time.perf_counter()
             timed = _timed(torch, jobs, task, heuristics)
             _log(layer.op, layer, jobs, timed, built - start, time.perf_counter() - built)
-            results.append(_entry(key, layer, device_name, stack, timed, heuristics))
+            yield _entry(key, layer, device_name, stack, timed, heuristics)
             del jobs
             _release(torch, task.device)
         for fused in task.fused:
@@ -158,12 +192,9 @@ def benchmark(task: BenchTask) -> list[LayerBench]:
             built = time.perf_counter()
             timed = _timed(torch, jobs, task, heuristics)
             _log(op, conv, jobs, timed, built - start, time.perf_counter() - built)
-            results.append(
-                _entry(fused.key(conv), conv, device_name, stack, timed, heuristics, op=op)
-            )
+            yield _entry(fused.key(conv), conv, device_name, stack, timed, heuristics, op=op)
             del jobs
             _release(torch, task.device)
-    return results
 
 
 def _release(torch: Any, device: str) -> None:

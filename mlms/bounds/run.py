@@ -16,6 +16,9 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from opentelemetry import context as otel_context
+from opentelemetry.sdk.trace import SpanProcessor
+
 from mlms.bounds.fusion import fusable_chains
 from mlms.bounds.graph import LayerGraph, layer_graph
 from mlms.bounds.layer_bench import (
@@ -34,7 +37,7 @@ from mlms.config import mlms_home
 from mlms.errors import InvalidArgument
 from mlms.evaluation.device_lock import exclusive_device
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
-from mlms.evaluation.runner import ProgressCallback, evaluate
+from mlms.evaluation.runner import Progress, ProgressCallback, evaluate
 from mlms.registry import hardware
 from mlms.store.base import ObjectStore
 from mlms.tracer.levels import TraceLevel
@@ -50,15 +53,19 @@ def bound(
     store: ObjectStore,
     step: StepCallback | None = None,
     progress: ProgressCallback | None = None,
+    processors: tuple[SpanProcessor, ...] = (),
+    parent: otel_context.Context | None = None,
     agent: dict[str, str] | None = None,
     bound_id: str | None = None,
 ) -> BoundRecord:
-    """Run a bound in this process (benchmarks in a child process) and store its record."""
+    """Run a bound in this process (benchmarks in a child process) and store its record.
+    ``processors`` and ``parent`` go to the measured evaluation's tracer, as for ``evaluate``."""
     import torch
 
     from mlms.predictors.torch_predictor import architecture_of
 
     say = step or (lambda _line: None)
+    report = progress or (lambda _event: None)
     manifest = get_model(request.model)
     info = hardware.detect()
     device = hardware.resolve(request.hw, info)
@@ -97,19 +104,21 @@ def bound(
             device=device,
             precisions=precisions,
             repeats=request.repeats,
-            keys=[k for k in missing if "+bias+" not in k],
+            keys=[key for key in graph.configs() if key in missing],
             fused=[
                 FusedConv(conv_node=c.conv.node, activation=c.fused_activation)
                 for c in _distinct_chains(graph)
                 if c.key in missing
             ],
         )
+        target = len(task.keys) + len(task.fused)
         with exclusive_device(mlms_home() / "locks", device):
-            results = run_in_child(task)
-        for bench in results:
-            perfdb.put(bench)
-            benches[bench.key] = bench
-        benchmarked += len(results)
+            # Each entry is kept as it arrives: a bound stopped halfway resumes from there.
+            for done, bench in enumerate(run_in_child(task), 1):
+                perfdb.put(bench)
+                benches[bench.key] = bench
+                benchmarked += 1
+                report(Progress(batch_size, "layer benchmarks", done, target))
     bench_seconds = time.perf_counter() - started
 
     say(f"measuring {manifest.name} ({'hardware' if gpu else 'framework'} level)")
@@ -125,6 +134,8 @@ def bound(
         ),
         store=store,
         progress=progress,
+        processors=processors,
+        parent=parent,
         agent=agent,
     )
     measured = measurements(store, evaluation)

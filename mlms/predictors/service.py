@@ -239,6 +239,8 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
                 store=self.store,
                 step=lambda line: log.info("bound %s: %s", bound_id, line),
                 progress=progress,
+                processors=otlp_sinks(self.otlp_endpoint, f"bound {bound_id}"),
+                parent=trace.set_span_in_context(trace.get_current_span()),
                 agent={"mode": "remote", **self.agent_labels()},
                 bound_id=bound_id,
             )
