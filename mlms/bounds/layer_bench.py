@@ -40,7 +40,6 @@ from mlms.errors import MlmsError
 
 log = logging.getLogger(__name__)
 
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 #: Layer kinds whose libraries have tensor-core paths: these run at every precision.
 TENSOR_CORE_KINDS = frozenset({"conv", "gemm"})
 #: Engines per precision timed in full after screening (besides torch and the heuristic's).

@@ -22,7 +22,6 @@ from opentelemetry.sdk.trace import SpanProcessor
 from mlms.bounds.fusion import fusable_chains
 from mlms.bounds.graph import LayerGraph, layer_graph
 from mlms.bounds.layer_bench import (
-    PRECISIONS,
     BenchTask,
     FusedConv,
     LayerBench,
@@ -32,7 +31,7 @@ from mlms.bounds.layer_bench import (
 )
 from mlms.bounds.lower_bound import Measured, batch_bound, framework_precisions, occurrence_keys
 from mlms.bounds.perfdb import PerfDB
-from mlms.bounds.record import BoundRecord, BoundRequest, save_bound
+from mlms.bounds.record import PRECISIONS, BoundRecord, BoundRequest, save_bound
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument
 from mlms.evaluation.device_lock import exclusive_device
