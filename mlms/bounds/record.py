@@ -25,7 +25,7 @@ class BoundRequest(BaseModel):
     #: Precisions the layer benchmarks run convolutions and GEMMs at; None: every one the
     #: device has (fp32 only on a CPU).
     precisions: list[str] | None = None
-    #: Timed calls of each layer implementation.
+    #: Timed samples of each layer implementation (on a GPU, four calls back to back each).
     repeats: int = Field(default=20, ge=3, le=10_000)
     #: The measured evaluation's iterations and minimum time.
     iterations: int = Field(default=20, ge=1)

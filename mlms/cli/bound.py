@@ -34,7 +34,7 @@ from mlms.errors import InvalidArgument
 )
 @click.option(
     "--repeats", default=20, show_default=True, type=int,
-    help="Timed calls of each layer implementation.",
+    help="Timed samples of each layer implementation (on a GPU, four calls back to back each).",
 )  # fmt: skip
 @click.option(
     "--iterations", "-n", default=20, show_default=True, type=int,
