@@ -6,9 +6,9 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from mlms.errors import StoreError, UnknownEvaluation
 from mlms.registry.hardware import HardwareInfo
 from mlms.store.base import ObjectStore
+from mlms.store.json_records import JsonRecords
 
 PREFIX = "bounds/"
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
@@ -130,33 +130,12 @@ class BoundRecord(BaseModel):
     batches: list[BatchBound]
 
 
+_RECORDS = JsonRecords(PREFIX, BoundRecord, "bound")
+
+
 def save_bound(store: ObjectStore, record: BoundRecord) -> str:
-    key = f"{PREFIX}{record.id}.json"
-    store.put_bytes(key, record.model_dump_json(indent=1).encode())
-    return key
-
-
-def load_bound(store: ObjectStore, bound_id: str) -> BoundRecord:
-    """By full id or a unique prefix of one."""
-    key = f"{PREFIX}{bound_id}.json"
-    if not store.exists(key):
-        matches = [k for k in store.list(f"{PREFIX}{bound_id}") if k.endswith(".json")]
-        if len(matches) != 1:
-            found = "several bounds" if matches else "no bound"
-            raise UnknownEvaluation(
-                f"{found} with id {bound_id!r} in {store.url}; 'mlms bounds' lists them"
-            )
-        key = matches[0]
-    try:
-        return BoundRecord.model_validate_json(store.get_bytes(key))
-    except StoreError as exc:
-        raise UnknownEvaluation(f"no bound {bound_id!r} in {store.url}") from exc
+    return _RECORDS.save(store, record)
 
 
 def list_bounds(store: ObjectStore) -> list[BoundRecord]:
-    records = [
-        BoundRecord.model_validate_json(store.get_bytes(key))
-        for key in store.list(PREFIX)
-        if key.endswith(".json")
-    ]
-    return sorted(records, key=lambda r: r.created_at)
+    return _RECORDS.all(store)

@@ -1,0 +1,50 @@
+"""Records kept as one JSON object each under a prefix of the store (``evaluations/``,
+``bounds/``), found by full id or a unique prefix of one, listed oldest first."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel
+
+from mlms.errors import NotFound, StoreError
+from mlms.store.base import ObjectStore
+
+Record = TypeVar("Record", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class JsonRecords(Generic[Record]):
+    prefix: str  # "evaluations/"
+    model: type[Record]  # with ``id`` and ``created_at`` fields
+    noun: str  # "evaluation": named in errors
+    lister: str | None = None  # the command that lists them, named in errors
+    missing: type[NotFound] = NotFound
+
+    def save(self, store: ObjectStore, record: Record) -> str:
+        key = f"{self.prefix}{record.id}.json"  # type: ignore[attr-defined]
+        store.put_bytes(key, record.model_dump_json(indent=1).encode())
+        return key
+
+    def load(self, store: ObjectStore, record_id: str) -> Record:
+        key = f"{self.prefix}{record_id}.json"
+        if not store.exists(key):
+            matches = [k for k in store.list(f"{self.prefix}{record_id}") if k.endswith(".json")]
+            if len(matches) != 1:
+                found = f"several {self.noun}s" if matches else f"no {self.noun}"
+                hint = f"; '{self.lister}' lists them" if self.lister else ""
+                raise self.missing(f"{found} with id {record_id!r} in {store.url}{hint}")
+            key = matches[0]
+        try:
+            return self.model.model_validate_json(store.get_bytes(key))
+        except StoreError as exc:
+            raise self.missing(f"no {self.noun} {record_id!r} in {store.url}") from exc
+
+    def all(self, store: ObjectStore) -> list[Record]:
+        records = [
+            self.model.model_validate_json(store.get_bytes(key))
+            for key in store.list(self.prefix)
+            if key.endswith(".json")
+        ]
+        return sorted(records, key=lambda r: r.created_at)  # type: ignore[attr-defined]
