@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import click
-from pydantic import ValidationError
 
 from mlms.bounds.record import PRECISIONS
-from mlms.cli.options import client_for, parse_batch_sizes, server_option
+from mlms.cli.options import client_for, parse_batch_sizes, server_option, validated
 from mlms.cli.render import frame_table, out, progress_bar
-from mlms.errors import InvalidArgument
 
 
 @click.command("bound")
@@ -40,7 +38,10 @@ from mlms.errors import InvalidArgument
     "--iterations", "-n", default=20, show_default=True, type=int,
     help="Measured predicts per batch size of the evaluation the bound is set against.",
 )  # fmt: skip
-@click.option("--top", default=10, show_default=True, type=int, help="Slowest layers shown.")
+@click.option(
+    "--top", default=10, show_default=True, type=click.IntRange(min=1),
+    help="Slowest layers shown.",
+)  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON, nothing else.")
 @server_option
 def bound(
@@ -62,20 +63,16 @@ def bound(
     from mlms.bounds.record import BoundRequest
     from mlms.bounds.tables import bound_summary, slowest_layers, what_ifs
 
-    try:
-        request = BoundRequest(
-            model=model,
-            framework=framework,
-            hw=hw,
-            batch_sizes=parse_batch_sizes(batch_sizes),
-            precisions=[p.strip() for p in precisions.split(",")] if precisions else None,
-            repeats=repeats,
-            iterations=iterations,
-        )
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"])
-        raise InvalidArgument(f"bad value for {field}: {first['msg']}") from None
+    request = validated(
+        BoundRequest,
+        model=model,
+        framework=framework,
+        hw=hw,
+        batch_sizes=parse_batch_sizes(batch_sizes),
+        precisions=[p.strip() for p in precisions.split(",")] if precisions else None,
+        repeats=repeats,
+        iterations=iterations,
+    )
     client = client_for(server)
     with progress_bar(enabled=not as_json) as progress:
         record = client.bound(request, progress)

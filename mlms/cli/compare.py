@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from pydantic import ValidationError
 
-from mlms.cli.options import client_for, parse_batch_sizes, server_option, spans_for
+from mlms.cli.options import client_for, parse_batch_sizes, server_option, spans_for, validated
 from mlms.cli.render import err, frame_table, out, progress_bar
 from mlms.errors import InvalidArgument
 from mlms.evaluation.record import EvaluationRequest
@@ -84,22 +83,18 @@ def compare(
     client = client_for(server)
     records = []
     for name in names:
-        try:
-            request = EvaluationRequest(
-                model=model,
-                framework=name,
-                hw=hw,
-                batch_sizes=sizes,
-                iterations=iterations,
-                warmup=warmup,
-                min_seconds=min_seconds,
-                trace_level=trace_level,
-                intra_op_threads=threads,
-            )
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            field = ".".join(str(part) for part in first["loc"])
-            raise InvalidArgument(f"bad value for {field}: {first['msg']}") from None
+        request = validated(
+            EvaluationRequest,
+            model=model,
+            framework=name,
+            hw=hw,
+            batch_sizes=sizes,
+            iterations=iterations,
+            warmup=warmup,
+            min_seconds=min_seconds,
+            trace_level=trace_level,
+            intra_op_threads=threads,
+        )
         if not as_json:
             err.print(f"[bold]{model}[/] on [bold]{name}[/] ...")
         with progress_bar(enabled=not as_json) as progress:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import click
-from pydantic import ValidationError
 
-from mlms.cli.options import client_for, parse_batch_sizes, server_option
+from mlms.cli.options import client_for, parse_batch_sizes, server_option, validated
 from mlms.cli.render import out, progress_bar, record_summary
-from mlms.errors import InvalidArgument
 from mlms.evaluation.record import EvaluationRequest
 from mlms.tracer.levels import TraceLevel
 
@@ -93,23 +91,19 @@ def evaluate(
     server: str | None,
 ) -> None:
     """Evaluate a model: latency percentiles, throughput and accuracy per batch size."""
-    try:
-        request = EvaluationRequest(
-            model=model,
-            framework=framework,
-            hw=hw,
-            batch_sizes=parse_batch_sizes(batch_sizes),
-            iterations=iterations,
-            warmup=warmup,
-            min_seconds=min_seconds,
-            trace_level=trace_level,
-            inputs=list(inputs),
-            intra_op_threads=threads,
-        )
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"])
-        raise InvalidArgument(f"bad value for {field}: {first['msg']}") from None
+    request = validated(
+        EvaluationRequest,
+        model=model,
+        framework=framework,
+        hw=hw,
+        batch_sizes=parse_batch_sizes(batch_sizes),
+        iterations=iterations,
+        warmup=warmup,
+        min_seconds=min_seconds,
+        trace_level=trace_level,
+        inputs=list(inputs),
+        intra_op_threads=threads,
+    )
     client = client_for(server)
     with progress_bar(enabled=not as_json) as progress:
         record = client.evaluate(request, progress)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 import click
+from pydantic import BaseModel, ValidationError
 
 from mlms.analysis.engine import Spans
 from mlms.client import Client, EmbeddedClient
@@ -23,6 +25,19 @@ def parse_batch_sizes(text: str) -> list[int]:
             )
         sizes.append(int(part))
     return sizes
+
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def validated(cls: type[Model], /, **fields: object) -> Model:
+    """``cls(**fields)``, or one line naming the first bad field."""
+    try:
+        return cls(**fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"])
+        raise InvalidArgument(f"bad value for {field}: {first['msg']}") from None
 
 
 def server_option(command):
