@@ -167,7 +167,6 @@ def test_cudnn_engines_are_checked_and_timed_on_a_gpu():
         pytest.skip("nvidia-cudnn-frontend is not installed")
     x = torch.rand(8, 64, 28, 28, device="cuda")
     w = torch.rand(64, 64, 3, 3, device="cuda")
-    engines = cudnn_engines.conv_engines(
-        torch, x, w, padding=[1, 1], stride=[1, 1], dilation=[1, 1], precision="tf32"
-    )
+    call = cudnn_engines.ConvCall(x, w, padding=[1, 1], stride=[1, 1], dilation=[1, 1])
+    engines = cudnn_engines.conv_engines(torch, call, "tf32")
     assert len(engines) >= 2 and min(e.heuristic_rank for e in engines) == 0

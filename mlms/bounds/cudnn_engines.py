@@ -27,6 +27,34 @@ TOLERANCE = {"fp32": 1e-4, "tf32": 1e-2, "fp16": 1e-2, "bf16": 5e-2}
 
 
 @dataclass(frozen=True)
+class ConvCall:
+    """``conv(x, w) (+ bias) (+ activation)``: what an engine computes, on ``x``'s device."""
+
+    x: Any
+    w: Any
+    padding: list[int]
+    stride: list[int]
+    dilation: list[int]
+    bias: Any = None
+    activation: str = "none"  # relu, relu6 or none
+
+    def reference(self, torch: Any) -> Any:
+        """The output in float64 through torch, to check engines against."""
+        groups = self.x.shape[1] // self.w.shape[1]
+        y = torch.nn.functional.conv2d(
+            self.x.double(), self.w.double(), None, self.stride, self.padding, self.dilation,
+            groups,
+        )  # fmt: skip
+        if self.bias is not None:
+            y = y + self.bias.double().reshape(1, -1, 1, 1)
+        if self.activation == "relu":
+            y = y.clamp_min(0)
+        elif self.activation == "relu6":
+            y = y.clamp(0, 6)
+        return y
+
+
+@dataclass(frozen=True)
 class Engine:
     name: str
     run: Callable[[], None]
@@ -41,20 +69,9 @@ def available() -> bool:
     return True
 
 
-def conv_engines(
-    torch: Any,
-    x: Any,
-    w: Any,
-    *,
-    padding: list[int],
-    stride: list[int],
-    dilation: list[int],
-    precision: str,
-    bias: Any = None,
-    activation: str = "none",
-) -> list[Engine]:
-    """Runnable engines for ``conv(x, w) (+ bias) (+ activation)`` on ``x``'s device at
-    ``precision`` (fp32: no tensor cores; tf32; fp16; bf16). Empty when cuDNN supports none."""
+def conv_engines(torch: Any, conv: ConvCall, precision: str) -> list[Engine]:
+    """Runnable engines for ``conv`` at ``precision`` (fp32: no tensor cores; tf32; fp16;
+    bf16), each checked against float64. Empty when cuDNN supports none."""
     try:
         import cudnn
     except ImportError as exc:
@@ -66,14 +83,13 @@ def conv_engines(
     # Engines that compile their kernel at build time (runtime fusion) take seconds each to
     # build; every precompiled engine is built, a compiled one only when cuDNN has no other.
     for compiled in (False, True):
-        built = _built_graph(cudnn, handle, x, w, bias, activation, padding, stride, dilation,
-                             precision, compiled)  # fmt: skip
+        built = _built_graph(cudnn, handle, conv, precision, compiled)
         if built is not None:
             break
     else:
         return []
     graph, tensors, Y = built
-    out = torch.empty(list(Y.get_dim()), dtype=x.dtype, device=x.device)
+    out = torch.empty(list(Y.get_dim()), dtype=conv.x.dtype, device=conv.x.device)
     tensors[Y] = out.as_strided(list(Y.get_dim()), list(Y.get_stride()))
     plans: list[tuple[int, str, int]] = []
     for index in range(graph.get_execution_plan_count()):
@@ -85,8 +101,10 @@ def conv_engines(
         if size <= MAX_WORKSPACE and name not in {n for _, n, _ in plans}:
             plans.append((index, name, size))
     # One workspace for all of them (they run one at a time), the largest any needs.
-    workspace = torch.empty(max([1, *(s for _, _, s in plans)]), dtype=torch.uint8, device=x.device)
-    reference = _reference(torch, x, w, bias, activation, padding, stride, dilation)
+    workspace = torch.empty(
+        max([1, *(s for _, _, s in plans)]), dtype=torch.uint8, device=conv.x.device
+    )
+    reference = conv.reference(torch)
     engines: list[Engine] = []
     for index, name, _size in plans:
 
@@ -115,40 +133,8 @@ def _handle(cudnn: Any, stream: int) -> Any:
     return handle
 
 
-def _reference(
-    torch: Any,
-    x: Any,
-    w: Any,
-    bias: Any,
-    activation: str,
-    padding: list[int],
-    stride: list[int],
-    dilation: list[int],
-) -> Any:
-    """The layer's output in float64 through torch, to check engines against."""
-    groups = x.shape[1] // w.shape[1]
-    y = torch.nn.functional.conv2d(x.double(), w.double(), None, stride, padding, dilation, groups)
-    if bias is not None:
-        y = y + bias.double().reshape(1, -1, 1, 1)
-    if activation == "relu":
-        y = y.clamp_min(0)
-    elif activation == "relu6":
-        y = y.clamp(0, 6)
-    return y
-
-
 def _built_graph(
-    cudnn: Any,
-    handle: Any,
-    x: Any,
-    w: Any,
-    bias: Any,
-    activation: str,
-    padding: list[int],
-    stride: list[int],
-    dilation: list[int],
-    precision: str,
-    compiled: bool,
+    cudnn: Any, handle: Any, conv: ConvCall, precision: str, compiled: bool
 ) -> tuple[Any, dict[Any, Any], Any] | None:
     """The operation graph with its plans built: all precompiled engines, or (``compiled``)
     the heuristic's first choice among all; None when none builds."""
@@ -164,16 +150,19 @@ def _built_graph(
         compute_data_type=cudnn.data_type.FLOAT,
         handle=handle,
     )
-    X, W = graph.tensor_like(x), graph.tensor_like(w)
-    Y = graph.conv_fprop(image=X, weight=W, padding=padding, stride=stride, dilation=dilation)
-    tensors = {X: x, W: w}
-    if bias is not None:
-        B = graph.tensor_like(bias.reshape(1, -1, 1, 1))
+    X, W = graph.tensor_like(conv.x), graph.tensor_like(conv.w)
+    Y = graph.conv_fprop(
+        image=X, weight=W, padding=conv.padding, stride=conv.stride, dilation=conv.dilation
+    )
+    tensors = {X: conv.x, W: conv.w}
+    if conv.bias is not None:
+        bias = conv.bias.reshape(1, -1, 1, 1)
+        B = graph.tensor_like(bias)
         Y = graph.bias(input=Y, bias=B)
-        tensors[B] = bias.reshape(1, -1, 1, 1)
-    if activation == "relu":
+        tensors[B] = bias
+    if conv.activation == "relu":
         Y = graph.relu(input=Y)
-    elif activation == "relu6":
+    elif conv.activation == "relu6":
         Y = graph.relu(input=Y, lower_clip=0.0, upper_clip=6.0)
     Y.set_output(True).set_data_type(io_type)
     try:

@@ -336,12 +336,7 @@ def _fused_variants(
         attr, scalars = {"relu": ("relu", []), "relu6": ("hardtanh", [0.0, 6.0])}.get(
             activation, ("none", [])
         )
-        args = (
-            [int(p) for p in conv.attribute("padding")],
-            [int(s) for s in conv.attribute("stride")],
-            [int(d) for d in conv.attribute("dilation")],
-            int(conv.attribute("groups")),
-        )
+        args = (*_geometry(conv), int(conv.attribute("groups")))
         pointwise = torch.ops.mkldnn._convolution_pointwise
         jobs[("fused:onednn", "fp32")] = lambda: pointwise(x, w, b, *args, attr, scalars, "")
     return _working(jobs), heuristics
@@ -358,19 +353,21 @@ def _conv_tensors(torch: Any, conv: Layer, device: str, dtype: Any) -> tuple[Any
 def _conv_engines(
     torch: Any, conv: Layer, device: str, precision: str, activation: str | None = None
 ) -> list[Any]:
-    from mlms.bounds import cudnn_engines
+    from mlms.bounds.cudnn_engines import ConvCall, conv_engines
 
     x, w, b = _conv_tensors(torch, conv, device, _dtype(torch, precision))
-    return cudnn_engines.conv_engines(
-        torch,
-        x,
-        w,
-        padding=[int(p) for p in conv.attribute("padding")],
-        stride=[int(s) for s in conv.attribute("stride")],
-        dilation=[int(d) for d in conv.attribute("dilation")],
-        precision=precision,
-        bias=b if activation is not None else None,
-        activation=activation or "none",
+    padding, stride, dilation = _geometry(conv)
+    call = ConvCall(
+        x, w, padding, stride, dilation,
+        bias=b if activation is not None else None, activation=activation or "none",
+    )  # fmt: skip
+    return conv_engines(torch, call, precision)
+
+
+def _geometry(conv: Layer) -> tuple[list[int], list[int], list[int]]:
+    """A convolution layer's padding, stride and dilation."""
+    return tuple(  # type: ignore[return-value]
+        [int(v) for v in conv.attribute(key)] for key in ("padding", "stride", "dilation")
     )
 
 

@@ -37,6 +37,7 @@ from mlms.errors import InvalidArgument
 from mlms.evaluation.device_lock import exclusive_device
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.runner import Progress, ProgressCallback, evaluate
+from mlms.predictors.registry import choose_framework
 from mlms.registry import hardware
 from mlms.store.base import ObjectStore
 from mlms.tracer.levels import TraceLevel
@@ -66,6 +67,8 @@ def bound(
     say = step or (lambda _line: None)
     report = progress or (lambda _event: None)
     manifest = get_model(request.model)
+    # A framework this machine cannot run fails now, not after minutes of benchmarks.
+    choose_framework(manifest, request.framework)
     info = hardware.detect()
     device = hardware.resolve(request.hw, info)
     gpu = device.startswith("cuda")
