@@ -287,7 +287,7 @@ def test_image_files_go_through_the_models_preprocessing(tmp_path, store) -> Non
 def test_min_seconds_is_a_lower_bound_on_the_measured_run(store) -> None:
     """``min_seconds`` bounds the wall time of the measured loop (preprocess, predict,
     postprocess and their spans), not the sum of the predict latencies: on digits_cnn the
-    predicts are well under half of it. The loop stops about one iteration past it."""
+    predicts are well under half of it. No iteration starts after it has passed."""
     record = evaluate(
         _request(
             framework="torch",
@@ -301,12 +301,15 @@ def test_min_seconds_is_a_lower_bound_on_the_measured_run(store) -> None:
     )
     result = record.results[0]
     assert record.settings["min_seconds"] == 1.0
-    assert result.iterations > 3 and 1.0 <= result.seconds < 1.5
+    assert result.iterations > 3 and result.seconds >= 1.0
     spans = _archived(record, store)
     models = _model_spans(spans, 1, 1)
     assert len(models) == result.iterations == result.levels["model"].iterations
     run_span = next(s for s in spans if s.name == "run 1: model")
     assert run_span.duration_ns / 1e9 >= 1.0 - CLOCK_SLACK_MS / 1e3
+    # Wall time on a loaded machine varies; when the last iteration began does not.
+    last = max(s.start_ns for s in spans if s.name == "preprocess")
+    assert (last - run_span.start_ns) / 1e9 < 1.0 + CLOCK_SLACK_MS / 1e3
     # Every predict lies inside the run: the predicts' time is part of the run's wall time, and
     # at least the record's iterations x mean latency.
     assert all(run_span.start_ns <= s.start_ns <= s.end_ns <= run_span.end_ns for s in models)
