@@ -125,10 +125,3 @@ class EmbeddedClient:
         from mlms.bounds.record import list_bounds
 
         return list_bounds(self.store)
-
-
-def remote_client(server: str) -> Client:
-    """A client for the mlms server at ``HOST:PORT`` (gRPC; see ``mlms.remote_client``)."""
-    from mlms.remote_client import RemoteClient
-
-    return RemoteClient(server)

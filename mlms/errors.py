@@ -16,7 +16,9 @@ exceptions into these with ``raise ... from exc``; nothing above them sees a lib
     │   └── ChecksumMismatch   stored or downloaded bytes differ from the recorded sha256
     ├── StoreError             the object store failed or lacks a key
     ├── EvaluationInFlight     no record yet: a server is still dispatching the evaluation
-    └── Unavailable            a server, agent or registry cannot be reached
+    ├── Unavailable            a server, agent or registry cannot be reached
+    ├── Unauthenticated        no bearer token, or one that is unknown or revoked
+    └── PermissionDenied       a valid token without the role the method needs
 """
 
 from __future__ import annotations
@@ -71,4 +73,12 @@ class EvaluationInFlight(MlmsError):
 
 
 class Unavailable(MlmsError):
+    pass
+
+
+class Unauthenticated(MlmsError):
+    pass
+
+
+class PermissionDenied(MlmsError):
     pass

@@ -34,6 +34,7 @@ from mlms.rpc.payloads import record_from_events
 from mlms.rpc.propagation import outgoing_metadata
 from mlms.rpc.serving import split_address
 from mlms.rpc.status import error_from_rpc
+from mlms.security.tls import TlsFiles, open_channel
 from mlms.server.jobs import Job
 from mlms.tracer.archive import cached_archive, upgrade
 from mlms.zoo.manifest import ModelManifest
@@ -46,11 +47,23 @@ CALL_TIMEOUT_S = 60.0
 
 
 class RemoteClient:
-    def __init__(self, address: str, *, otlp_endpoint: str | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        *,
+        otlp_endpoint: str | None = None,
+        tls: TlsFiles | None = None,
+        insecure: bool = False,
+        token: str | None = None,
+    ) -> None:
+        """TLS with ``tls``'s CA (the system's when none), unless the server is on loopback
+        and no CA is given, or ``insecure``; ``token`` is sent as a bearer token."""
         split_address(address)
         self.address = address
         self.peer = f"mlms server at {address}"
-        self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self._channel = open_channel(
+            address, tls or TlsFiles(), insecure=insecure, options=CHANNEL_OPTIONS, token=token
+        )
         self._stub = evaluator_pb2_grpc.EvaluatorStub(self._channel)
         self._provider = process_provider(
             "mlms-client", otlp_endpoint or os.environ.get("MLMS_OTLP_ENDPOINT") or None

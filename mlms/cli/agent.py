@@ -2,7 +2,9 @@
 
 Every flag can also come from an ``MLMS_*`` variable (MLMS_REGISTRY, MLMS_STORE, ...), the
 way container deployments pass settings; S3 credentials come from AWS_ACCESS_KEY_ID and
-AWS_SECRET_ACCESS_KEY.
+AWS_SECRET_ACCESS_KEY. Both serve TLS with ``--tls-cert``/``--tls-key`` (agents demand the
+server's certificate from ``--tls-ca``: mutual TLS) and refuse plaintext off loopback unless
+``--insecure``; see ``mlms.security``.
 """
 
 from __future__ import annotations
@@ -66,6 +68,31 @@ def _with_options(command, default_listen: str):
                 type=click.FloatRange(min=0.0),
                 help="Seconds calls in flight may finish after SIGTERM.",
             ),
+            click.option(
+                "--tls-ca",
+                envvar="MLMS_TLS_CA",
+                metavar="PEM",
+                help="The fleet's CA: verifies agents (server) or the server (agent).",
+            ),
+            click.option(
+                "--tls-cert",
+                envvar="MLMS_TLS_CERT",
+                metavar="PEM",
+                help="This process's certificate; with it, every port is TLS.",
+            ),
+            click.option(
+                "--tls-key",
+                envvar="MLMS_TLS_KEY",
+                metavar="PEM",
+                help="The certificate's private key.",
+            ),
+            click.option(
+                "--insecure",
+                envvar="MLMS_INSECURE",
+                is_flag=True,
+                default=False,
+                help="Allow plaintext on an address that is not loopback.",
+            ),
         ]
     ):
         command = option(command)
@@ -103,6 +130,10 @@ def agent(
     ttl: float,
     otlp_endpoint: str | None,
     grace: float,
+    tls_ca: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    insecure: bool,
 ) -> None:
     """Serve one framework on this machine and register in the fleet's registry."""
     from mlms.predictors.child_agent import exec_in_own_interpreter
@@ -110,6 +141,7 @@ def agent(
     exec_in_own_interpreter(framework)  # mxnet: continue as this command in its own virtualenv
     from mlms.predictors.agent import Agent, AgentConfig
     from mlms.rpc.serving import serve_until_signalled
+    from mlms.security.tls import TlsFiles
 
     _logging()
     process = Agent(
@@ -122,23 +154,37 @@ def agent(
             ttl=ttl,
             otlp_endpoint=otlp_endpoint,
             grace=grace,
+            tls=TlsFiles.load(tls_ca, tls_cert, tls_key),
+            insecure=insecure,
         )
     ).start()
     serve_until_signalled(process.stop)
 
 
 @click.command()
+@click.option(
+    "--auth/--no-auth",
+    envvar="MLMS_AUTH",
+    default=None,
+    help="Require bearer tokens ('mlms token'); default: required unless --listen is loopback.",
+)
 @_common("127.0.0.1:50051")
 def server(
+    auth: bool | None,
     listen: str,
     registry: str,
     store: str | None,
     ttl: float,
     otlp_endpoint: str | None,
     grace: float,
+    tls_ca: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    insecure: bool,
 ) -> None:
     """Serve the Evaluator API: route evaluations and predicts to the fleet's agents."""
     from mlms.rpc.serving import serve_until_signalled
+    from mlms.security.tls import TlsFiles
     from mlms.server.process import Server, ServerConfig
 
     _logging()
@@ -150,6 +196,9 @@ def server(
             ttl=ttl,
             otlp_endpoint=otlp_endpoint,
             grace=grace,
+            tls=TlsFiles.load(tls_ca, tls_cert, tls_key),
+            insecure=insecure,
+            auth=auth,
         )
     ).start()
     serve_until_signalled(process.stop)

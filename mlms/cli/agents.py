@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 import pandas as pd
 
+from mlms.cli.options import connect, connection_options
 from mlms.cli.render import frame_table, out
 
 
@@ -16,11 +17,10 @@ from mlms.cli.render import frame_table, out
     metavar="HOST:PORT",
     help="The mlms server whose fleet to list.",
 )
+@connection_options
 def agents(server: str) -> None:
     """List the fleet's live agents."""
-    from mlms.remote_client import RemoteClient
-
-    with RemoteClient(server) as client:
+    with connect(server) as client:
         fleet = client.list_agents()
     if not fleet:
         out.print(f"no live agents registered with the server at {server}")

@@ -18,6 +18,7 @@ from mlms.cli.evaluate import evaluate
 from mlms.cli.import_trace import import_trace
 from mlms.cli.listing import evals, models
 from mlms.cli.report import report
+from mlms.cli.security import certs, token
 from mlms.cli.trace import trace
 from mlms.errors import MlmsError
 
@@ -41,6 +42,8 @@ cli.add_command(agents)
 cli.add_command(assets)
 cli.add_command(report)
 cli.add_command(import_trace)
+cli.add_command(token)
+cli.add_command(certs)
 
 
 def main() -> None:

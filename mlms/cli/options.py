@@ -40,8 +40,42 @@ def validated(cls: type[Model], /, **fields: object) -> Model:
         raise InvalidArgument(f"bad value for {field}: {first['msg']}") from None
 
 
+#: Where the connection options are kept in the click context (``ctx.meta``).
+_CONNECTION = "mlms.connection"
+
+
+def _remember(ctx: click.Context, param: click.Parameter, value: object) -> object:
+    ctx.meta.setdefault(_CONNECTION, {})[param.name] = value
+    return value
+
+
+def connection_options(command):
+    """``--token``, ``--tls-ca``, ``--tls-cert``, ``--tls-key`` and ``--insecure`` (each also
+    an ``MLMS_*`` variable): how to reach a server. They are kept for ``connect`` rather than
+    passed to the command."""
+    kept = {"expose_value": False, "callback": _remember}
+    options = [
+        click.option("--token", envvar="MLMS_TOKEN", metavar="TOKEN", **kept,
+                     help="Bearer token; default: MLMS_TOKEN, else the file $MLMS_HOME/token."),
+        click.option("--tls-ca", envvar="MLMS_TLS_CA", metavar="PEM", **kept,
+                     help="CA to verify the server with; default: the system's (TLS is used "
+                          "unless the server is on loopback and no CA is given)."),
+        click.option("--tls-cert", envvar="MLMS_TLS_CERT", metavar="PEM", **kept,
+                     help="Client certificate, for servers that ask for one."),
+        click.option("--tls-key", envvar="MLMS_TLS_KEY", metavar="PEM", **kept,
+                     help="The client certificate's key."),
+        click.option("--insecure", envvar="MLMS_INSECURE", is_flag=True, default=False, **kept,
+                     help="Plaintext even off loopback (no token is sent then)."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 def server_option(command):
-    """``--server HOST:PORT`` (or MLMS_SERVER): talk to an mlms server instead of embedding."""
+    """``--server HOST:PORT`` (or MLMS_SERVER): talk to an mlms server instead of embedding;
+    with the connection options."""
+    command = connection_options(command)
     return click.option(
         "--server",
         envvar="MLMS_SERVER",
@@ -49,6 +83,33 @@ def server_option(command):
         metavar="HOST:PORT",
         help="An mlms server; without it everything runs in this process.",
     )(command)
+
+
+def connect(server: str):  # -> RemoteClient; imported lazily so the CLI starts fast
+    """A client of the server at ``server`` with this command's connection options."""
+    from mlms.remote_client import RemoteClient
+    from mlms.security.tls import TlsFiles
+
+    given = click.get_current_context().meta.get(_CONNECTION, {})
+    return RemoteClient(
+        server,
+        tls=TlsFiles.load(given.get("tls_ca"), given.get("tls_cert"), given.get("tls_key")),
+        insecure=bool(given.get("insecure")),
+        token=given.get("token") or saved_token(),
+    )
+
+
+def saved_token() -> str | None:
+    """The token in ``$MLMS_HOME/token`` (written by ``mlms token create --save``)."""
+    from mlms.config import mlms_home
+
+    path = mlms_home() / "token"
+    try:
+        return path.read_text().strip() or None
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise InvalidArgument(f"cannot read the token file {path}: {exc.strerror}") from None
 
 
 def store_option(command):
@@ -62,11 +123,7 @@ def store_option(command):
 
 
 def client_for(server: str | None) -> Client:
-    if server is None:
-        return EmbeddedClient()
-    from mlms.client import remote_client
-
-    return remote_client(server)
+    return EmbeddedClient() if server is None else connect(server)
 
 
 def spans_for(client: Client, records: Sequence[EvaluationRecord]) -> Spans:

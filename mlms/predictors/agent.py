@@ -13,7 +13,7 @@ import logging
 import socket
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from mlms.errors import MlmsError, UnsupportedFramework
@@ -25,6 +25,8 @@ from mlms.registry.agents import AgentRegistration, register_agent
 from mlms.registry.base import AgentRecord, Registry, registry_from_url
 from mlms.rpc.otlp import process_provider
 from mlms.rpc.serving import RunningServer, Service, split_address, start_server
+from mlms.security.auth import PeerRoleInterceptor
+from mlms.security.tls import TlsFiles, check_plaintext_allowed
 from mlms.store.factory import store_from_url
 from mlms.zoo.catalog import all_models
 
@@ -43,6 +45,9 @@ class AgentConfig:
     ttl: float = 5.0
     otlp_endpoint: str | None = None
     grace: float = 10.0
+    #: Under TLS the agent demands a client certificate from the CA naming the server role.
+    tls: TlsFiles = field(default_factory=TlsFiles)
+    insecure: bool = False  # plaintext allowed off loopback
 
 
 def runnable_models(framework: str, version: str) -> list[str]:
@@ -65,10 +70,14 @@ class Agent:
                 f"mlms[{config.framework}] extra or start the agent with another --framework"
             )
         split_address(config.listen)
+        check_plaintext_allowed("mlms agent", config.listen, config.tls, config.insecure)
+        if config.tls.enabled:
+            config.tls.require_server_files("mlms agent")
         self.config = config
         self.id = uuid.uuid4().hex[:16]
         self.framework_version = version
         self.registry = registry or registry_from_url(config.registry)
+        self._owns_registry = registry is None  # a shared one is closed by whoever made it
         self.store = store_from_url(config.store)
         self.provider = process_provider("mlms-agent", config.otlp_endpoint)
         self.load = Load()
@@ -97,6 +106,14 @@ class Agent:
                     SERVICE_NAME, self.service, predictor_pb2_grpc.add_PredictorServicer_to_server
                 )
             ],
+            credentials=(
+                self.config.tls.server_credentials(require_client_cert=True)
+                if self.config.tls.cert is not None
+                else None
+            ),
+            interceptors=(
+                [PeerRoleInterceptor("server")] if self.config.tls.cert is not None else []
+            ),
         )
         self.address = advertised(self.config.listen, self.config.advertise, self.server.port)
         self.registration = register_agent(self.registry, self.record(), self.config.ttl)
@@ -149,7 +166,8 @@ class Agent:
             self.server.stop(grace)
         self.service.close_all()
         self.provider.shutdown()
-        self.registry.close()
+        if self._owns_registry:
+            self.registry.close()
 
     def wait(self) -> None:
         self._stopped.wait()

@@ -57,12 +57,20 @@ def split_address(address: str) -> tuple[str, int]:
 
 
 def start_server(
-    listen: str, services: Sequence[Service], *, max_workers: int = 32
+    listen: str,
+    services: Sequence[Service],
+    *,
+    credentials: grpc.ServerCredentials | None = None,
+    interceptors: Sequence[grpc.ServerInterceptor] = (),
+    max_workers: int = 32,
 ) -> RunningServer:
+    """Serve ``services`` on ``listen``: TLS with ``credentials``, plaintext without (the
+    caller has checked that plaintext is allowed there). ``interceptors`` (authentication)
+    run before the one that turns errors into statuses."""
     split_address(listen)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
-        interceptors=[ErrorInterceptor()],
+        interceptors=[*interceptors, ErrorInterceptor()],
         options=SERVER_OPTIONS,
     )
     health_servicer = health.HealthServicer()
@@ -79,7 +87,10 @@ def start_server(
         server,
     )
     try:
-        port = server.add_insecure_port(listen)
+        if credentials is None:
+            port = server.add_insecure_port(listen)
+        else:
+            port = server.add_secure_port(listen, credentials)
     except RuntimeError as exc:
         raise Unavailable(f"cannot listen on {listen}: {exc}") from exc
     server.start()

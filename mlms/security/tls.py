@@ -32,6 +32,9 @@ class TlsFiles:
     ca: bytes | None = None
     cert: bytes | None = None
     key: bytes | None = None
+    #: Where the certificate and key came from (Python's ssl module loads chains from files).
+    cert_path: str | None = None
+    key_path: str | None = None
 
     @property
     def enabled(self) -> bool:
@@ -52,7 +55,11 @@ class TlsFiles:
             raise InvalidArgument(
                 f"--tls-{given} {paths[given]!r} needs --tls-{missing} ({ENV[missing]}) too"
             )
-        return cls(**{name: _read(name, path) for name, path in paths.items()})
+        return cls(
+            **{name: _read(name, path) for name, path in paths.items()},
+            cert_path=paths["cert"],
+            key_path=paths["key"],
+        )
 
     def require_server_files(self, what: str) -> None:
         if self.cert is None:
@@ -117,10 +124,31 @@ def check_plaintext_allowed(what: str, listen: str, tls: TlsFiles, insecure: boo
     )
 
 
-def channel(address: str, tls: TlsFiles, *, insecure: bool, options: list) -> grpc.Channel:
+def open_channel(
+    address: str, tls: TlsFiles, *, insecure: bool, options: list, token: str | None = None
+) -> grpc.Channel:
     """A channel to ``address``: TLS unless the peer is on loopback with no CA given, or
-    plaintext was asked for."""
+    plaintext was asked for. A bearer ``token`` rides on every call (gRPC's access-token
+    credentials), and is never sent in plaintext off loopback."""
     host = address.rpartition(":")[0]
-    if insecure or (not tls.enabled and is_loopback(host)):
-        return grpc.insecure_channel(address, options=options)
-    return grpc.secure_channel(address, tls.channel_credentials(), options=options)
+    loopback = is_loopback(host)
+    if insecure or (not tls.enabled and loopback):
+        if token is None:
+            return grpc.insecure_channel(address, options=options)
+        if not loopback:
+            raise InvalidArgument(
+                f"a token is sent over TLS only, and {address} is reached in plaintext "
+                "(--insecure): give --tls-ca (MLMS_TLS_CA) instead"
+            )
+        local = grpc.local_channel_credentials(grpc.LocalConnectionType.LOCAL_TCP)
+        return grpc.secure_channel(address, _with_token(local, token), options=options)
+    credentials = tls.channel_credentials()
+    if token is not None:
+        credentials = _with_token(credentials, token)
+    return grpc.secure_channel(address, credentials, options=options)
+
+
+def _with_token(credentials: grpc.ChannelCredentials, token: str) -> grpc.ChannelCredentials:
+    return grpc.composite_channel_credentials(
+        credentials, grpc.access_token_call_credentials(token)
+    )

@@ -8,10 +8,14 @@ import grpc
 
 from mlms.protos.mlms.v1 import predictor_pb2_grpc
 from mlms.rpc.options import CHANNEL_OPTIONS
+from mlms.security.tls import TlsFiles, open_channel
 
 
 class AgentChannels:
-    def __init__(self) -> None:
+    def __init__(self, tls: TlsFiles | None = None, *, insecure: bool = False) -> None:
+        """Under TLS every channel verifies the agent's certificate and shows the server's."""
+        self.tls = tls or TlsFiles()
+        self.insecure = insecure
         self._channels: dict[str, grpc.Channel] = {}
         self._lock = threading.Lock()
 
@@ -19,7 +23,9 @@ class AgentChannels:
         with self._lock:
             channel = self._channels.get(address)
             if channel is None:
-                channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+                channel = open_channel(
+                    address, self.tls, insecure=self.insecure, options=CHANNEL_OPTIONS
+                )
                 self._channels[address] = channel
         return predictor_pb2_grpc.PredictorStub(channel)
 

@@ -10,7 +10,7 @@ import contextlib
 import logging
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from pydantic import ValidationError
 
@@ -22,8 +22,12 @@ PREFIX = "agents/"
 
 
 class Fleet:
-    def __init__(self, registry: Registry) -> None:
+    def __init__(
+        self, registry: Registry, admit: Callable[[AgentRecord], bool] | None = None
+    ) -> None:
+        """``admit`` decides which registered agents count (their certificates, under TLS)."""
         self.registry = registry
+        self._admit = admit
         self._agents: dict[str, AgentRecord] = {}
         self._lock = threading.Lock()
         # The watch calls back at once with the current agents, then after every change; it
@@ -42,7 +46,8 @@ class Fleet:
             except ValidationError:
                 log.warning("ignoring a malformed agent record at %s", key)
                 continue
-            agents[record.id] = record
+            if self._admit is None or self._admit(record):
+                agents[record.id] = record
         with self._lock:
             self._agents = agents
 

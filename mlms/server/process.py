@@ -10,12 +10,16 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mlms.protos.mlms.v1 import evaluator_pb2, evaluator_pb2_grpc
 from mlms.registry.base import Registry, registry_from_url
 from mlms.rpc.otlp import process_provider
 from mlms.rpc.serving import RunningServer, Service, start_server
+from mlms.security.auth import EVALUATOR_ROLES, TokenInterceptor
+from mlms.security.tls import TlsFiles, check_plaintext_allowed, is_loopback
+from mlms.security.tokens import Tokens
+from mlms.server.admission import Admission
 from mlms.server.agents import AgentChannels
 from mlms.server.dispatch import Dispatcher
 from mlms.server.fleet import Fleet
@@ -36,19 +40,36 @@ class ServerConfig:
     ttl: float = 5.0  # of the lease that holds this server's jobs
     otlp_endpoint: str | None = None
     grace: float = 10.0
+    tls: TlsFiles = field(default_factory=TlsFiles)
+    insecure: bool = False  # plaintext allowed off loopback
+    #: Bearer tokens on every call; ``None``: required unless the server listens on loopback.
+    auth: bool | None = None
+
+    @property
+    def requires_tokens(self) -> bool:
+        if self.auth is not None:
+            return self.auth
+        return not is_loopback(self.listen.rpartition(":")[0])
 
 
 class Server:
     def __init__(self, config: ServerConfig, *, registry: Registry | None = None) -> None:
         """``registry`` overrides ``config.registry`` (one in-memory registry shared in-process)."""
+        check_plaintext_allowed("mlms server", config.listen, config.tls, config.insecure)
+        if config.tls.enabled:
+            config.tls.require_server_files("mlms server")
         self.config = config
         self.id = uuid.uuid4().hex[:16]
         self.registry = registry or registry_from_url(config.registry)
+        self._owns_registry = registry is None  # a shared one is closed by whoever made it
         self.store = store_from_url(config.store)
         self.provider = process_provider("mlms-server", config.otlp_endpoint)
         self.lease = self.registry.lease(config.ttl)
-        self.fleet = Fleet(self.registry)
-        self.channels = AgentChannels()
+        # Under TLS, agents are admitted by their certificates and dialled with ours.
+        admission = Admission(config.tls) if config.tls.cert is not None else None
+        self.fleet = Fleet(self.registry, admission.admits if admission else None)
+        self.channels = AgentChannels(config.tls, insecure=config.insecure)
+        self.tokens = Tokens(self.store) if config.requires_tokens else None
         self.dispatcher = Dispatcher(
             self.fleet, Jobs(self.registry, self.lease, self.id), self.channels
         )
@@ -75,12 +96,24 @@ class Server:
                     SERVICE_NAME, self.service, evaluator_pb2_grpc.add_EvaluatorServicer_to_server
                 )
             ],
+            credentials=(
+                self.config.tls.server_credentials(require_client_cert=False)
+                if self.config.tls.cert is not None
+                else None
+            ),
+            interceptors=(
+                [TokenInterceptor(self.tokens, SERVICE_NAME, EVALUATOR_ROLES)]
+                if self.tokens is not None
+                else []
+            ),
         )
         log.info(
-            "server %s: listening on %s (port %d), registry %s, store %s, %d agents",
+            "server %s: listening on %s (port %d, %s, %s), registry %s, store %s, %d agents",
             self.id,
             self.config.listen,
             self.server.port,
+            "TLS" if self.config.tls.cert is not None else "plaintext",
+            "tokens required" if self.tokens is not None else "no tokens",
             self.registry.url,
             self.store.url,
             len(self.fleet.agents()),
@@ -99,4 +132,5 @@ class Server:
         self.channels.close()
         self.lease.close()
         self.provider.shutdown()
-        self.registry.close()
+        if self._owns_registry:
+            self.registry.close()
