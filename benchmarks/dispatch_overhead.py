@@ -12,10 +12,15 @@
    to a bare grpcio servicer in a second child process (no mlms code: a generic handler that
    answers 4 KB, a reply of 1,000 logits' size): gRPC's own floor on this machine, so that
    what mlms adds to it can be told apart from what the transport costs.
+3. Security's cost: Evaluator.Predict through a server to an agent, the whole path plaintext
+   against the whole path secured (TLS to the server with a bearer token checked on every call,
+   mutual TLS from the server to the agent), two fleets in this process, calls interleaved;
+   the ratio of the p50s (target <= 1.05), for each model of --secure-models.
 
     .venv/bin/python benchmarks/dispatch_overhead.py [--model resnet50] [--rounds 6]
         [--iterations 20] [--threads N] [--fleet processes|in-process]
         [--predict-model squeezenet1_1] [--calls 200] [--main-thread]
+        [--secure-models squeezenet1_1,digits_cnn] [--only secure]
 
 The in-process side runs on a worker thread, as the agent runs evaluations and predicts, so
 that both sides differ only in the dispatch path. With --main-thread it runs on the main thread
@@ -274,6 +279,105 @@ def predict_round_trip(model: str, calls: int) -> None:
     )
 
 
+@contextlib.contextmanager
+def _fleet(folder: Path, tls: dict[str, object] | None) -> Iterator[object]:
+    """A server and a torch agent in this process; secured when ``tls`` gives their files and
+    the client's token."""
+    from mlms.predictors.agent import Agent, AgentConfig
+    from mlms.registry.base import registry_from_url
+    from mlms.remote_client import RemoteClient
+    from mlms.server.process import Server, ServerConfig
+
+    tls = tls or {}
+    registry = registry_from_url("memory://")
+    agent = Agent(AgentConfig(framework="torch", **tls.get("agent", {})), registry=registry)
+    server = Server(
+        ServerConfig(store=str(folder), auth=bool(tls), **tls.get("server", {})),
+        registry=registry,
+    )
+    agent.start()
+    server.start()
+    remote = RemoteClient(f"127.0.0.1:{server.port}", **tls.get("client", {}))
+    try:
+        deadline = time.monotonic() + 60
+        while not server.fleet.agents():
+            if time.monotonic() > deadline:
+                raise RuntimeError("the agent was not admitted into the fleet within 60 s")
+            time.sleep(0.05)
+        yield remote
+    finally:
+        remote.close()
+        server.stop(0)
+        agent.stop(0)
+        registry.close()
+
+
+def secure_vs_plaintext(models: list[str], calls: int) -> None:
+    from mlms.protos.mlms.v1 import types_pb2
+    from mlms.rpc import tensors
+    from mlms.security.ca import issue, make_ca
+    from mlms.security.tls import TlsFiles
+    from mlms.security.tokens import Tokens
+    from mlms.store.local import LocalStore
+    from mlms.zoo.catalog import get_model
+
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        ca = make_ca()
+        (folder / "ca.pem").write_bytes(ca.cert)
+        files = {}
+        for role in ("server", "agent"):
+            pem = issue(ca, role, ["127.0.0.1"])
+            (folder / f"{role}.pem").write_bytes(pem.cert)
+            (folder / f"{role}-key.pem").write_bytes(pem.key)
+            files[role] = TlsFiles.load(
+                str(folder / "ca.pem"), str(folder / f"{role}.pem"), str(folder / f"{role}-key.pem")
+            )
+        token = Tokens(LocalStore(folder / "secure"))
+        secure = {
+            "server": {"tls": files["server"]},
+            "agent": {"tls": files["agent"]},
+            "client": {
+                "tls": TlsFiles.load(str(folder / "ca.pem")),
+                "token": token.create("benchmark", ["read", "run"])[1],
+            },
+        }
+        with (
+            _fleet(folder / "plain", None) as plain,
+            _fleet(folder / "secure", secure) as secured,
+        ):
+            for model in models:
+                shape = (1, *get_model(model).inputs[0].shape)
+                batch = np.random.default_rng(0).random(shape, dtype=np.float32)
+                spec = types_pb2.ModelSpec(model=model, framework="torch", hw="cpu")
+                request = types_pb2.PredictRequest(spec=spec, tensor=tensors.to_proto(batch))
+                pair = [("plaintext", plain), ("secured", secured)]
+                times = in_process(_interleaved, pair, request, calls)
+                p, q = percentile(times["plaintext"], 50), percentile(times["secured"], 50)
+                print(
+                    f"security on the predict path: {model}, {'x'.join(map(str, shape))} "
+                    f"float32 ({batch.nbytes / 1024:.0f} KiB), {calls} interleaved calls "
+                    "client -> server -> agent"
+                )
+                print(f"  plaintext, no token   p50 {p:8.3f} ms")
+                print(
+                    f"  TLS + token + mTLS    p50 {q:8.3f} ms   ratio {q / p:.3f} "
+                    f"(+{q - p:.3f} ms; target <= 1.05)"
+                )
+
+
+def _interleaved(pair: list[tuple[str, object]], request: object, calls: int) -> dict:
+    """Milliseconds per ``predict`` of each client, alternating which goes first."""
+    for _ in range(10):  # sessions opened, channels and handshakes done
+        for _, client in pair:
+            client.predict(request)
+    times: dict[str, list[float]] = {side: [] for side, _ in pair}
+    for number in range(calls):
+        for side, client in pair if number % 2 == 0 else pair[::-1]:
+            times[side].append(_timed(client.predict, request))
+    return times
+
+
 _ECHO_METHOD = "probe.Echo/Echo"
 
 
@@ -325,6 +429,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     parser.add_argument("--main-thread", action="store_true", help="in-process side on main")
     parser.add_argument("--threads", type=int, help="intra-op threads of part 1's evaluations")
+    parser.add_argument("--secure-models", default="squeezenet1_1,digits_cnn")
+    parser.add_argument("--only", choices=["secure"], help="run part 3 alone")
     parser.add_argument("--echo-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument(
         "--fleet",
@@ -339,8 +445,10 @@ def main() -> None:
     global _MAIN_THREAD
     _MAIN_THREAD = args.main_thread
     os.environ.setdefault("KINETO_LOG_LEVEL", "5")
-    remote_vs_embedded(args.model, args.rounds, args.iterations, args.fleet, args.threads)
-    predict_round_trip(args.predict_model, args.calls)
+    if args.only != "secure":
+        remote_vs_embedded(args.model, args.rounds, args.iterations, args.fleet, args.threads)
+        predict_round_trip(args.predict_model, args.calls)
+    secure_vs_plaintext(args.secure_models.split(","), args.calls)
 
 
 if __name__ == "__main__":

@@ -98,6 +98,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureFleet]:
     finally:
         server.stop(0)
         agent.stop(0)
+        registry.close()
 
 
 def _raw(fleet: SecureFleet, method: str, metadata: tuple = ()) -> grpc.StatusCode:

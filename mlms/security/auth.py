@@ -19,6 +19,7 @@ import grpc
 
 from mlms.errors import MlmsError, PermissionDenied, Unauthenticated
 from mlms.rpc.status import ERROR_KEY, status_of
+from mlms.security.bearer import HEADER
 from mlms.security.ca import roles_of
 from mlms.security.tokens import Role, Tokens
 
@@ -30,11 +31,6 @@ EVALUATOR_ROLES: dict[str, Role] = {
 }  # fmt: skip
 #: Services anyone may call: load balancers probe health, tools list services.
 OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.")
-METADATA_KEY = "authorization"
-
-
-def bearer_metadata(token: str | None) -> list[tuple[str, str]]:
-    return [(METADATA_KEY, f"Bearer {token}")] if token else []
 
 
 class TokenInterceptor(grpc.ServerInterceptor):
@@ -58,7 +54,7 @@ class TokenInterceptor(grpc.ServerInterceptor):
         return handler
 
     def _check(self, method: str, metadata: dict[str, Any]) -> None:
-        header = metadata.get(METADATA_KEY)
+        header = metadata.get(HEADER)
         if not header:
             raise Unauthenticated(
                 f"{method} needs a token: send 'authorization: Bearer <token>' "

@@ -20,6 +20,7 @@ from pathlib import Path
 import grpc
 
 from mlms.errors import InvalidArgument
+from mlms.security.bearer import BearerToken
 
 ENV = {"ca": "MLMS_TLS_CA", "cert": "MLMS_TLS_CERT", "key": "MLMS_TLS_KEY"}
 
@@ -128,27 +129,17 @@ def open_channel(
     address: str, tls: TlsFiles, *, insecure: bool, options: list, token: str | None = None
 ) -> grpc.Channel:
     """A channel to ``address``: TLS unless the peer is on loopback with no CA given, or
-    plaintext was asked for. A bearer ``token`` rides on every call (gRPC's access-token
-    credentials), and is never sent in plaintext off loopback."""
+    plaintext was asked for. A bearer ``token`` rides on every call, and is never sent in
+    plaintext off loopback."""
     host = address.rpartition(":")[0]
     loopback = is_loopback(host)
     if insecure or (not tls.enabled and loopback):
-        if token is None:
-            return grpc.insecure_channel(address, options=options)
-        if not loopback:
+        if token is not None and not loopback:
             raise InvalidArgument(
                 f"a token is sent over TLS only, and {address} is reached in plaintext "
                 "(--insecure): give --tls-ca (MLMS_TLS_CA) instead"
             )
-        local = grpc.local_channel_credentials(grpc.LocalConnectionType.LOCAL_TCP)
-        return grpc.secure_channel(address, _with_token(local, token), options=options)
-    credentials = tls.channel_credentials()
-    if token is not None:
-        credentials = _with_token(credentials, token)
-    return grpc.secure_channel(address, credentials, options=options)
-
-
-def _with_token(credentials: grpc.ChannelCredentials, token: str) -> grpc.ChannelCredentials:
-    return grpc.composite_channel_credentials(
-        credentials, grpc.access_token_call_credentials(token)
-    )
+        channel = grpc.insecure_channel(address, options=options)
+    else:
+        channel = grpc.secure_channel(address, tls.channel_credentials(), options=options)
+    return channel if token is None else grpc.intercept_channel(channel, BearerToken(token))
