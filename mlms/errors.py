@@ -17,6 +17,7 @@ exceptions into these with ``raise ... from exc``; nothing above them sees a lib
     ├── StoreError             the object store failed or lacks a key
     ├── EvaluationInFlight     no record yet: a server is still dispatching the evaluation
     ├── Unavailable            a server, agent or registry cannot be reached
+    │   └── AccessRefused      etcd answered but refused our credentials or their permissions
     ├── Unauthenticated        no bearer token, or one that is unknown or revoked
     └── PermissionDenied       a valid token without the role the method needs
 """
@@ -74,6 +75,11 @@ class EvaluationInFlight(MlmsError):
 
 class Unavailable(MlmsError):
     pass
+
+
+class AccessRefused(Unavailable):
+    """Not the caller's fault but the process's own configuration (user, password, role), so
+    a gRPC caller sees the backend as unavailable, never as its own PERMISSION_DENIED."""
 
 
 class Unauthenticated(MlmsError):

@@ -5,14 +5,15 @@ Values are bytes (JSON of a pydantic model). Every key that describes something 
 to a ``Lease``; when its holder dies the lease expires and the key vanishes with it.
 
 Implementations: ``MemoryRegistry`` (one process: the embedded mode and unit tests) and
-``EtcdRegistry`` (etcd's v3 HTTP gateway). ``registry_from_url`` picks one from a URL.
+``EtcdRegistry`` (etcd's v3 HTTP gateway, plaintext or TLS, with etcd's users and roles).
+``registry_from_url`` picks one from a URL.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, BaseModel, Field
@@ -89,7 +90,8 @@ class Registry(Protocol):
 
     @property
     def url(self) -> str:
-        """Where the registry lives (``memory://``, ``etcd://host:port``), for messages."""
+        """Where the registry lives (``memory://``, ``etcd://host:port``,
+        ``etcd+https://host:port``), for messages."""
         ...
 
     def lease(self, ttl: float) -> Lease:
@@ -136,33 +138,47 @@ def validate_ttl(ttl: float) -> float:
     return float(ttl)
 
 
-def parse_registry_url(url: str) -> tuple[str, int] | None:
-    """``(host, port)`` of an ``etcd://HOST:PORT`` URL, None for ``memory://``; raises
-    ``InvalidArgument`` for anything else. Touches no network."""
+class EtcdEndpoint(NamedTuple):
+    host: str
+    port: int
+    tls: bool
+
+
+#: Registry URL scheme -> etcd over TLS.
+_ETCD_SCHEMES = {"etcd": False, "etcd+https": True}
+_EXPECTED = "expected etcd://HOST:PORT, etcd+https://HOST:PORT or memory://"
+
+
+def parse_registry_url(url: str) -> EtcdEndpoint | None:
+    """Where the etcd of an ``etcd://HOST:PORT`` or ``etcd+https://HOST:PORT`` URL is, None
+    for ``memory://``; raises ``InvalidArgument`` for anything else. Touches no network."""
     parts = urlsplit(url.strip())
     if parts.scheme == "memory" and not parts.netloc and parts.path in ("", "/"):
         return None
-    if parts.scheme == "etcd" and parts.path in ("", "/") and not parts.query:
+    if parts.scheme in _ETCD_SCHEMES and parts.path in ("", "/") and not parts.query:
         try:
             host, port = parts.hostname, parts.port
         except ValueError:  # a port that is not a number
             host, port = None, None
         if host and port:
-            return host, port
-    raise InvalidArgument(f"invalid registry URL {url!r}: expected etcd://HOST:PORT or memory://")
+            return EtcdEndpoint(host, port, _ETCD_SCHEMES[parts.scheme])
+    raise InvalidArgument(f"invalid registry URL {url!r}: {_EXPECTED}")
 
 
 def registry_from_url(url: str) -> Registry:
-    """``memory://`` (this process only) or ``etcd://HOST:PORT`` (etcd's v3 HTTP gateway).
+    """``memory://`` (this process only), or etcd's v3 HTTP gateway at ``etcd://HOST:PORT``
+    (plaintext) or ``etcd+https://HOST:PORT`` (TLS); the CA, client certificate and etcd
+    user come from ``MLMS_ETCD_*`` variables (``mlms.registry.etcd``).
 
-    Raises ``InvalidArgument`` for any other URL and ``Unavailable`` (naming the address) when
-    etcd does not answer.
+    Raises ``InvalidArgument`` for any other URL or a bad variable, ``Unavailable`` (naming
+    the address) when etcd does not answer and ``AccessRefused`` when it refuses the
+    credentials.
     """
-    address = parse_registry_url(url)
-    if address is None:
+    endpoint = parse_registry_url(url)
+    if endpoint is None:
         from mlms.registry.memory import MemoryRegistry
 
         return MemoryRegistry()
     from mlms.registry.etcd import EtcdRegistry
 
-    return EtcdRegistry(*address)
+    return EtcdRegistry.from_env(endpoint.host, endpoint.port, tls=endpoint.tls)
