@@ -5,7 +5,10 @@
     file:///PATH or a plain path a local folder
     (empty)                      the embedded default, $MLMS_HOME/store
 
-S3 credentials come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
+S3 credentials come from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY. Over TLS the endpoint's
+certificate must chain to the CA bundle in AWS_CA_BUNDLE (the variable AWS's own tools read),
+else MLMS_TLS_CA (the fleet's CA), else the system's CAs; a bundle that is missing or not PEM
+fails here, naming the variable.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from mlms.store.base import ObjectStore
 
 _EXPECTED = "expected s3://HOST:PORT/BUCKET, s3+https://HOST:PORT/BUCKET, file:///PATH or a folder"
 _S3_SCHEMES = {"s3": False, "s3+http": False, "s3+https": True}  # scheme -> TLS
+CA_VARIABLES = ("AWS_CA_BUNDLE", "MLMS_TLS_CA")
 
 
 def store_from_url(url: str | None = None) -> ObjectStore:
@@ -41,6 +45,7 @@ def store_from_url(url: str | None = None) -> ObjectStore:
 
 
 def _s3(url: str, parts, *, secure: bool) -> ObjectStore:
+    from mlms.security.client_tls import pem_from_env
     from mlms.store.s3 import S3Store
 
     bucket = parts.path.strip("/")
@@ -50,10 +55,12 @@ def _s3(url: str, parts, *, secure: bool) -> ObjectStore:
         port = None
     if not parts.hostname or port is None or not bucket or "/" in bucket or parts.query:
         raise InvalidArgument(f"invalid store URL {url!r}: {_EXPECTED}")
+    ca = pem_from_env(CA_VARIABLES) if secure else None
     return S3Store(
         f"{parts.hostname}:{port}",
         bucket,
         access_key=os.environ.get("AWS_ACCESS_KEY_ID"),
         secret_key=os.environ.get("AWS_SECRET_ACCESS_KEY"),
         secure=secure,
+        ca_file=ca[1] if ca else None,
     )

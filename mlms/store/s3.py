@@ -5,7 +5,11 @@ upload), so memory stays at a few parts whatever the file's size; downloads are 
 temporary file that replaces the target at the end. Checksums are not this layer's business:
 ``mlms.zoo.assets`` hashes every asset it loads. Every minio/urllib3 exception becomes a
 ``StoreError`` (the store answered: no such key, access denied, ...) or ``Unavailable`` (it did
-not answer), naming the endpoint, bucket and key.
+not answer, or its TLS certificate did not verify), naming the endpoint, bucket and key.
+
+Over TLS (``secure``) the endpoint's certificate is verified against ``ca_file`` (a PEM
+bundle; ``store_from_url`` takes it from AWS_CA_BUNDLE, else MLMS_TLS_CA), or the system's CAs
+when none is given; there is no switch to skip verification.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from minio.error import MinioException, S3Error, ServerError
 
 from mlms.errors import InvalidArgument, StoreError, Unavailable
 from mlms.reasons import short_reason
+from mlms.security.client_tls import handshake_failure
 from mlms.store.base import validate_key
 
 T = TypeVar("T")
@@ -49,10 +54,16 @@ class S3Store:
         access_key: str | None = None,
         secret_key: str | None = None,
         secure: bool = False,
+        ca_file: str | None = None,
         region: str = "us-east-1",
         part_size: int = PART_SIZE,
     ) -> None:
         """``endpoint`` is ``host:port``; no request is made until the first operation."""
+        if ca_file is not None and not secure:
+            raise InvalidArgument(
+                f"a CA bundle ({ca_file!r}) for S3 endpoint {endpoint} without TLS: expected "
+                "secure=True (an s3+https:// store URL)"
+            )
         if not _BUCKET.fullmatch(bucket):
             raise InvalidArgument(
                 f"invalid S3 bucket name {bucket!r}: expected 3-63 lowercase letters, digits, "
@@ -62,14 +73,21 @@ class S3Store:
         self.bucket = bucket
         self.part_size = part_size
         self._secure = secure
+        self._ca_file = ca_file
         # A short connect timeout and few retries: an unreachable store must fail in seconds,
         # not after minio's default of minutes.
         http = urllib3.PoolManager(
             timeout=urllib3.Timeout(connect=3.0, read=120.0),
             retries=urllib3.Retry(
-                total=2, connect=1, backoff_factor=0.2, status_forcelist=[500, 502, 503, 504]
+                total=2,
+                connect=1,
+                other=0,  # TLS failures (an untrusted certificate) do not pass by retrying
+                backoff_factor=0.2,
+                status_forcelist=[500, 502, 503, 504],
             ),
             maxsize=8,
+            cert_reqs="CERT_REQUIRED",
+            ca_certs=ca_file,  # None: the system's CAs
         )
         self._client = Minio(
             endpoint,
@@ -198,6 +216,13 @@ class S3Store:
                 f"S3 endpoint {self.endpoint} failed {what} of {where}: HTTP {exc.status_code}"
             ) from exc
         except (urllib3.exceptions.HTTPError, MinioException) as exc:
+            tls = handshake_failure(str(exc)) if self._secure else None
+            if tls is not None:
+                trusted = self._ca_file or "the system's CAs"
+                raise Unavailable(
+                    f"TLS to S3 endpoint {self.endpoint} failed ({what} of {where}): {tls} "
+                    f"(trusting {trusted}; AWS_CA_BUNDLE, MLMS_TLS_CA)"
+                ) from exc
             raise Unavailable(
                 f"S3 endpoint {self.endpoint} is unreachable ({what} of {where}): "
                 f"{short_reason(exc)}"
