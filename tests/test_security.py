@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from mlms import errors
+from mlms.config import mlms_home
 from mlms.predictors.agent import Agent, AgentConfig
 from mlms.protos.mlms.v1 import predictor_pb2, predictor_pb2_grpc, types_pb2
 from mlms.registry.base import registry_from_url
@@ -30,6 +31,8 @@ from mlms.security.tls import TlsFiles
 from mlms.security.tokens import Tokens
 from mlms.server.process import Server, ServerConfig
 from mlms.store.local import LocalStore
+from mlms.zoo.assets import AssetManager
+from mlms.zoo.catalog import get_model
 from tests.processes import wait_for
 
 HOSTS = ["127.0.0.1", "localhost"]
@@ -76,7 +79,14 @@ class SecureFleet:
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureFleet]:
+def digits_asset(store: object) -> None:
+    """The agents' model built before they start: a first predict would otherwise train it
+    inside the call's deadline."""
+    AssetManager(store, mlms_home() / "cache").ensure(get_model("digits_cnn"), "torch")  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory, digits_asset: None) -> Iterator[SecureFleet]:
     folder = tmp_path_factory.mktemp("pki")
     ca = make_ca()
     registry = registry_from_url("memory://")
@@ -85,9 +95,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureFleet]:
     (folder / "server").mkdir()
     agent_tls = _files(folder / "agent", ca, issue(ca, "agent", HOSTS), "agent")
     server_tls = _files(folder / "server", ca, issue(ca, "server", HOSTS), "server")
-    agent = Agent(
-        AgentConfig(framework="torch", store=str(store.root), tls=agent_tls), registry=registry
-    ).start()
+    agent = Agent(AgentConfig(framework="torch", tls=agent_tls), registry=registry).start()
     server = Server(
         ServerConfig(store=str(store.root), tls=server_tls, auth=True), registry=registry
     ).start()
@@ -294,3 +302,41 @@ def test_token_cli_and_the_token_file(fleet: SecureFleet, tmp_path: Path) -> Non
     assert bad.stderr.strip() == (
         "mlms: error: bad role 'admin': expected a comma-separated list of ('read', 'run')"
     )
+
+
+def test_agents_dialled_by_ip_share_one_named_certificate(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, digits_asset: None
+) -> None:
+    """Pods advertise their IPs; their one certificate names ``mlms-agent`` instead. A server
+    told that name (--agent-tls-name) admits and reaches them; one that checks the address
+    refuses them."""
+    caplog.set_level(logging.WARNING, logger="mlms.server.admission")
+    ca = make_ca()
+    registry = registry_from_url("memory://")
+    for name in ("agent", "server", "strict"):
+        (tmp_path / name).mkdir()
+    agent_tls = _files(tmp_path / "agent", ca, issue(ca, "agent", ["mlms-agent"]), "agent")
+    server_tls = _files(tmp_path / "server", ca, issue(ca, "server", HOSTS), "server")
+    agent = Agent(AgentConfig(framework="torch", tls=agent_tls), registry=registry).start()
+    named = Server(
+        ServerConfig(store=str(tmp_path), tls=server_tls, auth=False, agent_tls_name="mlms-agent"),
+        registry=registry,
+    ).start()
+    strict = Server(ServerConfig(store=str(tmp_path), tls=server_tls), registry=registry).start()
+    try:
+        wait_for(lambda: named.fleet.agents(), 30, "the agent admitted by its certificate's name")
+        with RemoteClient(
+            f"127.0.0.1:{named.port}", tls=_files(tmp_path / "strict", ca, None, "none")
+        ) as client:
+            assert tensors.from_proto(client.predict(_batch()).logits).shape == (2, 10)
+        wait_for(
+            lambda: any(agent.id in r.getMessage() and "refused" in r.getMessage()
+                        for r in caplog.records),
+            30, "the refusal by the server that checks addresses",
+        )  # fmt: skip
+        assert not strict.fleet.agents()
+    finally:
+        named.stop(0)
+        strict.stop(0)
+        agent.stop(0)
+        registry.close()

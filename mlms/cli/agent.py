@@ -163,6 +163,13 @@ def agent(
 
 @click.command()
 @click.option(
+    "--agent-tls-name",
+    envvar="MLMS_AGENT_TLS_NAME",
+    metavar="NAME",
+    help="The name agent certificates carry, checked instead of each agent's address "
+    "(agents that advertise pod IPs and share one certificate).",
+)
+@click.option(
     "--auth/--no-auth",
     envvar="MLMS_AUTH",
     default=None,
@@ -170,6 +177,7 @@ def agent(
 )
 @_common("127.0.0.1:50051")
 def server(
+    agent_tls_name: str | None,
     auth: bool | None,
     listen: str,
     registry: str,
@@ -199,6 +207,7 @@ def server(
             tls=TlsFiles.load(tls_ca, tls_cert, tls_key),
             insecure=insecure,
             auth=auth,
+            agent_tls_name=agent_tls_name,
         )
     ).start()
     serve_until_signalled(process.stop)

@@ -21,9 +21,12 @@ from mlms.security.tls import TlsFiles
 TIMEOUT_S = 3.0
 
 
-def peer_roles(address: str, tls: TlsFiles, timeout: float = TIMEOUT_S) -> set[str]:
-    """The fleet roles of the certificate served at ``address``. ``PermissionDenied`` when
-    the certificate does not verify; ``Unavailable`` when nothing answers."""
+def peer_roles(
+    address: str, tls: TlsFiles, server_name: str | None = None, timeout: float = TIMEOUT_S
+) -> set[str]:
+    """The fleet roles of the certificate served at ``address``, which must be valid for
+    ``server_name`` (default: the address's host). ``PermissionDenied`` when the certificate
+    does not verify; ``Unavailable`` when nothing answers."""
     host, port = split_address(address)
     context = ssl.create_default_context(
         ssl.Purpose.SERVER_AUTH, cadata=tls.ca.decode() if tls.ca else None
@@ -34,7 +37,7 @@ def peer_roles(address: str, tls: TlsFiles, timeout: float = TIMEOUT_S) -> set[s
     try:
         with (
             socket.create_connection((host.strip("[]"), port), timeout=timeout) as raw,
-            context.wrap_socket(raw, server_hostname=host.strip("[]")) as wrapped,
+            context.wrap_socket(raw, server_hostname=server_name or host.strip("[]")) as wrapped,
         ):
             der = wrapped.getpeercert(binary_form=True)
     except ssl.SSLCertVerificationError as exc:
@@ -48,8 +51,8 @@ def peer_roles(address: str, tls: TlsFiles, timeout: float = TIMEOUT_S) -> set[s
     return roles_of(ssl.DER_cert_to_PEM_cert(der).encode())
 
 
-def require_role(address: str, tls: TlsFiles, role: str) -> None:
-    roles = peer_roles(address, tls)
+def require_role(address: str, tls: TlsFiles, role: str, server_name: str | None = None) -> None:
+    roles = peer_roles(address, tls, server_name)
     if role not in roles:
         raise PermissionDenied(
             f"the certificate at {address} is not an mlms {role}'s: it names "

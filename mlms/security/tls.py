@@ -126,11 +126,18 @@ def check_plaintext_allowed(what: str, listen: str, tls: TlsFiles, insecure: boo
 
 
 def open_channel(
-    address: str, tls: TlsFiles, *, insecure: bool, options: list, token: str | None = None
+    address: str,
+    tls: TlsFiles,
+    *,
+    insecure: bool,
+    options: list,
+    token: str | None = None,
+    server_name: str | None = None,
 ) -> grpc.Channel:
     """A channel to ``address``: TLS unless the peer is on loopback with no CA given, or
     plaintext was asked for. A bearer ``token`` rides on every call, and is never sent in
-    plaintext off loopback."""
+    plaintext off loopback. ``server_name``: the name the peer's certificate must carry
+    instead of the address's host (pods dialled by IP, with one certificate for the role)."""
     host = address.rpartition(":")[0]
     loopback = is_loopback(host)
     if insecure or (not tls.enabled and loopback):
@@ -141,5 +148,7 @@ def open_channel(
             )
         channel = grpc.insecure_channel(address, options=options)
     else:
+        if server_name:
+            options = [*options, ("grpc.ssl_target_name_override", server_name)]
         channel = grpc.secure_channel(address, tls.channel_credentials(), options=options)
     return channel if token is None else grpc.intercept_channel(channel, BearerToken(token))

@@ -20,8 +20,10 @@ log = logging.getLogger(__name__)
 
 
 class Admission:
-    def __init__(self, tls: TlsFiles) -> None:
+    def __init__(self, tls: TlsFiles, agent_name: str | None = None) -> None:
+        """``agent_name``: the name agent certificates carry, when not their address's."""
         self.tls = tls
+        self.agent_name = agent_name
         self._verdicts: dict[tuple[str, str], bool] = {}
         self._lock = threading.Lock()
 
@@ -31,7 +33,7 @@ class Admission:
             if key in self._verdicts:
                 return self._verdicts[key]
         try:
-            require_role(record.address, self.tls, "agent")
+            require_role(record.address, self.tls, "agent", self.agent_name)
             verdict = True
         except PermissionDenied as exc:
             log.warning("agent %s at %s refused: %s", record.id, record.address, exc)

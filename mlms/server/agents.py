@@ -12,10 +12,14 @@ from mlms.security.tls import TlsFiles, open_channel
 
 
 class AgentChannels:
-    def __init__(self, tls: TlsFiles | None = None, *, insecure: bool = False) -> None:
-        """Under TLS every channel verifies the agent's certificate and shows the server's."""
+    def __init__(
+        self, tls: TlsFiles | None = None, *, insecure: bool = False, agent_name: str | None = None
+    ) -> None:
+        """Under TLS every channel verifies the agent's certificate (for its address, or for
+        ``agent_name``) and shows the server's."""
         self.tls = tls or TlsFiles()
         self.insecure = insecure
+        self.agent_name = agent_name
         self._channels: dict[str, grpc.Channel] = {}
         self._lock = threading.Lock()
 
@@ -24,7 +28,11 @@ class AgentChannels:
             channel = self._channels.get(address)
             if channel is None:
                 channel = open_channel(
-                    address, self.tls, insecure=self.insecure, options=CHANNEL_OPTIONS
+                    address,
+                    self.tls,
+                    insecure=self.insecure,
+                    options=CHANNEL_OPTIONS,
+                    server_name=self.agent_name,
                 )
                 self._channels[address] = channel
         return predictor_pb2_grpc.PredictorStub(channel)

@@ -44,6 +44,8 @@ class ServerConfig:
     insecure: bool = False  # plaintext allowed off loopback
     #: Bearer tokens on every call; ``None``: required unless the server listens on loopback.
     auth: bool | None = None
+    #: The name every agent certificate carries, checked instead of each advertised address.
+    agent_tls_name: str | None = None
 
     @property
     def requires_tokens(self) -> bool:
@@ -66,9 +68,13 @@ class Server:
         self.provider = process_provider("mlms-server", config.otlp_endpoint)
         self.lease = self.registry.lease(config.ttl)
         # Under TLS, agents are admitted by their certificates and dialled with ours.
-        admission = Admission(config.tls) if config.tls.cert is not None else None
+        admission = (
+            Admission(config.tls, config.agent_tls_name) if config.tls.cert is not None else None
+        )
         self.fleet = Fleet(self.registry, admission.admits if admission else None)
-        self.channels = AgentChannels(config.tls, insecure=config.insecure)
+        self.channels = AgentChannels(
+            config.tls, insecure=config.insecure, agent_name=config.agent_tls_name
+        )
         self.tokens = Tokens(self.store) if config.requires_tokens else None
         self.dispatcher = Dispatcher(
             self.fleet, Jobs(self.registry, self.lease, self.id), self.channels
