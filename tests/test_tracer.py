@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 from mlms.store.local import LocalStore
 from mlms.tracer.archive import read_spans, read_table, records_of, write_spans
@@ -32,6 +33,19 @@ def test_run_never_raises_the_level_above_the_tracers() -> None:
     tracer = Tracer(TraceLevel.MODEL)
     with tracer.run(2, TraceLevel.FULL):
         assert tracer.active_level == TraceLevel.MODEL
+
+
+def test_trace_ids_differ_when_the_random_module_is_reseeded() -> None:
+    """Seeding Python's ``random`` (keras does, a test runner may) must not repeat trace ids:
+    two evaluations would share one span archive."""
+    trace_ids = set()
+    for _ in range(3):
+        random.seed(0)
+        tracer = Tracer(TraceLevel.MODEL)
+        with tracer.span("app", TraceLevel.APPLICATION):
+            pass
+        trace_ids.add(tracer.records()[0].trace_id)
+    assert len(trace_ids) == 3
 
 
 def test_innermost_container_per_thread() -> None:

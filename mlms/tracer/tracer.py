@@ -11,6 +11,7 @@ tags every span started inside with run ``k``.
 
 from __future__ import annotations
 
+import secrets
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -20,6 +21,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.id_generator import IdGenerator
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from mlms.tracer.levels import TraceLevel
@@ -73,6 +75,27 @@ class RecordCollector(SpanProcessor):
             return list(self._records)
 
 
+class OsRandomIds(IdGenerator):
+    """Trace and span ids from the operating system's randomness.
+
+    OpenTelemetry's default draws them from the ``random`` module, whose state anything in the
+    process may seed (``keras.utils.set_random_seed``, a test runner that reseeds each test):
+    two evaluations would then get the same trace id and one archive would replace the other."""
+
+    def generate_span_id(self) -> int:
+        while (span_id := secrets.randbits(64)) == trace.INVALID_SPAN_ID:
+            pass
+        return span_id
+
+    def generate_trace_id(self) -> int:
+        while (trace_id := secrets.randbits(128)) == trace.INVALID_TRACE_ID:
+            pass
+        return trace_id
+
+    def is_trace_id_random(self) -> bool:
+        return True
+
+
 class Tracer:
     def __init__(
         self,
@@ -87,7 +110,8 @@ class Tracer:
         self._run = 0
         self._parent = parent
         self._provider = TracerProvider(
-            resource=Resource.create({"service.name": "mlms", **(resource or {})})
+            resource=Resource.create({"service.name": "mlms", **(resource or {})}),
+            id_generator=OsRandomIds(),
         )
         self._collector = RecordCollector()
         self._provider.add_span_processor(self._collector)
