@@ -87,26 +87,27 @@ def test_framework_constraints_ignore_local_build_labels() -> None:
     assert not constraint.admits("not-a-version")
 
 
-_DIGITS_WEIGHTS = (
-    "import hashlib{tf}; from mlms.zoo.architectures import build; "
-    "state = build('digits_cnn', 0).state_dict(); "
-    "print(hashlib.sha256(b''.join(state[k].numpy().tobytes() for k in sorted(state)))"
-    ".hexdigest())"
+_BUILD_DIGITS = (
+    "import sys{tf}; from pathlib import Path; from mlms.store.local import LocalStore; "
+    "from mlms.zoo.assets import AssetManager; from mlms.zoo.catalog import get_model; "
+    "home = Path(sys.argv[1]); assets = AssetManager(LocalStore(home), home / 'cache'); "
+    "manifest = get_model('digits_cnn'); assets.ensure(manifest, 'onnxruntime'); "
+    "print(assets.ensure(manifest, 'torch').sha256)"
 )
 
 
-def test_digits_trains_the_same_with_tensorflow_imported_first() -> None:
-    """With TensorFlow imported first, building torch's Adam optimizer crashes the process
-    (a segfault); the digits CNN trains in a process of its own, so the asset builds whatever
-    a process loaded before, and its weights are the same."""
+def test_digits_assets_build_the_same_with_tensorflow_imported_first(tmp_path: Path) -> None:
+    """With TensorFlow loaded, torch's optimizer (training digits) and torch.export (the ONNX
+    artifact) crash their process; assets are built in a process of their own, so they build
+    whatever the caller loaded before, and the trained weights are the same."""
     runs = [
         subprocess.run(
-            [sys.executable, "-c", _DIGITS_WEIGHTS.format(tf=tf)],
+            [sys.executable, "-c", _BUILD_DIGITS.format(tf=tf), str(tmp_path / name)],
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=600,
         )
-        for tf in ("; import tensorflow", "")
+        for name, tf in (("tensorflow_first", "; import tensorflow"), ("alone", ""))
     ]
     for run in runs:
         assert run.returncode == 0, run.stderr[-2000:]

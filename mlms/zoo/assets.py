@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import sys
 import tempfile
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from mlms.errors import AssetError, ChecksumMismatch, UnsupportedFramework
+from mlms.isolation import call_in_own_process
 from mlms.store.base import ObjectStore
 from mlms.store.local import LocalStore
 from mlms.zoo.architectures import build
@@ -104,51 +106,41 @@ class AssetManager:
         self.store.put_bytes(f"{prefix}/asset.json", json.dumps(info, indent=1).encode())
 
     def _build(self, manifest: ModelManifest, framework: str, source: BuildSource) -> None:
-        exporter = EXPORTERS.get(framework)
-        if exporter is None:
+        """Export ``framework``'s artifact from the canonical torch weights, in a process of its
+        own: an exporter loads its framework (TensorFlow, or torch.export's compiler stack),
+        which must not land in the caller's process (``mlms.isolation``)."""
+        if framework not in EXPORTERS:
             raise UnsupportedFramework(
                 f"no exporter builds {framework!r} assets; expected one of: "
                 f"{', '.join(sorted(EXPORTERS))}"
             )
-        module = self.canonical_module(manifest)
+        _require_torch(manifest)
+        weights = None
+        if framework != "torch":
+            if isinstance(manifest.source_for("torch"), UrlSource):
+                raise AssetError(
+                    f"model {manifest.name!r}: exporting from a downloaded torch "
+                    "asset is not supported; give each framework its own URL"
+                )
+            weights = self.ensure(manifest, "torch").path
         with tempfile.TemporaryDirectory() as tmp:
-            name = exporter(module, manifest, Path(tmp))
+            name = call_in_own_process(
+                export_artifact,
+                manifest,
+                framework,
+                weights,
+                Path(tmp),
+                what=f"the {framework} asset builder of {manifest.name!r}",
+                error=AssetError,
+            )
             self._store(manifest, framework, Path(tmp) / name, f"build:{source.builder}")
 
     def canonical_module(self, manifest: ModelManifest) -> Any:
-        """The torch module whose weights every framework's artifact is exported from.
-
-        Built once (seeded, or trained for digits) and kept as the torch asset, so that all
-        frameworks share the very same weights.
-        """
-        try:
-            import torch
-        except ImportError as exc:
-            raise AssetError(
-                f"the {manifest.name!r} assets are built from torch, which this environment "
-                f"({sys.prefix}) lacks: build them once from the main environment (any "
-                "'mlms eval' of this model there) into the same store"
-            ) from exc
-
-        from mlms.predictors.torch_predictor import architecture_of
-
-        source = manifest.source_for("torch")
-        if isinstance(source, UrlSource):
-            raise AssetError(
-                f"model {manifest.name!r}: exporting from a downloaded torch "
-                "asset is not supported; give each framework its own URL"
-            )
-        torch_prefix = asset_prefix(manifest, "torch")
-        if not self.store.exists(f"{torch_prefix}/asset.json"):
-            module = build(source.builder, source.seed)
-            with tempfile.TemporaryDirectory() as tmp:
-                name = EXPORTERS["torch"](module, manifest, Path(tmp))
-                self._store(manifest, "torch", Path(tmp) / name, f"build:{source.builder}")
-            return module
-        asset = self.load(manifest, "torch")
-        module = architecture_of(manifest)
-        module.load_state_dict(torch.load(asset.path, weights_only=True, map_location="cpu"))
-        return module.eval()
+        """The torch module whose weights every framework's artifact is exported from: the
+        torch asset's weights (built first where missing: seeded, or trained for digits), so
+        that all frameworks share the very same weights. Loads torch into this process."""
+        _require_torch(manifest)
+        return canonical_module(manifest, self.ensure(manifest, "torch").path)
 
     def _download(self, manifest: ModelManifest, source: UrlSource) -> None:
         with tempfile.TemporaryDirectory() as tmp:
@@ -168,3 +160,36 @@ class AssetManager:
                     f"got {digest.hexdigest()}; nothing was stored"
                 )
             self._store(manifest, source.framework, path, f"url:{source.url}")
+
+
+def _require_torch(manifest: ModelManifest) -> None:
+    if importlib.util.find_spec("torch") is None:
+        raise AssetError(
+            f"the {manifest.name!r} assets are built from torch, which this environment "
+            f"({sys.prefix}) lacks: build them once from the main environment (any "
+            "'mlms eval' of this model there) into the same store"
+        )
+
+
+def canonical_module(manifest: ModelManifest, weights: Path | None) -> Any:
+    """The torch module of ``manifest``: ``weights`` (a stored torch asset) loaded into the
+    bare network, or, without them, the network built from its seed (and trained)."""
+    import torch
+
+    from mlms.predictors.torch_predictor import architecture_of
+
+    if weights is None:
+        source = manifest.source_for("torch")
+        return build(source.builder, source.seed)
+    module = architecture_of(manifest)
+    module.load_state_dict(torch.load(weights, weights_only=True, map_location="cpu"))
+    return module.eval()
+
+
+def export_artifact(
+    manifest: ModelManifest, framework: str, weights: Path | None, folder: Path
+) -> str:
+    """Write ``framework``'s artifact of ``manifest`` into ``folder`` from the canonical torch
+    module (``weights``, or built when None); the file's name. Runs in the asset builder's
+    own process."""
+    return EXPORTERS[framework](canonical_module(manifest, weights), manifest, folder)

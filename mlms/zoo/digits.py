@@ -52,31 +52,13 @@ def digits_network():  # -> torch.nn.Module, untrained
 
 
 def train_digits_cnn(model, seed: int = 0) -> None:
-    """Train the digits CNN in place (a few seconds on two CPU cores), in a fresh interpreter.
+    """Train the digits CNN in place (a few seconds on two CPU cores).
 
-    Why a process of its own: with TensorFlow imported first, building torch's optimizer
-    crashes the process (a segfault in ``torch.optim.Adam``; torch 2.14.1 beside tensorflow-cpu
-    2.21), and which framework a process loaded first is up to its caller (a test run, an agent,
-    the embedded CLI). The child starts from the weights ``model`` holds, so the result is what
-    training in place gave."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    import torch
-
-    start = {name: value.numpy() for name, value in model.state_dict().items()}
-    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        trained = pool.submit(_trained_weights, start, seed).result()
-    model.load_state_dict({name: torch.from_numpy(value) for name, value in trained.items()})
-    model.eval()
-
-
-def _trained_weights(start: dict[str, np.ndarray], seed: int) -> dict[str, np.ndarray]:
+    Building torch's optimizer loads torch's compiler stack, which must not meet TensorFlow in
+    one process (``mlms.isolation``); the asset builder that calls this runs in its own."""
     import torch
     from torch import nn
 
-    model = digits_network()
-    model.load_state_dict({name: torch.from_numpy(value) for name, value in start.items()})
     split = load_split(seed)
     x = torch.from_numpy(split.train_images.transpose(0, 3, 1, 2).astype(np.float32) / 16.0)
     y = torch.from_numpy(split.train_labels)
@@ -91,4 +73,4 @@ def _trained_weights(start: dict[str, np.ndarray], seed: int) -> dict[str, np.nd
             loss = nn.functional.cross_entropy(model(x[index]), y[index])
             loss.backward()
             optimizer.step()
-    return {name: value.detach().numpy() for name, value in model.state_dict().items()}
+    model.eval()
