@@ -75,13 +75,17 @@ class EmbeddedClient:
         self, request: EvaluationRequest, progress: ProgressCallback | None = None
     ) -> EvaluationRecord:
         from mlms.evaluation.runner import evaluate
-        from mlms.predictors.registry import own_interpreter
+        from mlms.predictors.registry import choose_framework, runs_apart
+        from mlms.zoo.catalog import get_model
 
-        if request.framework and own_interpreter(request.framework):
-            # A framework that cannot import here (mxnet) runs in a child agent of its own env.
+        framework, _version = choose_framework(get_model(request.model), request.framework)
+        if runs_apart(framework):
+            # mxnet (its own virtualenv) and tensorflow (its libraries crash torch's beside
+            # them) run in a child agent, so this process can evaluate any framework next.
             from mlms.predictors.child_agent import evaluate_in_child
 
-            return evaluate_in_child(request, self.store, progress)
+            forwarded = request.model_copy(update={"framework": framework})
+            return evaluate_in_child(forwarded, self.store, progress)
         return evaluate(request, store=self.store, progress=progress)
 
     def list_models(self) -> list[ModelManifest]:

@@ -6,6 +6,8 @@ Model assets are built once per session (in the session's store) and reused by e
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,3 +34,15 @@ def store(mlms_home: Path):
     from mlms.config import default_store
 
     return default_store()
+
+
+@pytest.fixture(autouse=True)
+def tensorflow_stays_out() -> Iterator[None]:
+    """TensorFlow must not load in the test process: its global LLVM symbols crash torch's
+    compiler stack (``mlms.isolation``) in whichever later test builds an optimizer or starts
+    torch.profiler, so one test that loaded it would make the suite pass or crash by order."""
+    yield
+    assert "tensorflow" not in sys.modules, (
+        "this test loaded TensorFlow into the test process; run its TensorFlow part in a "
+        "process of its own (mlms.isolation.call_in_own_process, or the embedded client)"
+    )

@@ -3,7 +3,8 @@
 The torch module is trained once; every other framework's artifact is exported from it and
 loaded natively (ONNX through torch.export, Keras and Gluon layer by layer). On the whole held-out
 split the four must give the same top-1 label on at least 99.9% of the samples, and accuracies
-within 0.5 points. MXNet runs in its own virtualenv (scripts/setup.sh makes it).
+within 0.5 points. MXNet runs in its own virtualenv (scripts/setup.sh makes it); TensorFlow in a
+process of its own, as mlms runs it (``mlms.isolation``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mlms.isolation import call_in_own_process
 from mlms.predictors.base import PredictorOptions
 from mlms.predictors.registry import own_interpreter, predictor_class
 from mlms.zoo.assets import AssetManager
@@ -24,10 +26,11 @@ from mlms.zoo.catalog import get_model
 from mlms.zoo.digits import load_split
 from mlms.zoo.preprocess import preprocess
 
-IN_PROCESS = ("torch", "onnxruntime", "tensorflow")
+IN_PROCESS = ("torch", "onnxruntime")
 MXNET_SCRIPT = """
 import json, sys
 import numpy as np
+from mlms.isolation import call_in_own_process
 from mlms.predictors.base import PredictorOptions
 from mlms.predictors.mxnet_predictor import MXNetPredictor
 from mlms.zoo.catalog import get_model
@@ -61,6 +64,12 @@ def _mxnet_labels(assets: AssetManager, images: np.ndarray, tmp: Path) -> np.nda
     return np.array(json.loads(result.stdout.strip().splitlines()[-1]))
 
 
+def _labels(framework: str, asset: Path, images: np.ndarray) -> np.ndarray:
+    predictor = predictor_class(framework)(get_model("digits_cnn"), asset, PredictorOptions())
+    with predictor:
+        return predictor.predict(images).argmax(axis=1)
+
+
 def test_digits_agree_across_the_four_frameworks(store, mlms_home, tmp_path: Path) -> None:
     manifest = get_model("digits_cnn")
     assets = AssetManager(store, mlms_home / "cache")
@@ -68,9 +77,14 @@ def test_digits_agree_across_the_four_frameworks(store, mlms_home, tmp_path: Pat
     images = preprocess(list(split.test_images), manifest.inputs[0])
     labels: dict[str, np.ndarray] = {}
     for framework in IN_PROCESS:
-        asset = assets.ensure(manifest, framework)
-        with predictor_class(framework)(manifest, asset.path, PredictorOptions()) as predictor:
-            labels[framework] = predictor.predict(images).argmax(axis=1)
+        labels[framework] = _labels(framework, assets.ensure(manifest, framework).path, images)
+    labels["tensorflow"] = call_in_own_process(
+        _labels,
+        "tensorflow",
+        assets.ensure(manifest, "tensorflow").path,
+        images,
+        what="the TensorFlow predictor",
+    )
     labels["mxnet"] = _mxnet_labels(assets, images, tmp_path)
 
     accuracy = {name: float((found == split.test_labels).mean()) for name, found in labels.items()}

@@ -1,41 +1,54 @@
-"""The TensorFlow predictor on real Keras models on the CPU (tensorflow-cpu; no fakes)."""
+"""The TensorFlow predictor on real Keras models on the CPU (tensorflow-cpu; no fakes).
+
+TensorFlow never loads in the test process: its global LLVM symbols crash torch's compiler
+stack in whichever later test builds an optimizer or starts torch.profiler (``mlms.isolation``).
+Each test that needs it runs its TensorFlow part in a fresh interpreter, as mlms does.
+"""
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from mlms.client import EmbeddedClient
 from mlms.errors import UnsupportedFramework
 from mlms.evaluation.record import EvaluationRequest
-from mlms.evaluation.runner import evaluate
+from mlms.isolation import call_in_own_process
 from mlms.predictors.base import PredictorOptions
-from mlms.predictors.tensorflow_predictor import TensorFlowPredictor
+from mlms.store.base import ObjectStore
 from mlms.tracer.archive import read_spans
 from mlms.tracer.layer_kinds import normalise_kind
+from mlms.tracer.spans import TimedEvent
 from mlms.zoo.assets import AssetManager
 from mlms.zoo.catalog import get_model
 from mlms.zoo.digits import load_split
-from mlms.zoo.keras_models import import_tensorflow, keras_model
 from mlms.zoo.preprocess import preprocess
 from tests.framework_checks import nested_layers
 
 
-@pytest.fixture(scope="module")
-def assets(store, mlms_home) -> AssetManager:
-    return AssetManager(store, mlms_home / "cache")
-
-
-def test_keras_twin_of_digits_computes_the_torch_function(assets: AssetManager) -> None:
-    """The Keras digits model holds the torch weights, transposed: same logits, same labels."""
+def _keras_and_torch_logits(store: ObjectStore, cache: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Logits of the Keras twin of digits and of its torch module, on 64 held-out images."""
     import torch
 
+    from mlms.zoo.keras_models import keras_model
+
     manifest = get_model("digits_cnn")
-    module = assets.canonical_module(manifest)
+    module = AssetManager(store, cache).canonical_module(manifest)
     model = keras_model(module, manifest)
     batch = preprocess(list(load_split().test_images[:64]), manifest.inputs[0])
     with torch.inference_mode():
         expected = module(torch.from_numpy(batch)).numpy()
-    actual = np.asarray(model(batch, training=False))
+    return np.asarray(model(batch, training=False)), expected
+
+
+def test_keras_twin_of_digits_computes_the_torch_function(store, mlms_home) -> None:
+    """The Keras digits model holds the torch weights, transposed: same logits, same labels."""
+    actual, expected = call_in_own_process(
+        _keras_and_torch_logits, store, mlms_home / "cache", what="the Keras twin"
+    )
     np.testing.assert_allclose(actual, expected, atol=1e-4)
     assert (actual.argmax(1) == expected.argmax(1)).all()
 
@@ -51,7 +64,7 @@ def test_eval_on_tensorflow_nests_layer_spans_in_model_spans(store) -> None:
         trace_level="framework",
         inputs=["dataset"],
     )
-    record = evaluate(request, store=store)
+    record = EmbeddedClient(store).evaluate(request)  # in a tensorflow agent of its own
     assert record.framework.name == "tensorflow"
     assert record.framework.version.startswith("2.")
     assert record.accuracy is not None and record.accuracy.top1 > 0.95
@@ -63,18 +76,29 @@ def test_eval_on_tensorflow_nests_layer_spans_in_model_spans(store) -> None:
     assert any("Conv2D" in op for op in ops), ops
 
 
-def test_keras_applications_model_runs_with_layer_events(assets: AssetManager) -> None:
-    """A seeded keras.applications network (MobileNetV2) predicts and profiles by layer."""
+def _mobilenet_layer_events(
+    store: ObjectStore, cache: Path
+) -> tuple[tuple[int, ...], bool, list[TimedEvent], set[str]]:
+    """(logits shape, all finite, one profiled predict's layer events, the model's layers)."""
+    from mlms.predictors.tensorflow_predictor import TensorFlowPredictor
+
     manifest = get_model("mobilenet_v2")
-    asset = assets.ensure(manifest, "tensorflow")
+    asset = AssetManager(store, cache).ensure(manifest, "tensorflow")
     with TensorFlowPredictor(manifest, asset.path, PredictorOptions()) as predictor:
         batch = np.random.default_rng(0).standard_normal((2, 3, 224, 224)).astype(np.float32)
         logits = predictor.predict(batch)
-        assert logits.shape == (2, 1000) and np.isfinite(logits).all()
         with predictor.profile_layers() as capture:
             predictor.predict(batch)
         layer_names = {layer.name for layer in predictor.model.layers}
-    events = capture.events
+    return logits.shape, bool(np.isfinite(logits).all()), capture.events, layer_names
+
+
+def test_keras_applications_model_runs_with_layer_events(store, mlms_home) -> None:
+    """A seeded keras.applications network (MobileNetV2) predicts and profiles by layer."""
+    shape, finite, events, layer_names = call_in_own_process(
+        _mobilenet_layer_events, store, mlms_home / "cache", what="MobileNetV2 on TensorFlow"
+    )
+    assert shape == (2, 1000) and finite
     assert {"conv", "relu"} <= {e.kind for e in events}
     named = sum(e.name in layer_names for e in events)
     assert named >= 0.9 * len(events), [e.name for e in events if e.name not in layer_names]
@@ -82,14 +106,30 @@ def test_keras_applications_model_runs_with_layer_events(assets: AssetManager) -
     assert starts == sorted(starts) and [e.layer_index for e in events] == list(range(len(events)))
 
 
-def test_gpu_request_without_a_tensorflow_gpu_is_one_clear_error(assets: AssetManager) -> None:
-    tf = import_tensorflow()
-    if tf.config.list_physical_devices("GPU"):
-        pytest.skip("this TensorFlow sees a GPU")
+def _gpu_request_error(store: ObjectStore, cache: Path) -> str | None:
+    """The error a cuda:0 predictor raises; None where this TensorFlow sees a GPU."""
+    from mlms.predictors.tensorflow_predictor import TensorFlowPredictor
+    from mlms.zoo.keras_models import import_tensorflow
+
+    if import_tensorflow().config.list_physical_devices("GPU"):
+        return None
     manifest = get_model("digits_cnn")
-    asset = assets.ensure(manifest, "tensorflow")
-    with pytest.raises(UnsupportedFramework, match=r"device 'cuda:0' asked for.*0 GPU"):
+    asset = AssetManager(store, cache).ensure(manifest, "tensorflow")
+    try:
         TensorFlowPredictor(manifest, asset.path, PredictorOptions(device="cuda:0"))
+    except UnsupportedFramework as exc:
+        return str(exc)
+    return "no error"
+
+
+def test_gpu_request_without_a_tensorflow_gpu_is_one_clear_error(store, mlms_home) -> None:
+    message = call_in_own_process(
+        _gpu_request_error, store, mlms_home / "cache", what="a cuda:0 TensorFlow predictor"
+    )
+    if message is None:
+        pytest.skip("this TensorFlow sees a GPU")
+    assert "\n" not in message
+    assert re.search(r"device 'cuda:0' asked for.*0 GPU", message), message
 
 
 @pytest.mark.parametrize(

@@ -1,12 +1,14 @@
-"""Frameworks that cannot import here run in an agent started from their own interpreter.
+"""Frameworks that run apart from the caller's process, in an agent of their own.
 
-MXNet 1.9 needs numpy 1.23, so it lives in its own virtualenv (the framework table names it).
-The embedded client evaluates such a framework by starting ``mlms agent`` with that interpreter
-on a free loopback port, streaming the evaluation over the agent's gRPC ``Evaluate`` and
-stopping the agent afterwards; the agent shares this process's store (and MLMS_HOME), so the
-record and the span archive land where an in-process evaluation would put them. ``mlms agent``
-started for such a framework from the main environment replaces itself with the same command
-under the framework's interpreter.
+MXNet 1.9 needs numpy 1.23, so it lives in its own virtualenv (the framework table names it);
+TensorFlow imports here but must not share a process with torch's compiler stack
+(``mlms.isolation``), so its agent runs on this interpreter. The embedded client evaluates such
+a framework by starting ``mlms agent`` with that interpreter on a free loopback port, streaming
+the evaluation over the agent's gRPC ``Evaluate`` and stopping the agent afterwards; the agent
+shares this process's store (and MLMS_HOME), so the record and the span archive land where an
+in-process evaluation would put them. ``mlms agent`` started for a framework of another
+virtualenv from the main environment replaces itself with the same command under the
+framework's interpreter.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from mlms.config import mlms_home
 from mlms.errors import Unavailable, UnsupportedFramework
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.runner import ProgressCallback
-from mlms.predictors.registry import own_interpreter
+from mlms.predictors.registry import own_interpreter, runs_apart
 from mlms.protos.mlms.v1 import predictor_pb2, predictor_pb2_grpc, types_pb2
 from mlms.rpc.options import CHANNEL_OPTIONS
 from mlms.rpc.payloads import record_from_events
@@ -42,9 +44,13 @@ STOP_TIMEOUT_S = 15.0
 
 
 def interpreter_for(framework: str) -> Path:
-    """The framework's own interpreter; a clear error when its virtualenv is missing."""
+    """The interpreter of the framework's child agent (its own virtualenv's, or this one for a
+    framework that only needs a process of its own); a clear error when its virtualenv is
+    missing."""
     python = own_interpreter(framework)
     if python is None:
+        if runs_apart(framework):
+            return Path(sys.executable)
         raise UnsupportedFramework(f"framework {framework!r} imports here; it needs no child agent")
     if not python.exists():
         raise UnsupportedFramework(
@@ -69,7 +75,7 @@ def evaluate_in_child(
     """Run ``request`` on a child agent of its framework; the record it stored."""
     framework = request.framework or ""
     python = interpreter_for(framework)
-    # Assets are exported from the canonical torch module, which only this side can build.
+    # Assets are exported from the canonical torch module, which only this side may have.
     AssetManager(store, mlms_home() / "cache").ensure(get_model(request.model), framework)
     with child_agent(python, framework, store) as address:
         peer = f"{framework} agent at {address} ({python})"

@@ -24,6 +24,10 @@ class FrameworkEntry:
     #: A virtualenv (relative to the repository) whose interpreter runs the framework when it
     #: cannot import beside the others (mxnet 1.9 needs numpy 1.23); scripts/setup.sh makes it.
     venv: str | None = None
+    #: Imports here but must not share a process with torch's compiler stack (TensorFlow's
+    #: global LLVM symbols crash torch's Triton: ``mlms.isolation``), so the embedded client
+    #: runs it in an agent of its own on this interpreter.
+    own_process: bool = False
 
 
 TABLE: dict[str, FrameworkEntry] = {
@@ -43,6 +47,7 @@ TABLE: dict[str, FrameworkEntry] = {
         "TensorFlowPredictor",
         "tensorflow",
         ("tensorflow-cpu", "tensorflow", "tensorflow-gpu"),
+        own_process=True,
     ),
     "mxnet": FrameworkEntry(
         "mxnet",
@@ -79,6 +84,14 @@ def own_interpreter(name: str) -> Path | None:
     if override:
         return Path(override)
     return Path(__file__).resolve().parents[2] / entry.venv / "bin" / "python"
+
+
+def runs_apart(name: str) -> bool:
+    """Whether ``name`` runs in a process of its own (a child agent) when this process would
+    otherwise load it beside other frameworks: it imports only in its own virtualenv, or its
+    native libraries clash with torch's."""
+    entry = TABLE.get(name)
+    return entry is not None and (entry.own_process or own_interpreter(name) is not None)
 
 
 def installed_frameworks() -> dict[str, str]:

@@ -1,0 +1,94 @@
+"""TensorFlow and torch's compiler stack never share a process (``mlms.isolation``).
+
+With TensorFlow loaded, anything that loads torch's Triton (torch.profiler, torch.export, an
+optimizer) kills the process with SIGSEGV. mlms runs TensorFlow in an agent of its own and
+builds assets in a process of their own, so every order of frameworks works.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from mlms.errors import AssetError, UnknownModel
+from mlms.isolation import call_in_own_process
+from mlms.tracer.archive import read_spans
+from mlms.tracer.levels import TraceLevel
+
+# Loaded by nothing in mlms or its tests, so its presence tells which process imported it.
+PROBE_MODULE = "wave"
+
+
+def _import_probe_and_double(value: int) -> tuple[int, int, bool]:
+    __import__(PROBE_MODULE)
+    return value * 2, os.getpid(), PROBE_MODULE in sys.modules
+
+
+def _raise_unknown_model() -> None:
+    raise UnknownModel("unknown model 'resnet5'; did you mean resnet50?")
+
+
+def _die_by_signal() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_call_returns_the_value_from_a_process_whose_imports_stay_there() -> None:
+    assert PROBE_MODULE not in sys.modules
+    doubled, pid, imported = call_in_own_process(_import_probe_and_double, 21, what="a probe")
+    assert (doubled, imported) == (42, True)
+    assert pid != os.getpid()
+    assert PROBE_MODULE not in sys.modules
+
+
+def test_an_error_in_the_child_is_raised_here_as_itself() -> None:
+    with pytest.raises(UnknownModel, match="did you mean resnet50"):
+        call_in_own_process(_raise_unknown_model, what="a failing call")
+
+
+def test_a_child_that_dies_without_answering_is_one_clear_error() -> None:
+    with pytest.raises(AssetError, match=r"^a doomed builder ended with signal SIGKILL"):
+        call_in_own_process(_die_by_signal, what="a doomed builder", error=AssetError)
+
+
+def test_compare_tensorflow_first_then_torch_profiles_in_one_command(store, tmp_path) -> None:
+    """The order that crashed: TensorFlow evaluated first, then torch at the framework level
+    (torch.profiler loads Triton) and ONNX Runtime, all from one ``mlms compare``."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mlms",
+            "compare",
+            "--model",
+            "digits_cnn",
+            "--frameworks",
+            "tensorflow,torch,onnxruntime",
+            "--batch-size",
+            "1",
+            "--iterations",
+            "2",
+            "--warmup",
+            "1",
+            "--min-seconds",
+            "0",
+            "--trace-level",
+            "framework",
+            "--json",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    records = json.loads(done.stdout)
+    assert [r["framework"]["name"] for r in records] == ["tensorflow", "torch", "onnxruntime"]
+    for record in records:
+        spans = read_spans(store, record["trace_id"])
+        assert (spans["level"] == int(TraceLevel.FRAMEWORK)).sum() > 0, record["framework"]
+    assert len({record["trace_id"] for record in records}) == 3
