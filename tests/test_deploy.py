@@ -186,3 +186,32 @@ def test_kustomization_lists_every_manifest() -> None:
     listed = set(yaml.safe_load((DEPLOY / "k8s" / "kustomization.yaml").read_text())["resources"])
     present = {p.name for p in (DEPLOY / "k8s").glob("*.yaml")} - {"kustomization.yaml"}
     assert listed == present
+
+
+SERVING = [run for run in INVOCATIONS if run.args[0] in ("server", "agent")]
+
+
+@pytest.mark.parametrize("run", SERVING, ids=[i.where for i in SERVING])
+def test_every_port_serves_tls_from_mounted_secrets(run: Invocation, monkeypatch) -> None:
+    """Servers and agents listen on every interface, so they serve TLS with certificates
+    mounted from secrets (compose secrets under /run/secrets, a Kubernetes Secret volume),
+    and the server wants tokens."""
+    params = _parse(run, monkeypatch)
+    assert not params["insecure"], run.where
+    for flag in ("tls_ca", "tls_cert", "tls_key"):
+        assert str(params[flag]).startswith(("/run/secrets/", "/etc/mlms/tls/")), (run.where, flag)
+    if run.args[0] == "server":
+        assert params["auth"] is not False, run.where
+    if run.where.startswith("k8s") and run.args[0] == "server":
+        assert params["agent_tls_name"] == "mlms-agent"  # pods are dialled by IP
+
+
+def test_the_certificates_are_secrets_outside_the_repository() -> None:
+    compose = _compose()
+    files = {s["file"] for s in compose["secrets"].values()}
+    assert files and all(f.startswith("./pki/") for f in files)
+    kustomization = yaml.safe_load((DEPLOY / "k8s" / "kustomization.yaml").read_text())
+    generated = {f for g in kustomization["secretGenerator"] for f in g["files"]}
+    assert generated and all(f.startswith("pki/") for f in generated)
+    ignored = (DEPLOY.parent / ".gitignore").read_text().splitlines()
+    assert {"deploy/pki/", "deploy/k8s/pki/"} <= set(ignored)
