@@ -27,48 +27,75 @@ from mlms.errors import MlmsError
 T = TypeVar("T")
 
 
+#: A child that has answered only has its interpreter to shut down.
+EXIT_TIMEOUT_S = 30.0
+
+
 def call_in_own_process(
-    function: Callable[..., T], *args: Any, what: str, error: type[MlmsError] = MlmsError
+    function: Callable[..., T],
+    *args: Any,
+    what: str,
+    error: type[MlmsError] = MlmsError,
+    on_note: Callable[[Any], None] | None = None,
 ) -> T:
     """``function(*args)`` in a fresh interpreter (multiprocessing's spawn: nothing this process
     has imported comes along), and its return value; the exception it raised is raised here.
 
-    ``function`` must be importable by name and its arguments and result picklable. A child
-    that dies without answering (a crash in native code) raises ``error`` naming ``what`` and
-    how it ended."""
+    ``function`` must be importable by name and its arguments and result picklable. With
+    ``on_note``, it is called with ``tell=`` too: each ``tell(note)`` in the child is an
+    ``on_note(note)`` here (progress) before the answer. A child that dies without answering (a
+    crash in native code) raises ``error`` naming ``what`` and how it ended."""
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(target=_answer, args=(sender, function, args), name=what)
+    process = context.Process(
+        target=_answer, args=(sender, function, args, on_note is not None), name=what
+    )
     process.start()
     sender.close()  # the child holds the only writer: its death is an EOF here
+    answered = False
     try:
-        try:
-            ok, value = receiver.recv()
-        except EOFError:
-            process.join()
-            raise error(
-                f"{what} ended with {_ending(process.exitcode)} before it answered"
-            ) from None
+        while True:
+            try:
+                message = receiver.recv()
+            except EOFError:
+                process.join()
+                raise error(
+                    f"{what} ended with {_ending(process.exitcode)} before it answered"
+                ) from None
+            if message[0] == "note" and on_note is not None:
+                on_note(message[1])
+                continue
+            _, ok, value = message
+            answered = True
+            break
     finally:
         receiver.close()
-        process.join(timeout=30)
-        if process.is_alive():  # answered but stuck in its exit: it has nothing left to give
+        if answered:
+            process.join(timeout=EXIT_TIMEOUT_S)
+        if process.is_alive():  # stuck after answering, or the caller gave up on it
             process.kill()
-            process.join()
+        process.join()
     if ok:
         return value
     raise value
 
 
-def _answer(sender: Connection, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
+def _answer(
+    sender: Connection, function: Callable[..., Any], args: tuple[Any, ...], notes: bool
+) -> None:
+    def tell(note: Any) -> None:
+        sender.send(("note", note))
+
     try:
-        answer: tuple[bool, Any] = (True, function(*args))
+        result = function(*args, tell=tell) if notes else function(*args)
+        answer: tuple[str, bool, Any] = ("answer", True, result)
     except BaseException as exc:  # every failure goes back to the caller, which re-raises it
-        answer = (False, exc)
+        answer = ("answer", False, exc)
     try:
         payload = pickle.dumps(answer)
     except Exception as exc:  # an exception (or a result) that cannot cross the pipe
-        payload = pickle.dumps((False, MlmsError(f"{answer[1]!r} (not picklable: {exc})")))
+        failure = MlmsError(f"{answer[2]!r} (not picklable: {exc})")
+        payload = pickle.dumps(("answer", False, failure))
     sender.send_bytes(payload)
     sender.close()
 

@@ -92,3 +92,39 @@ def test_compare_tensorflow_first_then_torch_profiles_in_one_command(store, tmp_
         spans = read_spans(store, record["trace_id"])
         assert (spans["level"] == int(TraceLevel.FRAMEWORK)).sum() > 0, record["framework"]
     assert len({record["trace_id"] for record in records}) == 3
+
+
+_BOUND_IN_A_TENSORFLOW_PROCESS = """
+import json, sys
+import tensorflow  # what a TensorFlow agent holds once it has served an evaluation
+from mlms.bounds.record import BoundRequest
+from mlms.bounds.run import bound
+from mlms.config import default_store
+steps = []
+record = bound(
+    BoundRequest(model="digits_cnn", framework="tensorflow", repeats=3, iterations=2,
+                 min_seconds=0),
+    store=default_store(),
+    step=steps.append,
+)
+print(json.dumps({"framework": record.framework, "evaluation": record.batches[0].evaluation_id,
+                  "steps": steps}))
+"""
+
+
+def test_a_bound_in_a_process_holding_tensorflow_measures_it_elsewhere(store) -> None:
+    """A TensorFlow agent asked for a bound: torch's graph and profiler cannot run beside the
+    TensorFlow it holds, so the bound runs in a process of its own (steps still reported), and
+    the measurement in a TensorFlow agent of its own."""
+    done = subprocess.run(
+        [sys.executable, "-c", _BOUND_IN_A_TENSORFLOW_PROCESS],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["framework"] == "tensorflow"
+    assert result["steps"][0].startswith("this process holds tensorflow: the bound runs in")
+    assert any(step.startswith("measuring digits_cnn") for step in result["steps"])
+    assert store.exists(f"evaluations/{result['evaluation']}.json")

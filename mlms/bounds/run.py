@@ -37,8 +37,11 @@ from mlms.errors import InvalidArgument
 from mlms.evaluation.device_lock import exclusive_device
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.runner import Progress, ProgressCallback, evaluate
-from mlms.predictors.registry import choose_framework
+from mlms.isolation import call_in_own_process
+from mlms.predictors.child_agent import evaluate_in_child
+from mlms.predictors.registry import choose_framework, loaded_apart, runs_apart
 from mlms.registry import hardware
+from mlms.rpc.propagation import incoming_context, outgoing_metadata
 from mlms.store.base import ObjectStore
 from mlms.tracer.levels import TraceLevel
 from mlms.zoo.catalog import get_model
@@ -59,16 +62,35 @@ def bound(
     bound_id: str | None = None,
 ) -> BoundRecord:
     """Run a bound in this process (benchmarks in a child process) and store its record.
-    ``processors`` and ``parent`` go to the measured evaluation's tracer, as for ``evaluate``."""
-    import torch
+    ``processors`` and ``parent`` go to the measured evaluation's tracer, as for ``evaluate``.
 
-    from mlms.predictors.torch_predictor import architecture_of
-
+    The graph needs torch's compiler stack, which must not load beside TensorFlow
+    (``mlms.isolation``): in a process that holds TensorFlow (its agent) the whole bound runs
+    in a process of its own (without ``processors``: its spans reach the archive, not OTLP),
+    and a TensorFlow measurement runs in a child agent."""
     say = step or (lambda _line: None)
     report = progress or (lambda _event: None)
     manifest = get_model(request.model)
     # A framework this machine cannot run fails now, not after minutes of benchmarks.
-    choose_framework(manifest, request.framework)
+    framework, _version = choose_framework(manifest, request.framework)
+    held = loaded_apart()
+    if held is not None:
+        say(f"this process holds {held}: the bound runs in a process of its own")
+        return call_in_own_process(
+            _bound_elsewhere,
+            request,
+            store.url,
+            outgoing_metadata(parent),
+            agent,
+            bound_id,
+            what=f"the bound of {manifest.name!r}",
+            on_note=lambda note: (say if note[0] == "step" else report)(note[1]),
+        )
+
+    import torch
+
+    from mlms.predictors.torch_predictor import architecture_of
+
     info = hardware.detect()
     device = hardware.resolve(request.hw, info)
     gpu = device.startswith("cuda")
@@ -124,22 +146,26 @@ def bound(
     bench_seconds = time.perf_counter() - started
 
     say(f"measuring {manifest.name} ({'hardware' if gpu else 'framework'} level)")
-    evaluation = evaluate(
-        EvaluationRequest(
-            model=request.model,
-            framework=request.framework,
-            hw=request.hw,
-            batch_sizes=request.batch_sizes,
-            iterations=request.iterations,
-            min_seconds=request.min_seconds,
-            trace_level=TraceLevel.HARDWARE if gpu else TraceLevel.FRAMEWORK,
-        ),
-        store=store,
-        progress=progress,
-        processors=processors,
-        parent=parent,
-        agent=agent,
+    measure = EvaluationRequest(
+        model=request.model,
+        framework=framework,
+        hw=request.hw,
+        batch_sizes=request.batch_sizes,
+        iterations=request.iterations,
+        min_seconds=request.min_seconds,
+        trace_level=TraceLevel.HARDWARE if gpu else TraceLevel.FRAMEWORK,
     )
+    if runs_apart(framework):
+        evaluation = evaluate_in_child(measure, store, progress, parent)
+    else:
+        evaluation = evaluate(
+            measure,
+            store=store,
+            progress=progress,
+            processors=processors,
+            parent=parent,
+            agent=agent,
+        )
     measured = measurements(store, evaluation)
     fw_precisions = framework_precisions(evaluation.settings, gpu)
     record = BoundRecord(
@@ -164,6 +190,29 @@ def bound(
     )
     save_bound(store, record)
     return record
+
+
+def _bound_elsewhere(
+    request: BoundRequest,
+    store_url: str,
+    caller: list[tuple[str, str]],
+    agent: dict[str, str] | None,
+    bound_id: str | None,
+    *,
+    tell: Callable[[tuple[str, Any]], None],
+) -> BoundRecord:
+    """``bound`` in a process of its own; its steps and progress go back through ``tell``."""
+    from mlms.store.factory import store_from_url
+
+    return bound(
+        request,
+        store=store_from_url(store_url),
+        step=lambda line: tell(("step", line)),
+        progress=lambda event: tell(("progress", event)),
+        parent=incoming_context(caller),
+        agent=agent,
+        bound_id=bound_id,
+    )
 
 
 def measurements(store: ObjectStore, evaluation: EvaluationRecord) -> dict[int, Measured]:

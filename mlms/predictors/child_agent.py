@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
+from opentelemetry import context as otel_context
 
 from mlms.config import mlms_home
 from mlms.errors import Unavailable, UnsupportedFramework
@@ -33,6 +34,7 @@ from mlms.predictors.registry import own_interpreter, runs_apart
 from mlms.protos.mlms.v1 import predictor_pb2, predictor_pb2_grpc, types_pb2
 from mlms.rpc.options import CHANNEL_OPTIONS
 from mlms.rpc.payloads import record_from_events
+from mlms.rpc.propagation import outgoing_metadata
 from mlms.rpc.status import error_from_rpc
 from mlms.store.base import ObjectStore
 from mlms.zoo.assets import AssetManager
@@ -70,9 +72,13 @@ def exec_in_own_interpreter(framework: str) -> None:
 
 
 def evaluate_in_child(
-    request: EvaluationRequest, store: ObjectStore, progress: ProgressCallback | None = None
+    request: EvaluationRequest,
+    store: ObjectStore,
+    progress: ProgressCallback | None = None,
+    parent: otel_context.Context | None = None,
 ) -> EvaluationRecord:
-    """Run ``request`` on a child agent of its framework; the record it stored."""
+    """Run ``request`` on a child agent of its framework; the record it stored. The
+    evaluation's spans join the trace of the span current in ``parent``, if any."""
     framework = request.framework or ""
     python = interpreter_for(framework)
     # Assets are exported from the canonical torch module, which only this side may have.
@@ -83,7 +89,8 @@ def evaluate_in_child(
             stub = predictor_pb2_grpc.PredictorStub(channel)
             try:
                 events = stub.Evaluate(
-                    types_pb2.EvaluateRequest(request_json=request.model_dump_json())
+                    types_pb2.EvaluateRequest(request_json=request.model_dump_json()),
+                    metadata=outgoing_metadata(parent) if parent is not None else None,
                 )
                 record_json = record_from_events(events, progress, peer)
             except grpc.RpcError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import sys
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -92,6 +93,15 @@ def runs_apart(name: str) -> bool:
     native libraries clash with torch's."""
     entry = TABLE.get(name)
     return entry is not None and (entry.own_process or own_interpreter(name) is not None)
+
+
+def loaded_apart() -> str | None:
+    """The framework loaded in this process that must not meet torch's compiler stack (in a
+    TensorFlow agent: tensorflow), if any."""
+    for name, entry in TABLE.items():
+        if entry.own_process and entry.imports in sys.modules:
+            return name
+    return None
 
 
 def installed_frameworks() -> dict[str, str]:
