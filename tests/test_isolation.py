@@ -33,6 +33,12 @@ def _raise_unknown_model() -> None:
     raise UnknownModel("unknown model 'resnet5'; did you mean resnet50?")
 
 
+def _count_to(n: int, *, tell) -> str:
+    for i in range(1, n + 1):
+        tell(("step", i))
+    return "done"
+
+
 def _die_by_signal() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
@@ -48,6 +54,12 @@ def test_call_returns_the_value_from_a_process_whose_imports_stay_there() -> Non
 def test_an_error_in_the_child_is_raised_here_as_itself() -> None:
     with pytest.raises(UnknownModel, match="did you mean resnet50"):
         call_in_own_process(_raise_unknown_model, what="a failing call")
+
+
+def test_notes_told_in_the_child_arrive_here_in_order_before_the_answer() -> None:
+    notes = []
+    assert call_in_own_process(_count_to, 3, what="a counter", on_note=notes.append) == "done"
+    assert notes == [("step", 1), ("step", 2), ("step", 3)]
 
 
 def test_a_child_that_dies_without_answering_is_one_clear_error() -> None:
