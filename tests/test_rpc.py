@@ -184,3 +184,32 @@ def test_unexpected_errors_are_internal_with_a_generic_message(agent) -> None:
         "internal error in /mlms.v1.Predictor/Info (RuntimeError); the details are in the "
         "server log"
     )
+
+
+@pytest.mark.parametrize(
+    ("method", "expected", "streaming"),
+    [
+        ("/mlms.v1.Predictor/Predict", "mlms.v1.PredictRequest", False),
+        ("/mlms.v1.Predictor/Evaluate", "mlms.v1.EvaluateRequest", True),
+        ("/grpc.health.v1.Health/Check", "grpc.health.v1.HealthCheckRequest", False),
+    ],
+)
+def test_undecodable_bytes_are_invalid_argument_with_one_log_line(
+    agent, caplog, method: str, expected: str, streaming: bool
+) -> None:
+    _, channel, _ = agent
+    garbage = b"\xff\xff\xff"  # a field number of zero: no protobuf message parses it
+    with caplog.at_level("INFO"), pytest.raises(grpc.RpcError) as caught:
+        if streaming:
+            list(channel.unary_stream(method)(garbage, timeout=10))
+        else:
+            channel.unary_unary(method)(garbage, timeout=10)
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.value.details() == (
+        f"request to {method} does not parse: expected a serialized {expected}, got 3 bytes "
+        "(wire format was corrupt)"
+    )
+    assert isinstance(error_from_rpc(caught.value, "agent"), errors.InvalidArgument)
+    logged = [r for r in caplog.records if method in r.getMessage()]
+    assert len(logged) == 1 and logged[0].exc_info is None
+    assert not [r for r in caplog.records if r.name.startswith("grpc")]

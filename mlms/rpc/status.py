@@ -3,14 +3,18 @@
 Servers: ``ErrorInterceptor`` turns an ``MlmsError`` raised by a servicer into its status code
 and one-line message, with the error's class name in the trailing metadata ``mlms-error`` so
 that a Python client raises the same class; anything else becomes INTERNAL with a generic
-message (the traceback goes to the server's log, not to the caller).
+message (the traceback goes to the server's log, not to the caller). Request bytes that do not
+parse as the method's message are INVALID_ARGUMENT naming the method and the message type
+expected, with one line in the log.
 Clients: ``error_from_rpc`` turns a ``grpc.RpcError`` back into an ``MlmsError``.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
@@ -85,35 +89,114 @@ class ErrorInterceptor(grpc.ServerInterceptor):
         if handler is None:
             return None
         method = details.method
+        expected = _message_name(handler.request_deserializer)
+        decode = _tolerant(handler.request_deserializer)
+        serialize = handler.response_serializer
         if handler.unary_unary:
             return grpc.unary_unary_rpc_method_handler(
-                _unary(handler.unary_unary, method),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
+                _unary(handler.unary_unary, method, _one(method, expected)),
+                request_deserializer=decode,
+                response_serializer=serialize,
             )
         if handler.unary_stream:
             return grpc.unary_stream_rpc_method_handler(
-                _streaming(handler.unary_stream, method),
-                request_deserializer=handler.request_deserializer,
-                response_serializer=handler.response_serializer,
+                _streaming(handler.unary_stream, method, _one(method, expected)),
+                request_deserializer=decode,
+                response_serializer=serialize,
             )
-        return handler  # no client-streaming methods in mlms.v1
+        if handler.stream_unary:
+            return grpc.stream_unary_rpc_method_handler(
+                _unary(handler.stream_unary, method, _each(method, expected)),
+                request_deserializer=decode,
+                response_serializer=serialize,
+            )
+        if handler.stream_stream:  # server reflection
+            return grpc.stream_stream_rpc_method_handler(
+                _streaming(handler.stream_stream, method, _each(method, expected)),
+                request_deserializer=decode,
+                response_serializer=serialize,
+            )
+        return handler
 
 
-def _unary(behaviour: Callable[..., Any], method: str) -> Callable[..., Any]:
+@dataclass(frozen=True)
+class _Undecodable:
+    """What ``_tolerant`` hands on instead of raising: grpc answers a raising deserializer with
+    INTERNAL and a traceback in the log, before any interceptor could map the error."""
+
+    size: int
+    reason: str
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserializer is None:
+        return None
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return deserializer(data)
+        except Exception as exc:  # DecodeError, or whatever a custom deserializer raises
+            return _Undecodable(len(data), _reason(exc))
+
+    return deserialize
+
+
+def _reason(exc: Exception) -> str:
+    text = _PARSE_PREFIX.sub("", " ".join(str(exc).split())) or type(exc).__name__
+    return text[:1].lower() + text[1:]
+
+
+# protobuf's DecodeError repeats the type, which the message names already.
+_PARSE_PREFIX = re.compile(r"^Error parsing message with type '[^']*': ")
+
+
+def _message_name(deserializer: Callable[[bytes], Any] | None) -> str:
+    """``a serialized mlms.v1.PredictRequest`` for a generated ``PredictRequest.FromString``."""
+    descriptor = getattr(getattr(deserializer, "__self__", None), "DESCRIPTOR", None)
+    return (
+        "the method's request message"
+        if descriptor is None
+        else f"a serialized {descriptor.full_name}"
+    )
+
+
+def _decoded(request: Any, method: str, expected: str) -> Any:
+    if isinstance(request, _Undecodable):
+        message = (
+            f"request to {method} does not parse: expected {expected}, got {request.size} "
+            f"bytes ({request.reason})"
+        )
+        log.warning("refused: %s", message)
+        raise errors.InvalidArgument(message)
+    return request
+
+
+def _one(method: str, expected: str) -> Callable[[Any], Any]:
+    return lambda request: _decoded(request, method, expected)
+
+
+def _each(method: str, expected: str) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    return lambda requests: (_decoded(request, method, expected) for request in requests)
+
+
+def _unary(
+    behaviour: Callable[..., Any], method: str, decoded: Callable[[Any], Any]
+) -> Callable[..., Any]:
     def call(request: Any, context: grpc.ServicerContext) -> Any:
         try:
-            return behaviour(request, context)
+            return behaviour(decoded(request), context)
         except Exception as exc:
             _abort(context, exc, method)
 
     return call
 
 
-def _streaming(behaviour: Callable[..., Iterator[Any]], method: str) -> Callable[..., Any]:
+def _streaming(
+    behaviour: Callable[..., Iterator[Any]], method: str, decoded: Callable[[Any], Any]
+) -> Callable[..., Any]:
     def call(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         try:
-            yield from behaviour(request, context)
+            yield from behaviour(decoded(request), context)
         except Exception as exc:
             _abort(context, exc, method)
 
