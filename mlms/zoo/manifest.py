@@ -6,8 +6,11 @@ the field.
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -17,6 +20,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from mlms.errors import ManifestError
 
 FRAMEWORKS = ("torch", "onnxruntime", "tensorflow", "mxnet")
+
+#: Values that become part of a path (a label file, a downloaded file, a builder's name): one
+#: plain name, never a folder, ``..`` or an absolute path.
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+#: Values one sample may hold: 2**24 float32 values are 64 MiB, a gRPC message's limit.
+MAX_SAMPLE_VALUES = 2**24
+
+
+def _plain(value: str, what: str) -> str:
+    if not _PLAIN_NAME.fullmatch(value) or ".." in value:
+        raise ValueError(f"{what} {value!r}: expected a plain name like 'resnet50-0676ba61.pth'")
+    return value
 
 
 class _Strict(BaseModel):
@@ -50,9 +65,18 @@ class Preprocessing(_Strict):
     color: Literal["RGB", "BGR", "L"] = "RGB"
     resize: int | None = Field(default=None, gt=0, description="shorter side, before the crop")
     crop: int | None = Field(default=None, gt=0, description="centre crop, square")
-    scale: float = Field(default=255.0, gt=0, description="pixel values are divided by this")
-    mean: list[float] = Field(default_factory=list)
-    std: list[float] = Field(default_factory=list)
+    scale: float = Field(
+        default=255.0, gt=0, allow_inf_nan=False, description="pixel values are divided by this"
+    )
+    mean: list[float] = Field(default_factory=list, max_length=4)
+    std: list[float] = Field(default_factory=list, max_length=4)
+
+    @field_validator("mean", "std")
+    @classmethod
+    def _finite(cls, value: list[float]) -> list[float]:
+        if any(not math.isfinite(v) for v in value):
+            raise ValueError(f"every value must be a finite number, got {value}")
+        return value
 
 
 class InputSpec(_Strict):
@@ -67,6 +91,11 @@ class InputSpec(_Strict):
     def _positive(cls, value: list[int]) -> list[int]:
         if any(d <= 0 for d in value):
             raise ValueError(f"every dimension must be positive, got {value}")
+        if math.prod(value) > MAX_SAMPLE_VALUES:
+            raise ValueError(
+                f"shape {value} holds {math.prod(value):,} values: expected at most "
+                f"{MAX_SAMPLE_VALUES:,} a sample"
+            )
         return value
 
 
@@ -76,13 +105,23 @@ class OutputSpec(_Strict):
     #: A label file shipped in ``mlms/zoo/labels`` (e.g. "imagenet1k") or the labels inline.
     labels: str | list[str]
 
+    @field_validator("labels")
+    @classmethod
+    def _label_file(cls, value: str | list[str]) -> str | list[str]:
+        return _plain(value, "label file") if isinstance(value, str) else value
+
 
 class BuildSource(_Strict):
     """Construct the architecture locally with seeded weights."""
 
     kind: Literal["build"] = "build"
     builder: str = Field(description="a name in mlms.zoo.architectures.ARCHITECTURES")
-    seed: int = 0
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)
+
+    @field_validator("builder")
+    @classmethod
+    def _builder(cls, value: str) -> str:
+        return _plain(value, "builder")
 
 
 class UrlSource(_Strict):
@@ -93,6 +132,20 @@ class UrlSource(_Strict):
     url: str
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     filename: str
+
+    @field_validator("url")
+    @classmethod
+    def _remote(cls, value: str) -> str:
+        # urllib would also open file:// (any local file) and ftp:// URLs.
+        parts = urlsplit(value)
+        if parts.scheme not in ("https", "http") or not parts.netloc:
+            raise ValueError(f"url {value!r}: expected an https:// (or http://) URL")
+        return value
+
+    @field_validator("filename")
+    @classmethod
+    def _filename(cls, value: str) -> str:
+        return _plain(value, "filename")
 
 
 class DatasetSpec(_Strict):
@@ -144,9 +197,15 @@ class ModelManifest(_Strict):
 
 def load_manifest(path: Path) -> ModelManifest:
     try:
-        data = yaml.safe_load(path.read_text())
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"{path}: cannot read it as UTF-8 text: {exc}") from exc
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ManifestError(f"{path}: not valid YAML: {exc}".replace("\n", " ")) from exc
+        raise ManifestError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from exc
+    except RecursionError as exc:
+        raise ManifestError(f"{path}: not valid YAML: nested too deeply") from exc
     if not isinstance(data, dict):
         raise ManifestError(f"{path}: expected a mapping at the top, got {type(data).__name__}")
     try:
@@ -154,4 +213,10 @@ def load_manifest(path: Path) -> ModelManifest:
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "(top)"
-        raise ManifestError(f"{path}: field '{field}': {first['msg']}") from exc
+        got = "" if first["type"] == "value_error" else f", got {_short(first['input'])}"
+        raise ManifestError(f"{path}: field '{field}': {first['msg']}{got}") from exc
+
+
+def _short(value: object) -> str:
+    text = " ".join(repr(value).split())
+    return text if len(text) <= 80 else f"{text[:77]}..."
