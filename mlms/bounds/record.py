@@ -6,6 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from mlms.evaluation.record import MAX_ITERATIONS, MAX_SECONDS, check_batch_sizes
 from mlms.registry.hardware import HardwareInfo
 from mlms.store.base import ObjectStore
 from mlms.store.json_records import JsonRecords
@@ -28,15 +29,13 @@ class BoundRequest(BaseModel):
     #: Timed samples of each layer implementation (on a GPU, four calls back to back each).
     repeats: int = Field(default=20, ge=3, le=10_000)
     #: The measured evaluation's iterations and minimum time.
-    iterations: int = Field(default=20, ge=1)
-    min_seconds: float = Field(default=1.0, ge=0)
+    iterations: int = Field(default=20, ge=1, le=MAX_ITERATIONS)
+    min_seconds: float = Field(default=1.0, ge=0, le=MAX_SECONDS, allow_inf_nan=False)
 
     @field_validator("batch_sizes")
     @classmethod
     def _positive(cls, value: list[int]) -> list[int]:
-        if not value or any(b < 1 for b in value):
-            raise ValueError(f"batch sizes must be positive integers, got {value}")
-        return value
+        return check_batch_sizes(value)
 
     @field_validator("precisions")
     @classmethod

@@ -7,8 +7,36 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from mlms.errors import InvalidArgument
 from mlms.registry.hardware import HardwareInfo
 from mlms.tracer.levels import TraceLevel
+
+#: Upper limits of a request's numbers: a request past them is a mistake or an attack (a
+#: batch of 10**9 samples or 10**30 iterations would hold a device, and its memory, forever).
+MAX_BATCH_SIZE = 4096
+MAX_BATCH_SIZES = 32
+MAX_ITERATIONS = 1_000_000
+MAX_WARMUP = 100_000
+MAX_SECONDS = 3600.0
+MAX_THREADS = 1024
+MAX_SEED = 2**32 - 1  # numpy's and torch's generators take 0 .. 2**32 - 1 everywhere
+
+
+def check_batch_sizes(value: list[int]) -> list[int]:
+    if (
+        not value
+        or len(value) > MAX_BATCH_SIZES
+        or any(not 1 <= b <= MAX_BATCH_SIZE for b in value)
+    ):
+        raise ValueError(
+            f"batch sizes must be positive integers up to {MAX_BATCH_SIZE}, 1 to "
+            f"{MAX_BATCH_SIZES} of them, got {_short(value)}"
+        )
+    return value
+
+
+def _short(value: list[int]) -> str:
+    return str(value) if len(value) <= 8 else f"[{', '.join(map(str, value[:8]))}, ...]"
 
 
 class EvaluationRequest(BaseModel):
@@ -18,27 +46,28 @@ class EvaluationRequest(BaseModel):
     framework: str | None = None
     hw: str = "cpu"
     batch_sizes: list[int] = Field(default_factory=lambda: [1])
-    iterations: int = Field(default=20, ge=1)
-    warmup: int = Field(default=3, ge=0)
-    min_seconds: float = Field(default=1.0, ge=0)
+    iterations: int = Field(default=20, ge=1, le=MAX_ITERATIONS)
+    warmup: int = Field(default=3, ge=0, le=MAX_WARMUP)
+    min_seconds: float = Field(default=1.0, ge=0, le=MAX_SECONDS, allow_inf_nan=False)
     trace_level: TraceLevel = TraceLevel.MODEL
     #: "synthetic", "dataset", or image paths.
-    inputs: list[str] = Field(default_factory=lambda: ["synthetic"])
-    intra_op_threads: int | None = Field(default=None, ge=1)
-    inter_op_threads: int | None = Field(default=None, ge=1)
-    seed: int = 0
+    inputs: list[str] = Field(default_factory=lambda: ["synthetic"], min_length=1)
+    intra_op_threads: int | None = Field(default=None, ge=1, le=MAX_THREADS)
+    inter_op_threads: int | None = Field(default=None, ge=1, le=MAX_THREADS)
+    seed: int = Field(default=0, ge=0, le=MAX_SEED)
 
     @field_validator("batch_sizes")
     @classmethod
     def _positive(cls, value: list[int]) -> list[int]:
-        if not value or any(b < 1 for b in value):
-            raise ValueError(f"batch sizes must be positive integers, got {value}")
-        return value
+        return check_batch_sizes(value)
 
     @field_validator("trace_level", mode="before")
     @classmethod
     def _level(cls, value: object) -> TraceLevel:
-        return TraceLevel.parse(value)  # type: ignore[arg-type]
+        try:
+            return TraceLevel.parse(value)  # type: ignore[arg-type]
+        except InvalidArgument as exc:  # pydantic names the field for a ValueError only
+            raise ValueError(str(exc)) from None
 
 
 class LatencyStats(BaseModel):

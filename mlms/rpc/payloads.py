@@ -16,8 +16,19 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def evaluation_request(text: str) -> EvaluationRequest:
-    """An ``EvaluationRequest`` from JSON; a bad field is one InvalidArgument line."""
-    return _parse(EvaluationRequest, text, "evaluation")
+    """An ``EvaluationRequest`` from JSON; a bad field is one InvalidArgument line.
+
+    Image files are read where the evaluation runs: over gRPC that is another machine, whose
+    files are not the caller's to name, so only the synthetic and dataset inputs come this way.
+    """
+    request = _parse(EvaluationRequest, text, "evaluation")
+    if request.inputs not in (["synthetic"], ["dataset"]):
+        raise InvalidArgument(
+            f"bad evaluation request: inputs {_short(request.inputs)}: image files are read "
+            "where the evaluation runs, so a remote evaluation takes 'synthetic' or 'dataset' "
+            "(evaluate image files without --server)"
+        )
+    return request
 
 
 def bound_request(text: str) -> BoundRequest:
@@ -31,7 +42,14 @@ def _parse(model: type[M], text: str, what: str) -> M:
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "request"
-        raise InvalidArgument(f"bad {what} request: {field}: {first['msg']}") from None
+        got = "" if first["type"] == "value_error" else f", got {_short(first['input'])}"
+        raise InvalidArgument(f"bad {what} request: {field}: {first['msg']}{got}") from None
+
+
+def _short(value: Any) -> str:
+    """A value for a one-line message: at most 80 characters of its repr."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
 
 
 def record_from_events(events: Iterable[Any], progress: ProgressCallback | None, peer: str) -> str:

@@ -26,7 +26,8 @@ class TraceLevel(IntEnum):
         """Accept a level by enum, number or case-insensitive name ("framework", "FULL", "3")."""
         if isinstance(value, TraceLevel):
             return value
-        if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+        number_like = isinstance(value, int) and not isinstance(value, bool)
+        if number_like or (isinstance(value, str) and value.isascii() and value.isdigit()):
             number = int(value)
             if number in cls._value2member_map_:
                 return cls(number)
