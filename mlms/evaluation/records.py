@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from mlms.errors import UnknownEvaluation
+import re
+
+from mlms.errors import InvalidArgument, UnknownEvaluation
 from mlms.evaluation.record import EvaluationRecord
 from mlms.store.base import ObjectStore
 from mlms.store.json_records import JsonRecords
 
 PREFIX = "evaluations/"
+#: Ids are uuid4 hex; checked before one becomes part of a store key or a path.
+_ID_PREFIX = re.compile(r"[0-9a-f]{1,32}")
 _RECORDS = JsonRecords(PREFIX, EvaluationRecord, "evaluation", "mlms evals", UnknownEvaluation)
 
 
@@ -16,8 +20,13 @@ def save_record(store: ObjectStore, record: EvaluationRecord) -> str:
 
 
 def load_record(store: ObjectStore, evaluation_id: str) -> EvaluationRecord:
-    """By full id or a unique prefix of one."""
-    return _RECORDS.load(store, evaluation_id)
+    """By full id or a unique prefix of one (case does not matter)."""
+    if not _ID_PREFIX.fullmatch(evaluation_id.lower()):
+        raise InvalidArgument(
+            f"evaluation id {evaluation_id!r}: expected hex digits, a full id (32) or a unique "
+            "prefix of one"
+        )
+    return _RECORDS.load(store, evaluation_id.lower())
 
 
 def list_records(store: ObjectStore) -> list[EvaluationRecord]:

@@ -46,7 +46,7 @@ from mlms.zoo.catalog import get_model
 
 log = logging.getLogger(__name__)
 
-_JOB_ID = re.compile(r"^[0-9a-f]{32}$")
+_JOB_ID = re.compile(r"[0-9a-f]{32}")
 
 
 @dataclass
@@ -134,6 +134,8 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
     def Predict(self, request, context):
         session = self._session(request.session_id)
         predictor = session.predictor
+        if request.top_k < 0:
+            raise InvalidArgument(f"top_k {request.top_k}: expected 0 or more")
         batch = self._batch(request, predictor)
         # Not while an evaluation measures this device: wait for it, as evaluations do.
         with exclusive_device(mlms_home() / "locks", predictor.options.device):
@@ -145,8 +147,6 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
             predict_ns=elapsed,
             agent_id=self.agent_labels().get("agent_id", ""),
         )
-        if request.top_k < 0:
-            raise InvalidArgument(f"top_k {request.top_k}: expected 0 or more")
         if request.top_k:
             indices, scores = predictor.postprocess(logits, k=request.top_k)
             reply.top.extend(
@@ -182,8 +182,9 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
         if which == "images":
             if not request.images.images:
                 raise InvalidArgument("batch size 0: expected at least one image")
+            budget = _PixelBudget()
             return predictor.preprocess(
-                [_decode(i, d) for i, d in enumerate(request.images.images)]
+                [_decode(i, d, budget) for i, d in enumerate(request.images.images)]
             )
         if which != "tensor":
             raise InvalidArgument("empty predict request: expected a tensor or images")
@@ -310,7 +311,7 @@ def _throttled(report: Callable[[Progress], None]) -> Callable[[Progress], None]
 def _job_id(given: str, kind: str) -> str:
     """The id the server gave an evaluation or a bound (kept across retries), or a new one."""
     job_id = given or uuid.uuid4().hex
-    if not _JOB_ID.match(job_id):
+    if not _JOB_ID.fullmatch(job_id):
         raise InvalidArgument(f"{kind} id {job_id!r}: expected 32 lowercase hex digits")
     return job_id
 
@@ -336,11 +337,40 @@ def _stream(events: queue.SimpleQueue, context: grpc.ServicerContext) -> Iterato
             return
 
 
-def _decode(index: int, data: bytes) -> np.ndarray:
+#: Decoded pixels one image, and one predict request, may hold: a PNG of a few hundred KB
+#: can declare 13000 x 13000 pixels (500 MB decoded), and a 64 MiB request holds a hundred of
+#: them. 2**25 is a 33-megapixel photo; 2**27 pixels are 400 MB as RGB.
+MAX_IMAGE_PIXELS = 2**25
+MAX_BATCH_PIXELS = 2**27
+
+
+class _PixelBudget:
+    def __init__(self) -> None:
+        self.left = MAX_BATCH_PIXELS
+
+    def take(self, index: int, width: int, height: int) -> None:
+        pixels = width * height
+        if pixels > MAX_IMAGE_PIXELS:
+            raise InvalidArgument(
+                f"image {index} of the batch is {width} x {height} pixels: expected at most "
+                f"{MAX_IMAGE_PIXELS:,} pixels an image"
+            )
+        if pixels > self.left:
+            raise InvalidArgument(
+                f"images 0 to {index} of the batch hold more than {MAX_BATCH_PIXELS:,} pixels: "
+                "expected fewer or smaller images per predict"
+            )
+        self.left -= pixels
+
+
+def _decode(index: int, data: bytes, budget: _PixelBudget) -> np.ndarray:
     try:
+        # Opening reads the header only: the size is known before any pixel is decoded.
         with Image.open(io.BytesIO(data)) as image:
+            budget.take(index, *image.size)
             return np.asarray(image.convert("RGB"))
-    except (UnidentifiedImageError, OSError) as exc:
+    except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as exc:
         raise InvalidArgument(
-            f"image {index} of the batch ({len(data)} bytes) is not a readable image: {exc}"
+            f"image {index} of the batch ({len(data)} bytes) is not a readable image: "
+            f"{' '.join(str(exc).split())}"
         ) from exc

@@ -10,6 +10,8 @@ from mlms.errors import InvalidArgument
 from mlms.protos.mlms.v1 import types_pb2
 
 DTYPES = ("float32", "float16", "uint8", "int64")
+#: Image batches have four; numpy stops at 64.
+MAX_AXES = 8
 
 
 def to_proto(array: np.ndarray) -> types_pb2.Tensor:
@@ -28,8 +30,10 @@ def from_proto(tensor: types_pb2.Tensor) -> np.ndarray:
     if tensor.dtype not in DTYPES:
         raise InvalidArgument(f"tensor dtype {tensor.dtype!r}: expected one of {DTYPES}")
     shape = tuple(tensor.shape)
-    if not shape or any(d < 0 for d in shape):
-        raise InvalidArgument(f"tensor shape {list(shape)}: expected non-negative dimensions")
+    if not shape or len(shape) > MAX_AXES or any(d < 0 for d in shape):
+        raise InvalidArgument(
+            f"tensor shape {_short(shape)}: expected 1 to {MAX_AXES} non-negative dimensions"
+        )
     dtype = np.dtype(tensor.dtype).newbyteorder("<")
     expected = math.prod(shape) * dtype.itemsize
     data = tensor.data  # each read of a bytes field copies it: read it once
@@ -38,5 +42,17 @@ def from_proto(tensor: types_pb2.Tensor) -> np.ndarray:
             f"tensor data is {len(data)} bytes, but shape {list(shape)} of "
             f"{tensor.dtype} needs {expected}"
         )
-    # A writable copy: frameworks (torch.from_numpy) warn on read-only buffers.
-    return np.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
+    try:
+        # A writable copy: frameworks (torch.from_numpy) warn on read-only buffers.
+        return np.frombuffer(bytearray(data), dtype=dtype).reshape(shape)
+    except ValueError as exc:  # no data, but a shape numpy cannot hold (2**62 x 2**62 x 0)
+        raise InvalidArgument(
+            f"tensor shape {list(shape)} is too large for an array: {exc}"
+        ) from None
+
+
+def _short(shape: tuple[int, ...]) -> str:
+    """A shape for a message: a hundred axes are not worth a hundred numbers."""
+    if len(shape) <= MAX_AXES:
+        return str(list(shape))
+    return f"[{', '.join(map(str, shape[:MAX_AXES]))}, ...] ({len(shape)} axes)"
