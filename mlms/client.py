@@ -75,10 +75,13 @@ class EmbeddedClient:
         self, request: EvaluationRequest, progress: ProgressCallback | None = None
     ) -> EvaluationRecord:
         from mlms.evaluation.runner import evaluate
-        from mlms.predictors.registry import choose_framework, runs_apart
+        from mlms.predictors.registry import choose_framework, own_interpreter, runs_apart
         from mlms.zoo.catalog import get_model
 
-        framework, _version = choose_framework(get_model(request.model), request.framework)
+        framework = request.framework
+        if framework is None or own_interpreter(framework) is None:
+            # Checked here what this environment can check, before any child starts.
+            framework, _version = choose_framework(get_model(request.model), framework)
         if runs_apart(framework):
             # mxnet (its own virtualenv) and tensorflow (its libraries crash torch's beside
             # them) run in a child agent, so this process can evaluate any framework next.
