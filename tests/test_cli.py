@@ -160,6 +160,50 @@ def test_errors_are_one_line(tmp_path: Path, evaluated: dict) -> None:
     )
 
 
+def test_unwritable_outputs_are_one_line_and_leave_nothing(evaluated: dict, tmp_path: Path) -> None:
+    """Every command that writes a file goes through ``mlms.cli.files``: a path that cannot
+    be written is one line naming it and the reason, checked before the work (compare runs no
+    evaluation), and a failed write leaves no partial file (and /dev/full a device)."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for fmt in ("chrome", "parquet"):
+        for path, reason in (
+            (tmp_path / "missing" / "out", "No such file or directory (no folder "),
+            (a_file / "out", f"Not a directory ({a_file} is a file)"),
+            (Path("/dev/full"), "No space left on device"),
+        ):
+            result = mlms("trace", "export", evaluated["id"], "--format", fmt, "-o", str(path))
+            _one_line_error(result, f"cannot write {path}: {reason}")
+        assert Path("/dev/full").is_char_device()  # pyarrow removes a path it failed to write
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+    records = sorted((Path(os.environ["MLMS_HOME"]) / "store" / "evaluations").iterdir())
+    plot = tmp_path / "missing" / "chart.png"
+    result = mlms("compare", "-m", "digits_cnn", "-f", "torch", "--plot", str(plot))
+    _one_line_error(result, f"cannot write {plot}: No such file or directory")
+    assert sorted((Path(os.environ["MLMS_HOME"]) / "store" / "evaluations").iterdir()) == records
+
+
+def test_outputs_are_written_whole(tmp_path: Path) -> None:
+    from mlms.cli.files import write_file
+    from mlms.errors import InvalidArgument
+
+    target = tmp_path / "report.html"
+    target.write_text("the previous report")
+
+    def fails_halfway(path: Path) -> None:
+        path.write_text("half a report")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(InvalidArgument, match=f"cannot write {target}: No space left on device"):
+        write_file(target, fails_halfway)
+    assert target.read_text() == "the previous report"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
+    write_file(target, lambda path: path.write_text("the new report"))
+    assert target.read_text() == "the new report"
+    assert [p.name for p in tmp_path.iterdir()] == ["report.html"]
+
+
 def test_malformed_command_lines_are_one_line() -> None:
     _one_line_error(
         mlms("eval", "--trace-level", "bogus"),

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from mlms.cli.files import writable, write_file
 from mlms.cli.options import client_for, parse_batch_sizes, server_option, spans_for, validated
 from mlms.cli.render import err, frame_table, out, progress_bar
 from mlms.errors import InvalidArgument
@@ -80,6 +81,8 @@ def compare(
 
     names = parse_frameworks(frameworks)
     sizes = parse_batch_sizes(batch_sizes)
+    # Checked before the evaluations, which take minutes.
+    chart = None if as_json else writable(plot or Path(f"compare-{model}-{hw}.png"))
     client = client_for(server)
     records = []
     for name in names:
@@ -109,7 +112,6 @@ def compare(
         f"{first.hardware.cpu_cores_logical} cores)"
     )
     out.print(frame_table(table, title))
-    chart = framework_comparison_chart(
-        table, plot or Path(f"compare-{model}-{hw}.png"), f"{model}, {hw}"
-    )
+    assert chart is not None
+    write_file(chart, lambda path: framework_comparison_chart(table, path, f"{model}, {hw}"))
     out.print(f"chart: {chart}")

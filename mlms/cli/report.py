@@ -6,9 +6,9 @@ from pathlib import Path
 
 import click
 
+from mlms.cli.files import writable, write_file
 from mlms.cli.options import client_for, server_option, spans_for
 from mlms.cli.render import err
-from mlms.errors import InvalidArgument
 
 
 @click.command()
@@ -26,14 +26,12 @@ def report(evaluation_ids: tuple[str, ...], output: Path, server: str | None) ->
     profiling overheads, layers, GPU kernels and rooflines, one predict's timeline, the lower
     bounds (`mlms bound`) measured against them and, for several IDs, how they differ. The
     file needs no network (plotly.js is inside it)."""
+    writable(output)
     client = client_for(server)
     records = list({r.id: r for r in map(client.get_evaluation, evaluation_ids)}.values())
     from mlms.report import bounds_for, build_report  # plotly loads only for this command
 
     bounds = bounds_for(records, client.list_bounds())
     page = build_report(records, spans_for(client, records), bounds=bounds)
-    try:
-        output.write_text(page, encoding="utf-8")
-    except OSError as exc:
-        raise InvalidArgument(f"cannot write {output}: {exc.strerror or exc}") from None
+    write_file(output, lambda path: path.write_text(page, encoding="utf-8"))
     err.print(f"wrote the report of {len(records)} evaluation(s) to {output}")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from mlms.cli.files import writable, write_file
 from mlms.cli.options import client_for, server_option
 from mlms.cli.render import err
 from mlms.errors import InvalidArgument
@@ -27,18 +28,17 @@ def trace() -> None:
 @server_option
 def export(evaluation_id: str, fmt: str, output: Path, server: str | None) -> None:
     """Write the spans of EVALUATION_ID to a file (open Chrome JSON in ui.perfetto.dev)."""
+    writable(output)
     client = client_for(server)
     record = client.get_evaluation(evaluation_id)
     if record.trace_id is None:
         raise InvalidArgument(f"evaluation {record.id} has no trace (trace level no_trace)")
     spans = client.spans(record.trace_id)
-    try:
-        if fmt == "chrome":
-            output.write_text(json.dumps(to_chrome(spans)))
-        else:
-            import pyarrow.parquet as pq
+    if fmt == "chrome":
+        text = json.dumps(to_chrome(spans))
+        write_file(output, lambda path: path.write_text(text))
+    else:
+        import pyarrow.parquet as pq
 
-            pq.write_table(spans, output, compression="zstd")
-    except OSError as exc:
-        raise InvalidArgument(f"cannot write {output}: {exc.strerror or exc}") from None
+        write_file(output, lambda path: pq.write_table(spans, path, compression="zstd"))
     err.print(f"wrote {len(spans)} spans of trace {record.trace_id} to {output}")
