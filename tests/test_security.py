@@ -7,6 +7,7 @@ store. Only the network is loopback (the certificates name 127.0.0.1).
 
 from __future__ import annotations
 
+import functools
 import logging
 import subprocess
 import sys
@@ -17,6 +18,8 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mlms import errors
 from mlms.config import mlms_home
@@ -38,6 +41,8 @@ from tests.processes import wait_for
 HOSTS = ["127.0.0.1", "localhost"]
 SPEC = types_pb2.ModelSpec(model="digits_cnn", framework="torch", hw="cpu")
 STREAMING = {"Evaluate", "Bound", "GetSpans", "Analyze"}
+#: What an HTTP/2 header value may hold; gRPC fails anything else before it is sent.
+PRINTABLE = st.characters(min_codepoint=0x20, max_codepoint=0x7E)
 
 
 def _files(folder: Path, ca: Pem, pem: Pem | None, name: str) -> TlsFiles:
@@ -73,6 +78,11 @@ class SecureFleet:
 
     def client(self, token: str | None, **kwargs: object) -> RemoteClient:
         return RemoteClient(self.address, tls=kwargs.pop("tls", self.tls()), token=token, **kwargs)  # type: ignore[arg-type]
+
+    @functools.cached_property
+    def channel(self) -> grpc.Channel:
+        """One TLS channel for raw calls (no token)."""
+        return grpc.secure_channel(self.address, self.tls().channel_credentials())
 
     def token(self, *roles: str) -> str:
         return Tokens(self.store).create("tester", list(roles))[1]  # type: ignore[arg-type]
@@ -340,3 +350,36 @@ def test_agents_dialled_by_ip_share_one_named_certificate(
         strict.stop(0)
         agent.stop(0)
         registry.close()
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@given(
+    method=st.sampled_from(sorted(EVALUATOR_ROLES)),
+    body=st.binary(max_size=256),
+    header=st.one_of(
+        st.none(),
+        st.text(PRINTABLE, max_size=80),
+        st.builds(lambda t: f"Bearer {t}", st.text(PRINTABLE, max_size=80)),
+        st.builds(
+            lambda t: f"Bearer mlms_{t}",
+            st.from_regex(r"[0-9a-f]{12}_[A-Za-z0-9_-]{43}", fullmatch=True),
+        ),
+    ),
+)
+def test_forged_tokens_and_garbage_are_refused_not_crashed(
+    fleet: SecureFleet, method: str, body: bytes, header: str | None
+) -> None:
+    """Any bytes with any authorization header: UNAUTHENTICATED, never INTERNAL, and the
+    body is not parsed (a forged well-formed token is as unknown as garbage)."""
+    metadata = () if header is None else (("authorization", header),)
+    channel = fleet.channel
+    path = f"/mlms.v1.Evaluator/{method}"
+    try:
+        call = channel.unary_stream(path) if method in STREAMING else channel.unary_unary(path)
+        result = call(body, metadata=metadata, timeout=10)
+        list(result) if method in STREAMING else None
+        code = grpc.StatusCode.OK
+    except grpc.RpcError as exc:
+        code = exc.code()  # type: ignore[attr-defined]
+    assert code == grpc.StatusCode.UNAUTHENTICATED, (method, header)
