@@ -35,7 +35,9 @@ def framework_comparison_chart(table: pd.DataFrame, path: Path, title: str) -> P
     figure.suptitle(title)
     figure.tight_layout()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120)
-    plt.close(figure)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(path, dpi=120)
+    finally:  # pyplot keeps every open figure until it is closed, written or not
+        plt.close(figure)
     return path
