@@ -35,6 +35,8 @@ TO_STATUS: list[tuple[type[errors.MlmsError], grpc.StatusCode]] = [
     (errors.ManifestError, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.AssetError, grpc.StatusCode.DATA_LOSS),
     (errors.StoreError, grpc.StatusCode.UNAVAILABLE),
+    (errors.Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
+    (errors.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
 ]
 
 FROM_STATUS: dict[grpc.StatusCode, type[errors.MlmsError]] = {
@@ -46,6 +48,8 @@ FROM_STATUS: dict[grpc.StatusCode, type[errors.MlmsError]] = {
     grpc.StatusCode.UNAVAILABLE: errors.Unavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: errors.Unavailable,
     grpc.StatusCode.DATA_LOSS: errors.AssetError,
+    grpc.StatusCode.UNAUTHENTICATED: errors.Unauthenticated,
+    grpc.StatusCode.PERMISSION_DENIED: errors.PermissionDenied,
 }
 
 _CLASSES = {
