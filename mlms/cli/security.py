@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 import pandas as pd
 
+from mlms.cli.files import writable, write_file
 from mlms.cli.options import store_option
 from mlms.cli.render import frame_table, out
 from mlms.errors import InvalidArgument
@@ -48,16 +49,17 @@ def create(name: str, roles: str, save: bool, store: str | None) -> None:
     entry, secret = _tokens(store).create(name, parse_roles(roles))
     if save:
         path = mlms_home() / "token"
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as file:
-                file.write(secret + "\n")
-        except OSError as exc:
-            raise InvalidArgument(f"cannot write the token to {path}: {exc.strerror}") from None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_file(path, lambda staged: _write_private(staged, secret + "\n"))
         click.echo(f"token {entry.id} ({entry.name}, {','.join(entry.roles)}) saved to {path}",
                    err=True)  # fmt: skip
     click.echo(secret)
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Created readable by its owner only, never briefly by others."""
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as file:
+        file.write(text)
 
 
 @token.command("list")
@@ -104,9 +106,11 @@ def certs(folder: Path, hosts: tuple[str, ...]) -> None:
     from mlms.security.ca import write_fleet_pki
 
     try:
-        written = write_fleet_pki(folder, list(hosts))
+        folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InvalidArgument(f"cannot write certificates to {folder}: {exc.strerror}") from None
+        raise InvalidArgument(f"cannot write {folder}: {exc.strerror}") from None
+    writable(folder / "ca.pem")
+    written = write_fleet_pki(folder, list(hosts))
     for name, path in written.items():
         click.echo(f"{name:12s} {path}")
     click.echo(f"valid for {', '.join(hosts)}; keep ca-key.pem away from the fleet", err=True)

@@ -230,7 +230,8 @@ class Dispatcher:
 
 
 def _session_key(agent: AgentRecord, spec: types_pb2.ModelSpec) -> tuple[str, str, str, str]:
-    return (agent.id, spec.model, agent.framework, spec.hw or "cpu")
+    # One session per device however the alias is spelled (" CPU" and "cpu" alike).
+    return (agent.id, spec.model, agent.framework, (spec.hw or "cpu").strip().lower())
 
 
 def _peer(agent: AgentRecord) -> str:

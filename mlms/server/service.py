@@ -120,7 +120,7 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         )
 
     def GetSpans(self, request, context):
-        if not _TRACE_ID.match(request.trace_id):
+        if not _TRACE_ID.fullmatch(request.trace_id):
             raise InvalidArgument(f"trace id {request.trace_id!r}: expected 32 hex digits")
         try:
             data = self.store.get_bytes(archive_key(request.trace_id))
