@@ -12,6 +12,7 @@ Production fleets use their own CA (cert-manager, Vault, a corporate PKI) issuin
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
@@ -106,15 +107,16 @@ def issue(ca: Pem, role: str, hosts: list[str], name: str | None = None) -> Pem:
     return Pem(_cert_pem(cert), _key_pem(key))
 
 
-def roles_of(cert_pem: bytes) -> set[str]:
+@functools.lru_cache(maxsize=256)  # an agent reads its caller's on every call
+def roles_of(cert_pem: bytes) -> frozenset[str]:
     """The fleet roles a certificate carries (its ``spiffe://mlms/<role>`` SANs)."""
     cert = x509.load_pem_x509_certificate(cert_pem)
     try:
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
-        return set()
+        return frozenset()
     uris = san.get_values_for_type(x509.UniformResourceIdentifier)
-    return {u.removeprefix(SPIFFE_PREFIX) for u in uris if u.startswith(SPIFFE_PREFIX)}
+    return frozenset(u.removeprefix(SPIFFE_PREFIX) for u in uris if u.startswith(SPIFFE_PREFIX))
 
 
 def write_fleet_pki(folder: Path, hosts: list[str]) -> dict[str, Path]:

@@ -23,7 +23,7 @@ TIMEOUT_S = 3.0
 
 def peer_roles(
     address: str, tls: TlsFiles, server_name: str | None = None, timeout: float = TIMEOUT_S
-) -> set[str]:
+) -> frozenset[str]:
     """The fleet roles of the certificate served at ``address``, which must be valid for
     ``server_name`` (default: the address's host). ``PermissionDenied`` when the certificate
     does not verify; ``Unavailable`` when nothing answers."""
