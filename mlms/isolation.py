@@ -6,11 +6,13 @@ scope. torch's Triton (``triton/_C/libtriton.so``, loaded by torch.profiler, tor
 torch.fx's fake tensors and the optimizers through ``torch._dynamo``) bundles another LLVM with
 default visibility and lazy binding, so once TensorFlow is loaded, Triton's calls into LLVM bind
 to TensorFlow's copy: its static constructors (``llvm::DebugCounter`` in PassBuilder.cpp)
-corrupt the heap and the process dies with SIGSEGV. Loading Triton first only moves the clash
-to Triton's later, lazily bound calls. So in mlms a process runs TensorFlow or torch's compiler
-stack, never both: TensorFlow evaluates in an agent of its own
-(``mlms.predictors.registry.runs_apart``) and model assets are built in a process of their
-own (``mlms.zoo.assets``).
+corrupt the heap and the process dies with SIGSEGV (torch imported first changes nothing:
+Triton loads later, on first use). Loading Triton before TensorFlow is no cure either:
+libtriton binds lazily (no BIND_NOW), so its calls not yet made would bind to TensorFlow's copy.
+So in mlms a process runs TensorFlow or torch's compiler stack, never both: TensorFlow
+evaluates in an agent of its own (``mlms.predictors.registry.runs_apart``), model assets are
+built in a process of their own (``mlms.zoo.assets``), and a bound asked of a process that
+holds TensorFlow runs in one of its own (``mlms.bounds.run``).
 """
 
 from __future__ import annotations
