@@ -66,8 +66,9 @@ def bound(
 
     The graph needs torch's compiler stack, which must not load beside TensorFlow
     (``mlms.isolation``): in a process that holds TensorFlow (its agent) the whole bound runs
-    in a process of its own (without ``processors``: its spans reach the archive, not OTLP),
-    and a TensorFlow measurement runs in a child agent."""
+    in a process of its own, and a TensorFlow measurement runs in a child agent, its spans in
+    the caller's trace and the archive but not given to ``processors`` (they cannot cross a
+    process)."""
     say = step or (lambda _line: None)
     report = progress or (lambda _event: None)
     manifest = get_model(request.model)
