@@ -19,6 +19,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+from mlms.tracer.tracer import OsRandomIds
+
 log = logging.getLogger(__name__)
 
 MAX_QUEUE_SIZE = 2**18
@@ -113,7 +115,10 @@ def otlp_sinks(endpoint: str | None, label: str) -> tuple[SpanProcessor, ...]:
 
 def process_provider(service_name: str, endpoint: str | None) -> TracerProvider:
     """The provider for a process's own spans (client, server, agent), never the global one."""
-    provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
+    provider = TracerProvider(
+        resource=Resource.create({"service.name": service_name}),
+        id_generator=OsRandomIds(),  # ids apart from `random`, which libraries and tests reseed
+    )
     for sink in otlp_sinks(endpoint, service_name):
         provider.add_span_processor(sink)
     return provider
