@@ -58,12 +58,11 @@ import etcd3gw
 import requests
 from etcd3gw import exceptions as etcd_errors
 
+from mlms.client_tls import handshake_failure, is_loopback, pem_file, pem_from_env
 from mlms.errors import AccessRefused, InvalidArgument, MlmsError, Unavailable
 from mlms.reasons import short_reason
 from mlms.registry.base import ROOT, WatchCallback, validate_key
 from mlms.registry.keeper import Holdings, KeptLease, PrefixWatch
-from mlms.security.client_tls import handshake_failure, pem_file, pem_from_env
-from mlms.security.tls import is_loopback
 
 log = logging.getLogger(__name__)
 

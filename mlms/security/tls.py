@@ -11,14 +11,13 @@ or when asked for with ``--insecure``. Otherwise starting is refused with one li
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
 
+from mlms.client_tls import is_loopback, pem_file
 from mlms.errors import InvalidArgument
 from mlms.security.bearer import BearerToken
 
@@ -89,29 +88,7 @@ class TlsFiles:
 
 
 def _read(name: str, path: str | None) -> bytes | None:
-    if path is None:
-        return None
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise InvalidArgument(f"cannot read --tls-{name} {path!r}: {exc.strerror or exc}") from None
-    if b"-----BEGIN " not in data:
-        raise InvalidArgument(f"--tls-{name} {path!r} is not a PEM file")
-    return data
-
-
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and names that resolve only to them (``localhost``)."""
-    host = host.strip("[]")
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        pass
-    try:
-        infos = socket.getaddrinfo(host, None)
-    except OSError:
-        return False
-    return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
+    return None if path is None else Path(pem_file(f"--tls-{name}", path)).read_bytes()
 
 
 def check_plaintext_allowed(what: str, listen: str, tls: TlsFiles, insecure: bool) -> None:

@@ -12,12 +12,13 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 
+from mlms.client_tls import is_loopback
 from mlms.protos.mlms.v1 import evaluator_pb2, evaluator_pb2_grpc
 from mlms.registry.base import Registry, registry_from_url
 from mlms.rpc.otlp import process_provider
 from mlms.rpc.serving import RunningServer, Service, start_server
 from mlms.security.auth import EVALUATOR_ROLES, TokenInterceptor
-from mlms.security.tls import TlsFiles, check_plaintext_allowed, is_loopback
+from mlms.security.tls import TlsFiles, check_plaintext_allowed
 from mlms.security.tokens import Tokens
 from mlms.server.admission import Admission
 from mlms.server.agents import AgentChannels

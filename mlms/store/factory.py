@@ -45,7 +45,7 @@ def store_from_url(url: str | None = None) -> ObjectStore:
 
 
 def _s3(url: str, parts, *, secure: bool) -> ObjectStore:
-    from mlms.security.client_tls import pem_from_env
+    from mlms.client_tls import pem_from_env
     from mlms.store.s3 import S3Store
 
     bucket = parts.path.strip("/")

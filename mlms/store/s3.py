@@ -28,9 +28,9 @@ import urllib3
 from minio import Minio
 from minio.error import MinioException, S3Error, ServerError
 
+from mlms.client_tls import handshake_failure
 from mlms.errors import InvalidArgument, StoreError, Unavailable
 from mlms.reasons import short_reason
-from mlms.security.client_tls import handshake_failure
 from mlms.store.base import validate_key
 
 T = TypeVar("T")

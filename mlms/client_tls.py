@@ -1,5 +1,6 @@
-"""TLS of mlms's own clients of etcd and S3: the CA and certificate files that environment
-variables name, checked when a client is built, and a handshake failure in a few words.
+"""TLS of mlms's clients (of etcd, S3 and its own servers): PEM files checked when a client
+is built, whether a host is loopback, and a handshake failure in a few words. It sits below
+the registry, the store and ``mlms.security``, which all use it.
 
 A missing, unreadable or non-PEM file fails at start with one line naming the variable and the
 path, rather than as a TLS error at the first call. ``handshake_failure`` turns the nested
@@ -8,8 +9,10 @@ requests/urllib3/ssl text of a failed handshake into what an operator can act on
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -63,3 +66,17 @@ def handshake_failure(text: str) -> str | None:
     if any(mark in text for mark in _BROKEN_OFF):
         return f"the server broke off the TLS handshake; {_CLIENT_CERT}, or not serve TLS"
     return None
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and names that resolve only to them (``localhost``)."""
+    host = host.strip("[]")
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)
