@@ -65,7 +65,7 @@ def percentile(values: list[float], q: float) -> float:
 @contextlib.contextmanager
 def in_process_fleet() -> Iterator[object]:
     """Server and agent in this process, sharing one in-memory registry."""
-    from mlms.predictors.agent import Agent, AgentConfig
+    from mlms.agent.process import Agent, AgentConfig
     from mlms.registry.base import registry_from_url
     from mlms.remote_client import RemoteClient
     from mlms.server.process import Server, ServerConfig
@@ -283,7 +283,7 @@ def predict_round_trip(model: str, calls: int) -> None:
 def _fleet(folder: Path, tls: dict[str, object] | None) -> Iterator[object]:
     """A server and a torch agent in this process; secured when ``tls`` gives their files and
     the client's token."""
-    from mlms.predictors.agent import Agent, AgentConfig
+    from mlms.agent.process import Agent, AgentConfig
     from mlms.registry.base import registry_from_url
     from mlms.remote_client import RemoteClient
     from mlms.server.process import Server, ServerConfig

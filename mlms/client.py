@@ -85,7 +85,7 @@ class EmbeddedClient:
         if runs_apart(framework):
             # mxnet (its own virtualenv) and tensorflow (its libraries crash torch's beside
             # them) run in a child agent, so this process can evaluate any framework next.
-            from mlms.predictors.child_agent import evaluate_in_child
+            from mlms.agent.child import evaluate_in_child
 
             forwarded = request.model_copy(update={"framework": framework})
             return evaluate_in_child(forwarded, self.store, progress)

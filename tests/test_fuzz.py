@@ -60,6 +60,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import mlms
+from mlms.agent.process import Agent, AgentConfig
+from mlms.agent.service import MAX_BATCH_PIXELS, MAX_IMAGE_PIXELS
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument, ManifestError, MlmsError
 from mlms.evaluation.record import (
@@ -73,8 +75,6 @@ from mlms.evaluation.record import (
     EvaluationRequest,
 )
 from mlms.evaluation.runner import leveled_runs
-from mlms.predictors.agent import Agent, AgentConfig
-from mlms.predictors.service import MAX_BATCH_PIXELS, MAX_IMAGE_PIXELS
 from mlms.protos.mlms.v1 import evaluator_pb2, predictor_pb2, types_pb2
 from mlms.registry import hardware
 from mlms.registry.memory import MemoryRegistry

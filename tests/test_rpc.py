@@ -12,7 +12,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from mlms import errors
-from mlms.predictors.service import Load, PredictorService
+from mlms.agent.service import Load, PredictorService
 from mlms.protos.mlms.v1 import predictor_pb2, predictor_pb2_grpc, types_pb2
 from mlms.rpc import tensors
 from mlms.rpc.options import CHANNEL_OPTIONS, MAX_MESSAGE_BYTES

@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mlms import errors
+from mlms.agent.process import Agent, AgentConfig
 from mlms.config import mlms_home
-from mlms.predictors.agent import Agent, AgentConfig
 from mlms.protos.mlms.v1 import predictor_pb2, predictor_pb2_grpc, types_pb2
 from mlms.registry.base import registry_from_url
 from mlms.remote_client import RemoteClient

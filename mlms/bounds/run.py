@@ -19,6 +19,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import SpanProcessor
 
+from mlms.agent.child import evaluate_in_child
 from mlms.bounds.fusion import fusable_chains
 from mlms.bounds.graph import LayerGraph, layer_graph
 from mlms.bounds.layer_bench import (
@@ -38,7 +39,6 @@ from mlms.evaluation.device_lock import exclusive_device
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.runner import Progress, ProgressCallback, evaluate
 from mlms.isolation import call_in_own_process
-from mlms.predictors.child_agent import evaluate_in_child
 from mlms.predictors.registry import choose_framework, loaded_apart, runs_apart
 from mlms.registry import hardware
 from mlms.rpc.propagation import incoming_context, outgoing_metadata

@@ -136,10 +136,10 @@ def agent(
     insecure: bool,
 ) -> None:
     """Serve one framework on this machine and register in the fleet's registry."""
-    from mlms.predictors.child_agent import exec_in_own_interpreter
+    from mlms.agent.child import exec_in_own_interpreter
 
     exec_in_own_interpreter(framework)  # mxnet: continue as this command in its own virtualenv
-    from mlms.predictors.agent import Agent, AgentConfig
+    from mlms.agent.process import Agent, AgentConfig
     from mlms.rpc.serving import serve_until_signalled
     from mlms.security.tls import TlsFiles
 

@@ -16,9 +16,9 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from mlms.agent.service import Load, PredictorService
 from mlms.errors import MlmsError, UnsupportedFramework
 from mlms.predictors.registry import installed_version
-from mlms.predictors.service import Load, PredictorService
 from mlms.protos.mlms.v1 import predictor_pb2, predictor_pb2_grpc
 from mlms.registry import hardware
 from mlms.registry.agents import AgentRegistration, register_agent
