@@ -18,12 +18,13 @@ import copy
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
 
+from mlms.bounds.timing import LayerCall
 from mlms.tracer.layer_kinds import normalise_kind
 
 #: Kinds that move no data on a contiguous tensor (a view) or do nothing at inference.
@@ -107,7 +108,7 @@ class LayerGraph:
         path = [node for node in path if node != sink]
         return sum(weights.get(node, 0.0) for node in path), path
 
-    def isolate(self, layer: Layer, device: str, dtype: Any = None) -> Callable[[], Any]:
+    def isolate(self, layer: Layer, device: str, dtype: Any = None) -> LayerCall:
         """A call that runs ``layer`` alone on ``device``, on fresh random inputs of its
         shapes (floating point ones in ``dtype`` when given) and a copy of its module."""
         import torch
@@ -127,14 +128,20 @@ class LayerGraph:
 
         args = torch.fx.node.map_arg(node.args, value)
         kwargs = torch.fx.node.map_arg(node.kwargs, value)
+        inputs: list[Any] = []
+        torch.fx.node.map_aggregate(
+            (args, kwargs), lambda a: inputs.append(a) if _is_tensor(a) else a
+        )
         if node.op == "call_module":
             module = copy.deepcopy(self.traced.get_submodule(node.target)).to(device)
             if dtype is not None:
                 module = module.to(dtype)
-            return lambda: module(*args, **kwargs)
+            return LayerCall(lambda: module(*args, **kwargs), tuple(inputs))
         if node.op == "call_method":
-            return lambda: getattr(args[0], node.target)(*args[1:], **kwargs)
-        return lambda: node.target(*args, **kwargs)
+            return LayerCall(
+                lambda: getattr(args[0], node.target)(*args[1:], **kwargs), tuple(inputs)
+            )
+        return LayerCall(lambda: node.target(*args, **kwargs), tuple(inputs))
 
 
 def layer_graph(module: Any, input_shape: tuple[int, ...], model: str = "") -> LayerGraph:

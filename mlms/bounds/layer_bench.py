@@ -27,7 +27,7 @@ import os
 import queue
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mlms import errors
 from mlms.bounds.fusion import fused_key
 from mlms.bounds.graph import Layer, LayerGraph, layer_graph
-from mlms.bounds.timing import Timed, screen_gpu, time_cpu, time_gpu
+from mlms.bounds.timing import LayerCall, Timed, screen_gpu, time_cpu, time_gpu
 from mlms.errors import MlmsError
 
 log = logging.getLogger(__name__)
@@ -217,7 +217,7 @@ Job = tuple[str, str]  # (variant, precision)
 
 
 def _timed(
-    torch: Any, jobs: dict[Job, Callable[[], Any]], task: BenchTask, heuristics: dict[str, str]
+    torch: Any, jobs: dict[Job, LayerCall], task: BenchTask, heuristics: dict[str, str]
 ) -> dict[Job, Timed]:
     """Every variant timed: on a GPU the engines are screened first and only the fastest few
     of each precision are timed in full, beside torch's own call and the heuristic's choice
@@ -231,9 +231,9 @@ def _timed(
 
 
 def _screened(
-    torch: Any, jobs: dict[Job, Callable[[], Any]], heuristics: dict[str, str]
-) -> dict[Job, Callable[[], Any]]:
-    kept: dict[Job, Callable[[], Any]] = {}
+    torch: Any, jobs: dict[Job, LayerCall], heuristics: dict[str, str]
+) -> dict[Job, LayerCall]:
+    kept: dict[Job, LayerCall] = {}
     for precision in sorted({p for _, p in jobs}):
         engines = {
             variant: call
@@ -290,22 +290,22 @@ def _dtype(torch: Any, precision: str) -> Any:
     return {"fp16": torch.float16, "bf16": torch.bfloat16}.get(precision, torch.float32)
 
 
-def _math(torch: Any, precision: str, call: Callable[[], Any]) -> Callable[[], Any]:
+def _math(torch: Any, precision: str, call: LayerCall) -> LayerCall:
     """``call`` with torch's TF32 switches set for ``precision`` on every call."""
     tf32 = precision == "tf32"
 
     def run() -> Any:
         torch.backends.cudnn.allow_tf32 = tf32
         torch.backends.cuda.matmul.allow_tf32 = tf32
-        return call()
+        return call.run()
 
-    return run
+    return LayerCall(run, call.inputs)
 
 
 def _variants(
     torch: Any, graph: LayerGraph, layer: Layer, task: BenchTask
-) -> tuple[dict[Job, Callable[[], Any]], dict[str, str]]:
-    jobs: dict[Job, Callable[[], Any]] = {}
+) -> tuple[dict[Job, LayerCall], dict[str, str]]:
+    jobs: dict[Job, LayerCall] = {}
     heuristics: dict[str, str] = {}
     for precision in _precisions(layer, task):
         call = graph.isolate(layer, task.device, _dtype(torch, precision))
@@ -313,7 +313,7 @@ def _variants(
         if layer.kind == "conv" and task.device.startswith("cuda"):
             engines = _conv_engines(torch, layer, task.device, precision)
             for engine in engines:
-                jobs[(f"cudnn:{engine.name}", precision)] = engine.run
+                jobs[(f"cudnn:{engine.name}", precision)] = engine.call
             if engines:
                 heuristics[precision] = min(engines, key=lambda e: e.heuristic_rank).name
     return _working(jobs), heuristics
@@ -321,14 +321,14 @@ def _variants(
 
 def _fused_variants(
     torch: Any, graph: LayerGraph, conv: Layer, activation: str, task: BenchTask
-) -> tuple[dict[Job, Callable[[], Any]], dict[str, str]]:
-    jobs: dict[Job, Callable[[], Any]] = {}
+) -> tuple[dict[Job, LayerCall], dict[str, str]]:
+    jobs: dict[Job, LayerCall] = {}
     heuristics: dict[str, str] = {}
     if task.device.startswith("cuda"):
         for precision in task.precisions:
             engines = _conv_engines(torch, conv, task.device, precision, activation)
             for engine in engines:
-                jobs[(f"fused:cudnn:{engine.name}", precision)] = engine.run
+                jobs[(f"fused:cudnn:{engine.name}", precision)] = engine.call
             if engines:
                 heuristics[precision] = min(engines, key=lambda e: e.heuristic_rank).name
     else:
@@ -338,7 +338,9 @@ def _fused_variants(
         )
         args = (*_geometry(conv), int(conv.attribute("groups")))
         pointwise = torch.ops.mkldnn._convolution_pointwise
-        jobs[("fused:onednn", "fp32")] = lambda: pointwise(x, w, b, *args, attr, scalars, "")
+        jobs[("fused:onednn", "fp32")] = LayerCall(
+            lambda: pointwise(x, w, b, *args, attr, scalars, ""), (x,)
+        )
     return _working(jobs), heuristics
 
 
@@ -371,12 +373,12 @@ def _geometry(conv: Layer) -> tuple[list[int], list[int], list[int]]:
     )
 
 
-def _working(jobs: dict[Job, Callable[[], Any]]) -> dict[Job, Callable[[], Any]]:
+def _working(jobs: dict[Job, LayerCall]) -> dict[Job, LayerCall]:
     """The jobs that run: an engine cuDNN built may still refuse at launch."""
     working = {}
     for job, call in jobs.items():
         try:
-            call()
+            call.run()
         except Exception:  # a variant that cannot run is no variant
             continue
         working[job] = call

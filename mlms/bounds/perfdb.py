@@ -3,7 +3,8 @@
 the same model again, reuses them instead of benchmarking.
 
 Keys: ``perfdb/<device>/<stack>/<config>.json``, where the stack is a digest of the library
-versions the timings depend on (``layer_bench.library_stack``) and the repeats asked for.
+versions the timings depend on (``layer_bench.library_stack``), the repeats asked for and the
+timing method (``timing.METHOD``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import re
 
 from mlms.bounds.layer_bench import LayerBench
+from mlms.bounds.timing import METHOD
 from mlms.store.base import ObjectStore
 
 PREFIX = "perfdb/"
@@ -29,7 +31,12 @@ class PerfDB:
     ) -> None:
         self.store = store
         stack = json.dumps(
-            {"libraries": libraries, "precisions": sorted(precisions), "repeats": repeats},
+            {
+                "libraries": libraries,
+                "precisions": sorted(precisions),
+                "repeats": repeats,
+                "method": METHOD,
+            },
             sort_keys=True,
         )
         slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-") or "device"
