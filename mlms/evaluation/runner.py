@@ -7,6 +7,7 @@ no profiler attached; every other run reports its slowdown against it.
 
 from __future__ import annotations
 
+import logging
 import platform
 import sys
 import time
@@ -23,7 +24,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 
 import mlms
 from mlms.config import mlms_home
-from mlms.errors import InvalidArgument
+from mlms.errors import InvalidArgument, UnknownEvaluation
 from mlms.evaluation.device_lock import exclusive_device
 from mlms.evaluation.inputs import InputSource, dataset_split, open_inputs
 from mlms.evaluation.record import (
@@ -36,7 +37,7 @@ from mlms.evaluation.record import (
     ModelRef,
     Predictions,
 )
-from mlms.evaluation.records import save_record
+from mlms.evaluation.records import load_record, save_record
 from mlms.evaluation.stats import latency_stats
 from mlms.predictors.base import Predictor, PredictorOptions
 from mlms.predictors.registry import choose_framework, predictor_class
@@ -50,6 +51,8 @@ from mlms.tracer.tracer import Tracer
 from mlms.zoo.assets import AssetManager
 from mlms.zoo.catalog import get_model
 from mlms.zoo.manifest import ModelManifest
+
+log = logging.getLogger(__name__)
 
 #: Inputs whose top-5 the record keeps (prediction divergence between evaluations).
 PREDICTION_SAMPLES = 16
@@ -125,6 +128,7 @@ def evaluate(
         intra_op_threads=request.intra_op_threads,
         inter_op_threads=request.inter_op_threads,
     )
+    dispatched = evaluation_id is not None
     evaluation_id = evaluation_id or uuid.uuid4().hex
     tracer = Tracer(
         request.trace_level,
@@ -154,6 +158,10 @@ def evaluate(
                 predictions = _predictions(predictor, source, request)
             settings = predictor.settings()
     tracer.shutdown()
+    if dispatched:
+        stored = _stored_already(store, evaluation_id)
+        if stored is not None:
+            return stored
     records = tracer.records()
     archive = write_spans(store, trace_id, records) if trace_id else None
     record = EvaluationRecord(
@@ -184,6 +192,27 @@ def evaluate(
     )
     save_record(store, record)
     return record
+
+
+def _stored_already(store: ObjectStore, evaluation_id: str) -> EvaluationRecord | None:
+    """The record another agent stored under this id, if any.
+
+    A server moves an evaluation to another agent when its agent stops answering (a network
+    partition), while that agent, unaware, runs its copy to the end and stores it once the
+    link is back: the later copy overwrote the record (and the span archive) of the one the
+    client had been given. The first copy stored wins; a later one is dropped here, and the
+    stored record is what this agent answers with.
+    """
+    try:
+        stored = load_record(store, evaluation_id)
+    except UnknownEvaluation:
+        return None
+    log.warning(
+        "evaluation %s was completed by %s already; dropping this copy",
+        evaluation_id,
+        stored.agent.get("address") or stored.agent.get("mode"),
+    )
+    return stored
 
 
 def _measure_batch(
