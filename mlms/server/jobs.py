@@ -10,13 +10,14 @@ an evaluation that the first is still dispatching.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
-from mlms.errors import InvalidArgument, MlmsError
+from mlms.errors import InvalidArgument, MlmsError, Unavailable
 from mlms.registry.base import Lease, Registry
 
 log = logging.getLogger(__name__)
@@ -97,7 +98,18 @@ class Jobs:
             started_at=now,
             updated_at=now,
         )
-        self.put(job)
+        try:
+            self.lease.put(f"{PREFIX}{evaluation_id}", job.model_dump_json().encode())
+        except MlmsError as exc:
+            # A server cut off from the registry dispatched on its last view of the agents,
+            # with no job recorded for any other server to see (its lease expires meanwhile):
+            # new work is refused until the registry answers; work already running goes on.
+            with contextlib.suppress(MlmsError):
+                self.lease.delete(f"{PREFIX}{evaluation_id}")  # not put later, once it answers
+            raise Unavailable(
+                f"server {self.server} cannot reach the registry {self.registry.url}, so it is "
+                f"refusing new {kind}s until it answers ({exc})"
+            ) from exc
         return job
 
     def running(self, job: Job, agent_id: str, attempt: int) -> Job:
