@@ -1,0 +1,161 @@
+"""The fleet on hosts of its own (``tests/netns_fleet.py``): etcd and S3 on one network
+namespace, the server on another, each agent on its own, all over TLS with the addresses the
+hosts have on a private subnet. What these check is what changes between machines: the
+address an agent advertises, and links that go down while work streams over them.
+
+Each test leaves the fleet as it found it (links up, every agent registered), so they pass in
+any order and alone.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from mlms import errors
+from mlms.evaluation.record import EvaluationRecord
+from tests import netns
+from tests.netns_fleet import MultiHostFleet, multihost_fleet, request, wait_until
+
+TTL = 2.0
+#: How long a silent peer takes to be noticed mid-stream: the channels' keepalive time (10 s)
+#: plus its timeout (5 s), with room for a loaded machine.
+KEEPALIVE_S = 25.0
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiHostFleet]:
+    reason = netns.unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    with multihost_fleet(tmp_path_factory.mktemp("multihost"), agents=2, ttl=TTL) as fleet:
+        yield fleet
+
+
+@pytest.fixture
+def healthy(fleet: MultiHostFleet) -> Iterator[MultiHostFleet]:
+    """The fleet; afterwards every link is up again and every agent back in the registry."""
+    yield fleet
+    for host in fleet.network.hosts.values():
+        host.heal()
+    store = fleet.store_host
+    fleet.server_host.mend(store)
+    for name, process in fleet.agents.items():
+        if not process.alive():
+            fleet.start_agent(name)
+    fleet.wait_agents()
+
+
+class Background:
+    """An evaluation on a thread of its own; ``measuring`` is set once past its warm-up."""
+
+    def __init__(self, fleet: MultiHostFleet, *, min_seconds: float) -> None:
+        self.measuring = threading.Event()
+        self.outcome: EvaluationRecord | BaseException | None = None
+        self.thread = threading.Thread(target=self._run, args=(fleet, min_seconds), daemon=True)
+        self.thread.start()
+
+    def _run(self, fleet: MultiHostFleet, min_seconds: float) -> None:
+        try:
+            with fleet.client() as client:
+                self.outcome = client.evaluate(
+                    request(iterations=10, min_seconds=min_seconds),
+                    lambda event: self.measuring.set() if event.run != "warmup" else None,
+                )
+        except BaseException as exc:
+            self.outcome = exc
+
+
+def _agent_of_job(fleet: MultiHostFleet) -> tuple[str, str]:
+    """(evaluation id, agent host name) of the one evaluation in flight."""
+    with fleet.client() as client:
+        [job] = client.list_evaluations().in_flight
+    by_id = {agent_id: address for address, agent_id in fleet.registered().items()}
+    address = by_id[job.agent_id]
+    [name] = [n for n in fleet.agent_hosts if fleet.agent_address(n) == address]
+    return job.evaluation_id, name
+
+
+def test_agents_advertise_their_host_address(healthy: MultiHostFleet) -> None:
+    fleet = healthy
+    expected = {fleet.agent_address(name) for name in fleet.agent_hosts}
+    assert set(fleet.registered()) == expected
+    with fleet.client() as client:
+        assert {a.address for a in client.list_agents()} == expected
+        # Two at once: the least-loaded choice sends one to each, so the server reaches both.
+        records: list[EvaluationRecord] = []
+        threads = [
+            threading.Thread(target=lambda: records.append(client.evaluate(request())))
+            for _ in expected
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    assert {r.agent["address"] for r in records} == expected, fleet.logs_text()
+    for address in expected:
+        assert not address.startswith("127.")
+
+
+def test_agent_partitioned_mid_evaluation(healthy: MultiHostFleet) -> None:
+    """The agent's link goes down while it measures: it leaves the registry within its TTL,
+    the evaluation finishes on the other agent under the same id (or fails naming the
+    partition), the record is written once, and the agent is back by itself once its link
+    is up again, reachable by the server."""
+    fleet = healthy
+    background = Background(fleet, min_seconds=4.0)
+    assert background.measuring.wait(60), fleet.logs_text()
+    evaluation_id, name = _agent_of_job(fleet)
+    address = fleet.agent_address(name)
+    host = fleet.agent_hosts[name]
+    host.partition()
+    cut_at = time.monotonic()
+    try:
+        wait_until(lambda: address not in fleet.registered(), TTL + 1, "the agent to leave")
+        left_after = time.monotonic() - cut_at
+        background.thread.join(KEEPALIVE_S + 60)
+        outcome = background.outcome
+        if isinstance(outcome, EvaluationRecord):
+            assert outcome.id == evaluation_id  # the same evaluation, moved
+            assert outcome.agent["address"] != address
+            assert outcome.results[0].iterations >= 10
+        else:
+            assert isinstance(outcome, errors.MlmsError), outcome
+            assert address in str(outcome) or "partition" in str(outcome), outcome
+    finally:
+        host.heal()
+    healed_at = time.monotonic()
+    wait_until(lambda: address in fleet.registered(), 2 * TTL, "the agent to come back")
+    back_after = time.monotonic() - healed_at
+    fleet.wait_agents(timeout=2 * TTL)
+    assert left_after <= TTL + 1 and back_after <= 2 * TTL
+    # The partitioned agent finished its copy too, in the dark: it must not overwrite the
+    # record that the client got.
+    if isinstance(outcome, EvaluationRecord):
+        with fleet.client() as client:
+            assert client.get_evaluation(evaluation_id) == outcome
+    assert fleet.record_versions().get(evaluation_id) == 1, fleet.logs_text()
+    test_agents_advertise_their_host_address(fleet)  # both reachable again
+
+
+def test_server_cut_from_etcd_refuses_new_work_then_resumes(healthy: MultiHostFleet) -> None:
+    fleet = healthy
+    fleet.server_host.cut_from(fleet.store_host)
+    try:
+        with fleet.client() as client:
+            started = time.monotonic()
+            with pytest.raises(errors.Unavailable) as refused:
+                client.evaluate(request())
+            took = time.monotonic() - started
+        message = str(refused.value)
+        assert fleet.registry_url.removeprefix("etcd://") in message, message
+        assert "refusing new" in message, message
+        assert took < 15, took
+    finally:
+        fleet.server_host.mend(fleet.store_host)
+    with fleet.client() as client:
+        record = wait_until(lambda: client.evaluate(request()), 30, "the server to take work")
+    assert record.agent["address"] in {fleet.agent_address(n) for n in fleet.agent_hosts}
