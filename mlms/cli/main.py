@@ -21,6 +21,7 @@ from mlms.cli.report import report
 from mlms.cli.security import certs, token
 from mlms.cli.trace import trace
 from mlms.errors import MlmsError
+from mlms.ui.command import ui
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -44,6 +45,7 @@ cli.add_command(report)
 cli.add_command(import_trace)
 cli.add_command(token)
 cli.add_command(certs)
+cli.add_command(ui)
 
 
 def main() -> None:
