@@ -1,0 +1,98 @@
+from mlms.protos.mlms.v2 import bound_pb2 as _bound_pb2
+from mlms.protos.mlms.v2 import calls_pb2 as _calls_pb2
+from mlms.protos.mlms.v2 import evaluation_pb2 as _evaluation_pb2
+from mlms.protos.mlms.v2 import fleet_pb2 as _fleet_pb2
+from mlms.protos.mlms.v2 import manifest_pb2 as _manifest_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ListAgentsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListAgentsResponse(_message.Message):
+    __slots__ = ("agents",)
+    AGENTS_FIELD_NUMBER: _ClassVar[int]
+    agents: _containers.RepeatedCompositeFieldContainer[_fleet_pb2.AgentRecord]
+    def __init__(self, agents: _Optional[_Iterable[_Union[_fleet_pb2.AgentRecord, _Mapping]]] = ...) -> None: ...
+
+class ListModelsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListModelsResponse(_message.Message):
+    __slots__ = ("manifests",)
+    MANIFESTS_FIELD_NUMBER: _ClassVar[int]
+    manifests: _containers.RepeatedCompositeFieldContainer[_manifest_pb2.ModelManifest]
+    def __init__(self, manifests: _Optional[_Iterable[_Union[_manifest_pb2.ModelManifest, _Mapping]]] = ...) -> None: ...
+
+class GetEvaluationRequest(_message.Message):
+    __slots__ = ("evaluation_id",)
+    EVALUATION_ID_FIELD_NUMBER: _ClassVar[int]
+    evaluation_id: str
+    def __init__(self, evaluation_id: _Optional[str] = ...) -> None: ...
+
+class GetEvaluationResponse(_message.Message):
+    __slots__ = ("record", "job")
+    RECORD_FIELD_NUMBER: _ClassVar[int]
+    JOB_FIELD_NUMBER: _ClassVar[int]
+    record: _evaluation_pb2.EvaluationRecord
+    job: _fleet_pb2.Job
+    def __init__(self, record: _Optional[_Union[_evaluation_pb2.EvaluationRecord, _Mapping]] = ..., job: _Optional[_Union[_fleet_pb2.Job, _Mapping]] = ...) -> None: ...
+
+class ListEvaluationsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListEvaluationsResponse(_message.Message):
+    __slots__ = ("records", "jobs")
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    JOBS_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[_evaluation_pb2.EvaluationRecord]
+    jobs: _containers.RepeatedCompositeFieldContainer[_fleet_pb2.Job]
+    def __init__(self, records: _Optional[_Iterable[_Union[_evaluation_pb2.EvaluationRecord, _Mapping]]] = ..., jobs: _Optional[_Iterable[_Union[_fleet_pb2.Job, _Mapping]]] = ...) -> None: ...
+
+class ListBoundsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListBoundsResponse(_message.Message):
+    __slots__ = ("bounds",)
+    BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    bounds: _containers.RepeatedCompositeFieldContainer[_bound_pb2.BoundRecord]
+    def __init__(self, bounds: _Optional[_Iterable[_Union[_bound_pb2.BoundRecord, _Mapping]]] = ...) -> None: ...
+
+class GetSpansRequest(_message.Message):
+    __slots__ = ("trace_id",)
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    trace_id: str
+    def __init__(self, trace_id: _Optional[str] = ...) -> None: ...
+
+class SpansChunk(_message.Message):
+    __slots__ = ("data",)
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    def __init__(self, data: _Optional[bytes] = ...) -> None: ...
+
+class AnalyzeRequest(_message.Message):
+    __slots__ = ("evaluation_ids", "analyses", "top")
+    EVALUATION_IDS_FIELD_NUMBER: _ClassVar[int]
+    ANALYSES_FIELD_NUMBER: _ClassVar[int]
+    TOP_FIELD_NUMBER: _ClassVar[int]
+    evaluation_ids: _containers.RepeatedScalarFieldContainer[str]
+    analyses: _containers.RepeatedScalarFieldContainer[str]
+    top: int
+    def __init__(self, evaluation_ids: _Optional[_Iterable[str]] = ..., analyses: _Optional[_Iterable[str]] = ..., top: _Optional[int] = ...) -> None: ...
+
+class AnalysisChunk(_message.Message):
+    __slots__ = ("analysis", "data")
+    ANALYSIS_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    analysis: str
+    data: bytes
+    def __init__(self, analysis: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
