@@ -9,6 +9,7 @@ any order and alone.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -79,23 +80,34 @@ def _agent_of_job(fleet: MultiHostFleet) -> tuple[str, str]:
     return job.evaluation_id, name
 
 
+def _load(fleet: MultiHostFleet, address: str) -> int | None:
+    """The in-flight count the agent at ``address`` publishes, None when not registered."""
+    with fleet.client() as client:
+        loads = {a.address: a.in_flight for a in client.list_agents()}
+    return loads.get(address)
+
+
+def _reach_every_agent(fleet: MultiHostFleet) -> set[str]:
+    """The addresses of the agents that ran one of N overlapping evaluations (N agents): each
+    starts once the one before measures, so the least-loaded choice gives each its own."""
+    running = []
+    for _ in fleet.agent_hosts:
+        running.append(Background(fleet, min_seconds=2.0))
+        assert running[-1].measuring.wait(60), fleet.logs_text()
+    for background in running:
+        background.thread.join(120)
+    outcomes = [b.outcome for b in running]
+    assert all(isinstance(o, EvaluationRecord) for o in outcomes), outcomes
+    return {o.agent["address"] for o in outcomes}  # type: ignore[union-attr]
+
+
 def test_agents_advertise_their_host_address(healthy: MultiHostFleet) -> None:
     fleet = healthy
     expected = {fleet.agent_address(name) for name in fleet.agent_hosts}
     assert set(fleet.registered()) == expected
     with fleet.client() as client:
         assert {a.address for a in client.list_agents()} == expected
-        # Two at once: the least-loaded choice sends one to each, so the server reaches both.
-        records: list[EvaluationRecord] = []
-        threads = [
-            threading.Thread(target=lambda: records.append(client.evaluate(request())))
-            for _ in expected
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(120)
-    assert {r.agent["address"] for r in records} == expected, fleet.logs_text()
+    assert _reach_every_agent(fleet) == expected
     for address in expected:
         assert not address.startswith("127.")
 
@@ -132,13 +144,15 @@ def test_agent_partitioned_mid_evaluation(healthy: MultiHostFleet) -> None:
     back_after = time.monotonic() - healed_at
     fleet.wait_agents(timeout=2 * TTL)
     assert left_after <= TTL + 1 and back_after <= 2 * TTL
-    # The partitioned agent finished its copy too, in the dark: it must not overwrite the
-    # record that the client got.
+    # The partitioned agent ran its copy on, in the dark; once that copy has ended (stored,
+    # dropped or failed: its published load is 0 again), the record must still be the one
+    # the client got, written once.
+    wait_until(lambda: _load(fleet, address) == 0, 120, "the partitioned agent's copy to end")
     if isinstance(outcome, EvaluationRecord):
         with fleet.client() as client:
             assert client.get_evaluation(evaluation_id) == outcome
     assert fleet.record_versions().get(evaluation_id) == 1, fleet.logs_text()
-    test_agents_advertise_their_host_address(fleet)  # both reachable again
+    assert _reach_every_agent(fleet) == {fleet.agent_address(n) for n in fleet.agent_hosts}
 
 
 def test_server_cut_from_etcd_refuses_new_work_then_resumes(healthy: MultiHostFleet) -> None:
@@ -159,3 +173,24 @@ def test_server_cut_from_etcd_refuses_new_work_then_resumes(healthy: MultiHostFl
     with fleet.client() as client:
         record = wait_until(lambda: client.evaluate(request()), 30, "the server to take work")
     assert record.agent["address"] in {fleet.agent_address(n) for n in fleet.agent_hosts}
+
+
+def test_leftovers_of_a_dead_run_are_removed() -> None:
+    """A run killed before its cleanup leaves namespaces and a bridge named after its pid; the
+    next run removes them, and leaves those of live runs (this one's) alone."""
+    reason = netns.unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    namespace = f"{netns.PREFIX}-{gone.pid}-abcdef-left"
+    bridge = f"mbabcdef{gone.pid}"
+    subprocess.run(["ip", "netns", "add", namespace], check=True)
+    subprocess.run(["ip", "link", "add", bridge, "type", "bridge"], check=True)
+    with netns.Network() as network:  # cleans leftovers as it starts
+        mine = network.add_host("mine")
+        assert namespace not in netns._namespaces()
+        assert subprocess.run(["ip", "link", "show", bridge], capture_output=True).returncode
+        assert mine.namespace not in netns.clean_leftovers()
+        assert mine.namespace in netns._namespaces()
+    assert mine.namespace not in netns._namespaces()
