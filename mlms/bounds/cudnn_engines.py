@@ -13,7 +13,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from mlms.bounds.timing import LayerCall
+from mlms.bounds.timing import LayerCall, rewriting
 from mlms.errors import UnsupportedFramework
 
 #: Engines that need more scratch memory than this are left out (torch caps its own cuDNN
@@ -57,7 +57,7 @@ class ConvCall:
 @dataclass(frozen=True)
 class Engine:
     name: str
-    call: LayerCall  # the plan run on the convolution's own input
+    call: LayerCall  # the plan, run on the one input tensor it was built for
     heuristic_rank: int  # 0: the heuristic's first choice
 
 
@@ -121,7 +121,7 @@ def conv_engines(torch: Any, conv: ConvCall, precision: str) -> list[Engine]:
             1e-30
         )
         if float(error) <= TOLERANCE[precision]:
-            engines.append(Engine(name, LayerCall(run, (conv.x,)), heuristic_rank=index))
+            engines.append(Engine(name, LayerCall(run, rewriting((conv.x,))), heuristic_rank=index))
     return engines
 
 

@@ -18,13 +18,13 @@ import copy
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
 
-from mlms.bounds.timing import LayerCall
+from mlms.bounds.timing import LayerCall, rewriting
 from mlms.tracer.layer_kinds import normalise_kind
 
 #: Kinds that move no data on a contiguous tensor (a view) or do nothing at inference.
@@ -110,10 +110,32 @@ class LayerGraph:
 
     def isolate(self, layer: Layer, device: str, dtype: Any = None) -> LayerCall:
         """A call that runs ``layer`` alone on ``device``, on fresh random inputs of its
-        shapes (floating point ones in ``dtype`` when given) and a copy of its module."""
-        import torch
+        shapes (floating point ones in ``dtype`` when given) and a copy of its module.
 
+        Its priming reruns the layer's producer in the model (the node its first input comes
+        from), alone as well, and the layer then reads what the producer just wrote, as in the
+        model. Where that output is not a fresh tensor of the input's shape (a view, a tuple),
+        the priming rewrites the layer's inputs in place instead."""
         node = next(n for n in self.traced.graph.nodes if n.name == layer.node)
+        run, first, inputs = self._alone(node, device, dtype)
+        source = node.args[0] if node.args else None
+        if getattr(source, "op", None) in _COMPUTING:
+            produce, source_first, _ = self._alone(source, device, dtype)
+            held = [produce(source_first)]
+            if _written_like(held[0], first, source_first):
+
+                def prime() -> None:
+                    held[0] = produce(source_first)
+
+                return LayerCall(lambda: run(held[0]), prime)
+        return LayerCall(lambda: run(first), rewriting(inputs))
+
+    def _alone(
+        self, node: Any, device: str, dtype: Any
+    ) -> tuple[Callable[[Any], Any], Any, tuple[Any, ...]]:
+        """``node`` as a call on its first argument, that argument made at random, and every
+        tensor it reads."""
+        import torch
 
         def value(arg: Any) -> Any:
             meta = arg.meta.get("val")
@@ -126,22 +148,38 @@ class LayerGraph:
                 device=device,
             )
 
-        args = torch.fx.node.map_arg(node.args, value)
+        first, *rest = torch.fx.node.map_arg(node.args, value) or (None,)
         kwargs = torch.fx.node.map_arg(node.kwargs, value)
         inputs: list[Any] = []
         torch.fx.node.map_aggregate(
-            (args, kwargs), lambda a: inputs.append(a) if _is_tensor(a) else a
+            (first, rest, kwargs), lambda a: inputs.append(a) if _is_tensor(a) else a
         )
         if node.op == "call_module":
             module = copy.deepcopy(self.traced.get_submodule(node.target)).to(device)
             if dtype is not None:
                 module = module.to(dtype)
-            return LayerCall(lambda: module(*args, **kwargs), tuple(inputs))
+            return (lambda x: module(x, *rest, **kwargs)), first, tuple(inputs)
         if node.op == "call_method":
-            return LayerCall(
-                lambda: getattr(args[0], node.target)(*args[1:], **kwargs), tuple(inputs)
-            )
-        return LayerCall(lambda: node.target(*args, **kwargs), tuple(inputs))
+            return (lambda x: getattr(x, node.target)(*rest, **kwargs)), first, tuple(inputs)
+        return (lambda x: node.target(x, *rest, **kwargs)), first, tuple(inputs)
+
+
+#: fx node kinds that compute (placeholders and attributes are the model's inputs and weights).
+_COMPUTING = frozenset({"call_module", "call_function", "call_method"})
+
+
+def _written_like(output: Any, expected: Any, read: Any) -> bool:
+    """Whether a producer's output is a tensor it wrote (itself after an in-place op, not a
+    view of what it read), usable as ``expected``."""
+    if not (_is_tensor(output) and _is_tensor(expected)):
+        return False
+    # Inference mode keeps no view links (``_base``): a view is told by its storage.
+    view = (
+        _is_tensor(read)
+        and output is not read
+        and output.untyped_storage().data_ptr() == read.untyped_storage().data_ptr()
+    )
+    return not view and output.shape == expected.shape and output.dtype == expected.dtype
 
 
 def layer_graph(module: Any, input_shape: tuple[int, ...], model: str = "") -> LayerGraph:

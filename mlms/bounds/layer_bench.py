@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mlms import errors
 from mlms.bounds.fusion import fused_key
 from mlms.bounds.graph import Layer, LayerGraph, layer_graph
-from mlms.bounds.timing import LayerCall, Timed, screen_gpu, time_cpu, time_gpu
+from mlms.bounds.timing import LayerCall, Timed, rewriting, screen_gpu, time_cpu, time_gpu
 from mlms.errors import MlmsError
 
 log = logging.getLogger(__name__)
@@ -299,7 +299,7 @@ def _math(torch: Any, precision: str, call: LayerCall) -> LayerCall:
         torch.backends.cuda.matmul.allow_tf32 = tf32
         return call.run()
 
-    return LayerCall(run, call.inputs)
+    return LayerCall(run, call.prime)
 
 
 def _variants(
@@ -339,7 +339,7 @@ def _fused_variants(
         args = (*_geometry(conv), int(conv.attribute("groups")))
         pointwise = torch.ops.mkldnn._convolution_pointwise
         jobs[("fused:onednn", "fp32")] = LayerCall(
-            lambda: pointwise(x, w, b, *args, attr, scalars, ""), (x,)
+            lambda: pointwise(x, w, b, *args, attr, scalars, ""), rewriting((x,))
         )
     return _working(jobs), heuristics
 

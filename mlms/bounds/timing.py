@@ -10,12 +10,12 @@ layer at batch size 1 exceed its kernels; CUDA events would count the gaps too. 
 wrapped in a profiler range and followed by a synchronize, so its kernels are the ones linked to
 that range whatever launched them (torch, cuDNN's frontend, cuBLAS).
 
-Before each call its input activations are written again (``LayerCall.prime``), as its
-producer wrote them just before it inside a model: the input is then in the cache, and a layer
-is timed in the state it runs in. On the H100 (50 MB of L2) mobilenet_v2's 192->32 1x1
-convolution at batch size 64 (a 38.5 MB input) took 18.0 us in the model, 17.9 us alone after
-its producers, 22.5 us alone on an input only read before, 27.5 us after the L2 was flushed
-(``benchmarks/bound_probe.py``). The writes' own kernels are not counted.
+Before each call its producer writes its input again (``LayerCall.prime``), as just before it
+inside a model, and the priming's own kernels are not counted. Where the input stands in the
+cache decides a memory-bound layer's time: on the H100 (50 MB of L2) at batch size 64,
+mobilenet_v2's 192->32 1x1 convolution (a 38.5 MB input) took 18.2 us in the model, 23.3 us
+alone on an input it only read before, 17.9 us after its producer; resnet50's layer1.1 ReLU
+34.6, 35.6 and 33.6 us (``benchmarks/bound_probe.py``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 #: Calls before the timed ones: autotuning, lazy initialisation and caches happen here.
@@ -36,28 +36,31 @@ BACK_TO_BACK = 4
 #: Screening drops an implementation slower than this many times the fastest seen so far.
 SCREEN_CUTOFF = 1.5
 #: How a layer is timed, part of the perfdb's key: timings taken otherwise are not reused.
-METHOD = "kernel time; inputs written before each call; 4 back to back"
+METHOD = "kernel time; the producer rerun before each call; 4 back to back"
 _MARK = "mlms.bench:"
 _PRIME = "mlms.prime"
 
 
-@dataclass
+@dataclass(frozen=True)
 class LayerCall:
-    """One implementation of a layer: ``run`` computes it on ``inputs``, the activations it
-    reads (not its weights), which a producer writes just before it in a model."""
+    """One implementation of a layer: ``run`` computes it; ``prime`` leaves its input as the
+    layer finds it in a model, just written by its producer."""
 
     run: Callable[[], Any]
-    inputs: tuple[Any, ...] = ()
-    # Multiplying by a one of the input's own type reads and writes every byte and keeps the
-    # values, with no type promotion whatever the dtype (bool masks included).
-    _ones: tuple[Any, ...] = field(init=False, repr=False)
+    prime: Callable[[], None] = lambda: None
 
-    def __post_init__(self) -> None:
-        self._ones = tuple(tensor.new_ones(()) for tensor in self.inputs)
 
-    def prime(self) -> None:
-        for tensor, one in zip(self.inputs, self._ones, strict=True):
+def rewriting(tensors: tuple[Any, ...]) -> Callable[[], None]:
+    """A priming that rewrites ``tensors`` in place, values unchanged: the stand-in for a
+    producer that cannot be rerun (and for a cuDNN engine bound to one input tensor)."""
+    # Multiplying by a one of the tensor's own type: no type promotion, bool masks included.
+    ones = tuple(tensor.new_ones(()) for tensor in tensors)
+
+    def prime() -> None:
+        for tensor, one in zip(tensors, ones, strict=True):
             tensor.mul_(one)
+
+    return prime
 
 
 @dataclass(frozen=True)
