@@ -17,6 +17,7 @@ from mlms.cli.compare import compare
 from mlms.cli.evaluate import evaluate
 from mlms.cli.import_trace import import_trace
 from mlms.cli.listing import evals, models
+from mlms.cli.loadgen import loadgen
 from mlms.cli.report import report
 from mlms.cli.security import certs, token
 from mlms.cli.trace import trace
@@ -46,6 +47,7 @@ cli.add_command(import_trace)
 cli.add_command(token)
 cli.add_command(certs)
 cli.add_command(ui)
+cli.add_command(loadgen)
 
 
 def main() -> None:

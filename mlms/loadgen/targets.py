@@ -1,0 +1,125 @@
+"""What a load run drives: one predict call on a loaded model, here or through a server."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from mlms.errors import UnsupportedFramework
+
+if TYPE_CHECKING:
+    from mlms.protos.mlms.v1 import types_pb2
+    from mlms.remote_client import RemoteClient
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    model: str
+    framework: str
+    framework_version: str
+    device: str  # "cpu", "cuda:0"; what the server's agent resolved, over a server
+    where: str  # "embedded" or "server HOST:PORT"
+    input_shape: tuple[int, ...]  # one sample, no batch axis
+    input_dtype: str
+
+
+class PredictTarget(Protocol):
+    info: TargetInfo
+
+    def predict(self, batch: np.ndarray) -> None:
+        """Run one batch; return once the logits are back (the device has finished)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class EmbeddedTarget:
+    """A predictor loaded in this process, holding the device for the whole run (one
+    measured run per device at a time, as evaluations do)."""
+
+    def __init__(self, model: str, framework: str | None, hw: str) -> None:
+        from mlms.config import default_store, mlms_home
+        from mlms.evaluation.device_lock import exclusive_device
+        from mlms.predictors.base import PredictorOptions
+        from mlms.predictors.registry import choose_framework, predictor_class, runs_apart
+        from mlms.registry import hardware
+        from mlms.zoo.assets import AssetManager
+        from mlms.zoo.catalog import get_model
+
+        manifest = get_model(model)
+        framework, version = choose_framework(manifest, framework)
+        if runs_apart(framework):
+            raise UnsupportedFramework(
+                f"framework {framework!r} runs in a process of its own, not beside this one; "
+                "drive it through an agent with --server"
+            )
+        device = hardware.resolve(hw)
+        asset = AssetManager(default_store(), mlms_home() / "cache").ensure(manifest, framework)
+        self._held = ExitStack()
+        self._held.enter_context(exclusive_device(mlms_home() / "locks", device))
+        self._predictor = self._held.enter_context(
+            predictor_class(framework)(manifest, asset.path, PredictorOptions(device))
+        )
+        spec = manifest.inputs[0]
+        self.info = TargetInfo(
+            manifest.name, framework, version, device, "embedded", tuple(spec.shape), spec.dtype
+        )
+
+    def predict(self, batch: np.ndarray) -> None:
+        self._predictor.predict(batch)
+
+    def close(self) -> None:
+        self._held.close()
+
+
+class ServerTarget:
+    """Predict calls through an mlms server, which picks an agent and keeps its session."""
+
+    def __init__(self, client: RemoteClient, model: str, framework: str | None, hw: str) -> None:
+        from mlms.zoo.catalog import get_model
+
+        self._client = client
+        manifest = get_model(model)
+        spec = manifest.inputs[0]
+        self._spec = (model, framework or "", hw)
+        # The first call opens the agent's session and says which agent and framework serve.
+        reply = self._call(np.zeros((1, *spec.shape), dtype=spec.dtype))
+        self.info = TargetInfo(
+            model,
+            framework or "(chosen by the server)",
+            "",
+            f"{hw} on agent {reply.agent_id}",
+            f"server {client.address}",
+            tuple(spec.shape),
+            spec.dtype,
+        )
+
+    def predict(self, batch: np.ndarray) -> None:
+        self._call(batch)
+
+    def _call(self, batch: np.ndarray) -> types_pb2.PredictResponse:
+        from mlms.protos.mlms.v1 import types_pb2
+        from mlms.rpc import tensors
+
+        model, framework, hw = self._spec
+        return self._client.predict(
+            types_pb2.PredictRequest(
+                spec=types_pb2.ModelSpec(model=model, framework=framework, hw=hw),
+                tensor=tensors.to_proto(batch),
+            )
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def open_target(
+    model: str, framework: str | None, hw: str, client: RemoteClient | None = None
+) -> PredictTarget:
+    """``client`` drives an agent through its server; without one the model loads here."""
+    if client is None:
+        return EmbeddedTarget(model, framework, hw)
+    return ServerTarget(client, model, framework, hw)
