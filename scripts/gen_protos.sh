@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Generate the Python code for protos/mlms/v*/*.proto into mlms/protos/ (checked in;
+# Generate the Python code for protos/mlms/v*/*.proto and protos/inference/*.proto (the Open
+# Inference Protocol, served by every agent beside its own API) into mlms/protos/ (checked in;
 # tests/test_protos.py proves it equals a fresh generation). Usage: scripts/gen_protos.sh [OUT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,3 +20,9 @@ for version in protos/mlms/v*/; do
         [ -f "$package/__init__.py" ] || : > "$package/__init__.py"
     done
 done
+"$PY" -m grpc_tools.protoc -I protos \
+    --python_out="$OUT" --pyi_out="$OUT" --grpc_python_out="$OUT" \
+    protos/inference/*.proto
+sed -i -E 's/^from inference import/from mlms.protos.inference import/' \
+    "$OUT"/inference/*_pb2_grpc.py
+[ -f "$OUT/inference/__init__.py" ] || : > "$OUT/inference/__init__.py"

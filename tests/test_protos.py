@@ -35,3 +35,21 @@ def test_generated_code_imports_as_a_package() -> None:
     assert types_pb2.DESCRIPTOR.package == "mlms.v1"
     assert hasattr(evaluator_pb2_grpc, "EvaluatorServicer")
     assert hasattr(predictor_pb2_grpc, "PredictorServicer")
+
+
+def test_open_inference_protocol_is_the_standard_service() -> None:
+    """Triton's and KServe's clients call these paths: the package, service and method names
+    are the protocol's, not ours to change."""
+    from mlms.protos.inference import grpc_predict_v2_pb2
+
+    service = grpc_predict_v2_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"]
+    assert service.full_name == "inference.GRPCInferenceService"
+    methods = {method.name for method in service.methods}
+    assert {
+        "ServerLive",
+        "ServerReady",
+        "ModelReady",
+        "ServerMetadata",
+        "ModelMetadata",
+        "ModelInfer",
+    } <= methods

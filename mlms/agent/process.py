@@ -1,8 +1,9 @@
 """The agent process: one framework on one machine, registered in etcd while it is alive.
 
-Start: serve ``Predictor`` (plus health and reflection), then register the agent's record
-under a lease of ``ttl`` seconds that the registry keeps alive (and grants again after an etcd
-restart). The record's in-flight count follows the evaluations queued or running here.
+Start: serve ``Predictor`` and the Open Inference Protocol (plus health and reflection) on
+one port, then register the agent's record under a lease of ``ttl`` seconds that the registry
+keeps alive (and grants again after an etcd restart). The record's in-flight count follows
+the evaluations queued or running here.
 Stop (SIGTERM or SIGINT): health NOT_SERVING, leave the registry, let calls in flight finish
 within the grace period, close loaded models, flush spans.
 """
@@ -16,6 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from mlms.agent import open_inference
 from mlms.agent.service import Load, PredictorService
 from mlms.errors import MlmsError, UnsupportedFramework
 from mlms.predictors.registry import installed_version
@@ -91,6 +93,14 @@ class Agent:
             otlp_endpoint=config.otlp_endpoint,
         )
         self.models = runnable_models(config.framework, version)
+        self.open_inference = open_inference.OpenInferenceService(
+            framework=config.framework,
+            models=self.models,
+            store=self.store,
+            provider=self.provider,
+            agent_labels=self.labels,
+            device=open_inference.default_device(),
+        )
         self.started_at = datetime.now(UTC)
         self.server: RunningServer | None = None
         self.registration: AgentRegistration | None = None
@@ -104,7 +114,10 @@ class Agent:
             [
                 Service(
                     SERVICE_NAME, self.service, predictor_pb2_grpc.add_PredictorServicer_to_server
-                )
+                ),
+                Service(
+                    open_inference.SERVICE_NAME, self.open_inference, open_inference.add_to_server
+                ),
             ],
             credentials=(
                 self.config.tls.server_credentials(require_client_cert=True)
@@ -165,6 +178,7 @@ class Agent:
         if self.server is not None:
             self.server.stop(grace)
         self.service.close_all()
+        self.open_inference.close()
         self.provider.shutdown()
         if self._owns_registry:
             self.registry.close()

@@ -1,0 +1,311 @@
+"""The Open Inference Protocol on agents: the servicer over real gRPC on loopback (metadata,
+inference with raw and typed contents, bad requests and their statuses, trace context from
+the call's metadata), and Triton's own client against a real agent process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from mlms.agent.open_inference import SERVICE_NAME, OpenInferenceService, add_to_server
+from mlms.config import mlms_home
+from mlms.predictors.base import PredictorOptions
+from mlms.predictors.registry import predictor_class
+from mlms.protos.inference import grpc_predict_v2_pb2 as oip
+from mlms.protos.inference import grpc_predict_v2_pb2_grpc as oip_grpc
+from mlms.rpc.options import CHANNEL_OPTIONS
+from mlms.rpc.serving import Service, start_server
+from mlms.zoo.assets import AssetManager
+from mlms.zoo.catalog import get_model
+from tests.otlp_receiver import Receiver
+from tests.processes import MlmsProcess, free_port, wait_for
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+PARENT_ID = "00f067aa0ba902b7"
+TRACEPARENT = f"00-{TRACE_ID}-{PARENT_ID}-01"
+
+
+@pytest.fixture(scope="module")
+def exporter() -> InMemorySpanExporter:
+    return InMemorySpanExporter()
+
+
+@pytest.fixture(scope="module")
+def channel(store, exporter) -> Iterator[grpc.Channel]:
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    service = OpenInferenceService(
+        framework="torch",
+        models=["digits_cnn", "resnet18"],
+        store=store,
+        provider=provider,
+        agent_labels=lambda: {"agent_id": "test"},
+    )
+    running = start_server("127.0.0.1:0", [Service(SERVICE_NAME, service, add_to_server)])
+    opened = grpc.insecure_channel(f"127.0.0.1:{running.port}", options=CHANNEL_OPTIONS)
+    yield opened
+    opened.close()
+    running.stop(0)
+    service.close()
+
+
+@pytest.fixture(scope="module")
+def stub(channel: grpc.Channel) -> oip_grpc.GRPCInferenceServiceStub:
+    return oip_grpc.GRPCInferenceServiceStub(channel)
+
+
+def _embedded_logits(store, batch: np.ndarray) -> np.ndarray:
+    manifest = get_model("digits_cnn")
+    asset = AssetManager(store, mlms_home() / "cache").ensure(manifest, "torch")
+    with predictor_class("torch")(manifest, asset.path, PredictorOptions("cpu")) as predictor:
+        return predictor.predict(batch)
+
+
+def _batch(size: int = 3) -> np.ndarray:
+    return np.random.default_rng(7).standard_normal((size, 1, 8, 8)).astype(np.float32)
+
+
+def _request(batch: np.ndarray, **changes) -> oip.ModelInferRequest:
+    fields = {"name": "image", "datatype": "FP32", "shape": list(batch.shape)} | changes
+    return oip.ModelInferRequest(
+        model_name="digits_cnn",
+        id="r1",
+        inputs=[oip.ModelInferRequest.InferInputTensor(**fields)],
+        raw_input_contents=[batch.tobytes()],
+    )
+
+
+def _logits(reply: oip.ModelInferResponse) -> np.ndarray:
+    output = reply.outputs[0]
+    assert output.name == "logits" and output.datatype == "FP32"
+    return np.frombuffer(reply.raw_output_contents[0], "<f4").reshape(list(output.shape))
+
+
+def _status(call) -> tuple[grpc.StatusCode, str]:
+    with pytest.raises(grpc.RpcError) as caught:
+        call()
+    return caught.value.code(), caught.value.details()
+
+
+def test_health_and_metadata(stub) -> None:
+    assert stub.ServerLive(oip.ServerLiveRequest()).live
+    assert stub.ServerReady(oip.ServerReadyRequest()).ready
+    assert stub.ModelReady(oip.ModelReadyRequest(name="digits_cnn")).ready
+    server = stub.ServerMetadata(oip.ServerMetadataRequest())
+    assert server.name == "mlms" and server.version
+    model = stub.ModelMetadata(oip.ModelMetadataRequest(name="digits_cnn"))
+    assert model.platform == "torch" and list(model.versions) == ["1.0.0"]
+    assert [(t.name, t.datatype, list(t.shape)) for t in model.inputs] == [
+        ("image", "FP32", [-1, 1, 8, 8])
+    ]
+    assert [(t.name, t.datatype, list(t.shape)) for t in model.outputs] == [
+        ("logits", "FP32", [-1, 10])
+    ]
+
+
+def test_infer_gives_the_embedded_predictors_logits(stub, store) -> None:
+    batch = _batch()
+    reply = stub.ModelInfer(_request(batch))
+    assert reply.model_name == "digits_cnn" and reply.model_version == "1.0.0"
+    assert reply.id == "r1"
+    np.testing.assert_allclose(_logits(reply), _embedded_logits(store, batch), rtol=1e-5)
+    typed = oip.ModelInferRequest(
+        model_name="digits_cnn",
+        inputs=[
+            oip.ModelInferRequest.InferInputTensor(
+                name="image",
+                datatype="FP32",
+                shape=list(batch.shape),
+                contents=oip.InferTensorContents(fp32_contents=batch.ravel().tolist()),
+            )
+        ],
+        outputs=[oip.ModelInferRequest.InferRequestedOutputTensor(name="logits")],
+    )
+    np.testing.assert_array_equal(_logits(stub.ModelInfer(typed)), _logits(reply))
+
+
+def test_infer_joins_the_callers_trace(stub, exporter) -> None:
+    exporter.clear()
+    stub.ModelInfer(_request(_batch(1)), metadata=[("traceparent", TRACEPARENT)])
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "agent.infer"]
+    assert f"{span.context.trace_id:032x}" == TRACE_ID
+    assert f"{span.parent.span_id:016x}" == PARENT_ID
+    assert span.attributes["mlms.model"] == "digits_cnn"
+    assert span.attributes["mlms.batch_size"] == 1 and span.attributes["mlms.predict_ns"] > 0
+
+
+def test_repository_load_and_unload(stub) -> None:
+    loaded = stub.RepositoryModelLoad(oip.RepositoryModelLoadRequest(model_name="digits_cnn"))
+    assert loaded.isLoaded
+    unloaded = stub.RepositoryModelUnload(oip.RepositoryModelUnloadRequest(model_name="digits_cnn"))
+    assert unloaded.isUnloaded
+    assert _logits(stub.ModelInfer(_request(_batch(2)))).shape == (2, 10)  # loads it again
+
+
+def test_bad_requests_get_their_status_and_one_line(stub) -> None:
+    batch = _batch(1)
+    not_found = grpc.StatusCode.NOT_FOUND
+    invalid = grpc.StatusCode.INVALID_ARGUMENT
+    cases = [
+        (
+            lambda: stub.ModelMetadata(oip.ModelMetadataRequest(name="resnet5")),
+            not_found,
+            "model 'resnet5' is not served by this torch agent: expected one of digits_cnn, "
+            "resnet18",
+        ),
+        (
+            lambda: stub.ModelReady(oip.ModelReadyRequest(name="digits_cnn", version="2")),
+            not_found,
+            "model 'digits_cnn' version '2': this agent serves version '1.0.0' (or leave the "
+            "version empty)",
+        ),
+        (
+            lambda: stub.ModelInfer(_request(batch, datatype="INT64")),
+            invalid,
+            "input 'image' datatype 'INT64': model 'digits_cnn' expects 'FP32'",
+        ),
+        (
+            lambda: stub.ModelInfer(_request(batch, shape=[1, 3, 8, 8])),
+            invalid,
+            "input 'image' shape [1, 3, 8, 8]: model 'digits_cnn' expects [-1, 1, 8, 8] with "
+            "a batch of 1 or more",
+        ),
+        (
+            lambda: stub.ModelInfer(_request(batch, shape=[0, 1, 8, 8])),
+            invalid,
+            "input 'image' shape [0, 1, 8, 8]: model 'digits_cnn' expects [-1, 1, 8, 8] with "
+            "a batch of 1 or more",
+        ),
+        (
+            lambda: stub.ModelInfer(_request(batch, shape=[2**62, 1, 8, 8])),
+            invalid,
+            f"input 'image' raw contents are 256 bytes, but shape [{2**62}, 1, 8, 8] of FP32 "
+            f"needs {2**62 * 256}",
+        ),
+        (
+            lambda: stub.ModelInfer(_request(batch, name="pixels")),
+            invalid,
+            "input 'pixels': model 'digits_cnn' takes input 'image'",
+        ),
+        (
+            lambda: stub.ModelInfer(
+                oip.ModelInferRequest(model_name="digits_cnn", inputs=_request(batch).inputs)
+            ),
+            invalid,
+            "input 'image' has 0 values in contents.fp32_contents, but shape [1, 1, 8, 8] needs 64",
+        ),
+        (
+            lambda: stub.ModelInfer(oip.ModelInferRequest(model_name="digits_cnn")),
+            invalid,
+            "0 inputs: model 'digits_cnn' takes 1 ('image')",
+        ),
+    ]
+    wrong_output = _request(batch)
+    wrong_output.outputs.add(name="probabilities")
+    cases.append(
+        (
+            lambda: stub.ModelInfer(wrong_output),
+            invalid,
+            "output 'probabilities': model 'digits_cnn' has output 'logits'",
+        )
+    )
+    for call, code, message in cases:
+        assert _status(call) == (code, message)
+
+
+def test_garbage_bytes_are_invalid_argument_not_internal(channel) -> None:
+    call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+    code, details = _status(lambda: call(b"\xff\xff\xff", timeout=10))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "expected a serialized inference.ModelInferRequest" in details
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    running = Receiver()
+    yield running
+    running.stop()
+
+
+@pytest.fixture
+def agent_process(tmp_path: Path, receiver: Receiver) -> Iterator[tuple[str, MlmsProcess]]:
+    address = f"127.0.0.1:{free_port()}"
+    process = MlmsProcess(
+        [
+            *("agent", "--framework", "torch", "--listen", address, "--grace", "1"),
+            *("--otlp-endpoint", receiver.endpoint),
+        ],
+        tmp_path / "agent.log",
+    )
+    channel = grpc.insecure_channel(address)
+    health = health_pb2_grpc.HealthStub(channel)
+
+    def serving() -> bool:
+        assert process.alive(), process.output()
+        try:
+            reply = health.Check(health_pb2.HealthCheckRequest(service=SERVICE_NAME), timeout=2)
+        except grpc.RpcError:
+            return False
+        return reply.status == health_pb2.HealthCheckResponse.SERVING
+
+    try:
+        wait_for(serving, 120, f"the agent's {SERVICE_NAME} at {address}")
+        yield address, process
+    finally:
+        channel.close()
+        process.stop()
+
+
+def test_tritonclient_drives_a_real_agent(
+    agent_process, receiver: Receiver, store, tmp_path: Path
+) -> None:
+    address, process = agent_process
+    batch = _batch(4)
+    np.save(tmp_path / "input.npy", batch)
+    result = subprocess.run(
+        [
+            *(sys.executable, str(ROOT / "tests" / "triton_client.py"), address, "digits_cnn"),
+            *(str(tmp_path / "input.npy"), str(tmp_path / "output.npy"), TRACEPARENT),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, f"{result.stderr}\n{process.output()}"
+    report = json.loads(result.stdout)
+    assert report["live"] and report["ready"] and report["model_ready"]
+    assert report["server"]["name"] == "mlms"
+    assert report["model"]["inputs"] == [
+        {"name": "image", "datatype": "FP32", "shape": ["-1", "1", "8", "8"]}
+    ]
+    np.testing.assert_allclose(
+        np.load(tmp_path / "output.npy"), _embedded_logits(store, batch), rtol=1e-5
+    )
+    assert report["unknown_model"]["status"] == "StatusCode.NOT_FOUND"
+    assert "'resnet5' is not served by this torch agent" in report["unknown_model"]["message"]
+    assert report["wrong_datatype"] == {
+        "status": "StatusCode.INVALID_ARGUMENT",
+        "message": "input 'image' datatype 'INT64': model 'digits_cnn' expects 'FP32'",
+    }
+    assert report["wrong_shape"]["status"] == "StatusCode.INVALID_ARGUMENT"
+    # The agent's span of the infer joined the trace that tritonclient's header named.
+    (span,) = wait_for(
+        lambda: [s for s in receiver.of_trace(TRACE_ID) if s.name == "agent.infer"],
+        30,
+        "the agent's infer span at the OTLP receiver",
+    )
+    assert span.parent_id == PARENT_ID and span.attributes["mlms.batch_size"] == 4
