@@ -194,3 +194,11 @@ def test_leftovers_of_a_dead_run_are_removed() -> None:
         assert mine.namespace not in netns.clean_leftovers()
         assert mine.namespace in netns._namespaces()
     assert mine.namespace not in netns._namespaces()
+
+
+def test_without_root_the_reason_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(netns.shutil, "which", lambda name: f"/usr/sbin/{name}")
+    assert netns.unavailable() == "network-namespace hosts need root (ip netns add, veth pairs)"
+    monkeypatch.setattr(netns.shutil, "which", lambda name: None)
+    assert "need the `ip` command" in (netns.unavailable() or "")
