@@ -20,6 +20,7 @@ TOP_KINDS = 3
 COLUMNS = [
     "framework",
     "version",
+    "options",
     "batch size",
     "p50 (ms)",
     "p99 (ms)",
@@ -28,6 +29,23 @@ COLUMNS = [
     "top layer types (share of layer time)",
     "evaluation",
 ]
+
+
+def run_options(record: EvaluationRecord) -> str:
+    """What the evaluation ran as, beyond model and framework: precision, compile mode,
+    memory format, sequence length and where its inputs were."""
+    request, settings = record.request, record.settings
+    parts = [request.precision]
+    if request.compile is not None:
+        mode = settings.get("mode") or settings.get("graph_optimization") or request.compile
+        parts.append(f"compile: {mode}")
+    if request.channels_last:
+        parts.append("channels-last")
+    if request.seq_len is not None:
+        parts.append(f"seq-len {request.seq_len}")
+    if request.input_on_device:
+        parts.append("input on device")
+    return ", ".join(parts)
 
 
 def compare_frameworks(records: Sequence[EvaluationRecord], spans: Spans) -> pd.DataFrame:
@@ -51,6 +69,7 @@ def compare_frameworks(records: Sequence[EvaluationRecord], spans: Spans) -> pd.
                 {
                     "framework": record.framework.name,
                     "version": record.framework.version,
+                    "options": run_options(record),
                     "batch size": result.batch_size,
                     "p50 (ms)": result.latency_ms.p50,
                     "p99 (ms)": result.latency_ms.p99,

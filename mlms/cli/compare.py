@@ -9,6 +9,7 @@ import click
 from mlms.cli.files import writable, write_file
 from mlms.cli.options import client_for, parse_batch_sizes, server_option, spans_for, validated
 from mlms.cli.render import err, frame_table, out, progress_bar
+from mlms.cli.run_options import run_fields, run_options
 from mlms.errors import InvalidArgument
 from mlms.evaluation.record import EvaluationRequest
 from mlms.zoo.manifest import FRAMEWORKS
@@ -53,6 +54,7 @@ def parse_frameworks(text: str) -> list[str]:
     help="framework: also count layers and their types (latency still from the model run).",
 )
 @click.option("--threads", type=int, default=None, help="Intra-op threads (framework default).")
+@run_options
 @click.option(
     "--plot",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -74,12 +76,14 @@ def compare(
     plot: Path | None,
     as_json: bool,
     server: str | None,
+    **options: object,
 ) -> None:
     """Evaluate a model on several frameworks (sequentially) and compare them side by side."""
     from mlms.analysis.compare import compare_frameworks
     from mlms.analysis.plots import framework_comparison_chart
 
     names = parse_frameworks(frameworks)
+    fields = run_fields(options)
     sizes = parse_batch_sizes(batch_sizes)
     # Checked before the evaluations, which take minutes.
     chart = None if as_json else writable(plot or Path(f"compare-{model}-{hw}.png"))
@@ -97,6 +101,7 @@ def compare(
             min_seconds=min_seconds,
             trace_level=trace_level,
             intra_op_threads=threads,
+            **fields,
         )
         if not as_json:
             err.print(f"[bold]{model}[/] on [bold]{name}[/] ...")

@@ -6,6 +6,7 @@ import click
 
 from mlms.cli.options import client_for, parse_batch_sizes, server_option, validated
 from mlms.cli.render import out, progress_bar, record_summary
+from mlms.cli.run_options import run_fields, run_options
 from mlms.evaluation.record import EvaluationRequest
 from mlms.tracer.levels import TraceLevel
 
@@ -74,6 +75,14 @@ LEVELS = [level.label for level in TraceLevel]
     help="synthetic, dataset, or image files (repeatable).",
 )
 @click.option("--threads", type=int, default=None, help="Intra-op threads (framework default).")
+@run_options
+@click.option(
+    "--generate",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Language models: also decode N tokens per input (time to first token, per token).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON, nothing else.")
 @server_option
 def evaluate(
@@ -87,8 +96,10 @@ def evaluate(
     trace_level: str,
     inputs: tuple[str, ...],
     threads: int | None,
+    generate: int | None,
     as_json: bool,
     server: str | None,
+    **options: object,
 ) -> None:
     """Evaluate a model: latency percentiles, throughput and accuracy per batch size."""
     request = validated(
@@ -103,6 +114,8 @@ def evaluate(
         trace_level=trace_level,
         inputs=list(inputs),
         intra_op_threads=threads,
+        generate=generate,
+        **run_fields(options),
     )
     client = client_for(server)
     with progress_bar(enabled=not as_json) as progress:

@@ -62,6 +62,21 @@ def record_summary(record: EvaluationRecord) -> None:
                     f"[yellow]warning[/] batch size {result.batch_size}, {level} run: the "
                     f"profiler dropped {run.dropped} records; its spans are incomplete"
                 )
+        if result.input_copy:
+            copy = result.input_copy
+            out.print(
+                f"batch size {result.batch_size}: input copy {copy.bytes / 1e6:.1f} MB in "
+                f"{copy.latency_ms['p50']:.3f} ms ({copy.gb_per_s:.1f} GB/s host to device)"
+            )
+        if result.generation:
+            gen = result.generation
+            per_token = gen.time_per_output_token_ms
+            out.print(
+                f"batch size {result.batch_size}: {gen.new_tokens} tokens generated; time to "
+                f"first token {gen.time_to_first_token_ms.p50:.3f} ms, per output token "
+                f"{f'{per_token.p50:.3f} ms' if per_token else '-'}, "
+                f"{gen.tokens_per_second:.1f} tokens/s"
+            )
     if record.accuracy:
         acc = record.accuracy
         out.print(

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from mlms.errors import InvalidArgument
-from mlms.zoo.manifest import ModelManifest
+from mlms.zoo.manifest import InputSpec, ModelManifest
 from mlms.zoo.preprocess import read_image
 
 
@@ -45,15 +45,45 @@ class InputSource:
         )
 
 
+def input_spec(manifest: ModelManifest, seq_len: int | None) -> InputSpec:
+    """The model's input, with ``seq_len`` as its sequence length where given."""
+    spec = manifest.inputs[0]
+    if seq_len is None:
+        return spec
+    if spec.layout != "tokens":
+        raise InvalidArgument(
+            f"--seq-len {seq_len}: model {manifest.name!r} takes {spec.layout} images of shape "
+            f"{spec.shape}, not token sequences"
+        )
+    if not 1 <= seq_len <= spec.max_length:
+        raise InvalidArgument(
+            f"--seq-len {seq_len}: model {manifest.name!r} takes 1 to {spec.max_length} tokens"
+        )
+    return spec.model_copy(update={"shape": [seq_len]})
+
+
 def open_inputs(
-    manifest: ModelManifest, inputs: list[str], *, seed: int, pool: int = 64
+    manifest: ModelManifest,
+    inputs: list[str],
+    *,
+    seed: int,
+    seq_len: int | None = None,
+    pool: int = 64,
 ) -> InputSource:
-    """``["synthetic"]``, ``["dataset"]`` or a list of image paths."""
+    """``["synthetic"]``, ``["dataset"]`` or a list of image paths; token models take
+    synthetic token ids only."""
+    spec = input_spec(manifest, seq_len)
     if inputs == ["synthetic"]:
-        spec = manifest.inputs[0]
         generator = np.random.default_rng(seed)
+        if spec.layout == "tokens":
+            tensors = generator.integers(0, spec.vocab_size, (pool, *spec.shape), dtype=np.int64)
+            return InputSource(None, None, tensors, f"synthetic tokens, length {spec.shape[0]}")
         tensors = generator.standard_normal((pool, *spec.shape)).astype(spec.dtype)
         return InputSource(None, None, tensors, "synthetic")
+    if spec.layout == "tokens":
+        raise InvalidArgument(
+            f"inputs {inputs!r}: model {manifest.name!r} takes token ids; expected 'synthetic'"
+        )
     if inputs == ["dataset"]:
         images, labels = dataset_split(manifest)
         return InputSource(list(images), labels, None, f"dataset:{manifest.dataset.name}")

@@ -20,6 +20,9 @@ MAX_WARMUP = 100_000
 MAX_SECONDS = 3600.0
 MAX_THREADS = 1024
 MAX_SEED = 2**32 - 1  # numpy's and torch's generators take 0 .. 2**32 - 1 everywhere
+MAX_SEQ_LEN = 65536
+MAX_NEW_TOKENS = 4096
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 
 
 def check_batch_sizes(value: list[int]) -> list[int]:
@@ -55,6 +58,26 @@ class EvaluationRequest(BaseModel):
     intra_op_threads: int | None = Field(default=None, ge=1, le=MAX_THREADS)
     inter_op_threads: int | None = Field(default=None, ge=1, le=MAX_THREADS)
     seed: int = Field(default=0, ge=0, le=MAX_SEED)
+    #: Token models: the length of every input sequence (default: the manifest's).
+    seq_len: int | None = Field(default=None, ge=1, le=MAX_SEQ_LEN)
+    precision: str = "fp32"
+    #: A compile mode of the framework (torch.compile's mode, ONNX Runtime's optimisation
+    #: level); "default" is the framework's first; None: as the framework runs by default.
+    compile: str | None = None
+    channels_last: bool = False
+    #: Copy each input to the device before measuring, so the model latency holds no copy;
+    #: otherwise each iteration copies it from pinned host memory as a pipeline step of its own.
+    input_on_device: bool = False
+    #: Generation mode: decode this many tokens after each input (time to first token, time
+    #: per output token).
+    generate: int | None = Field(default=None, ge=1, le=MAX_NEW_TOKENS)
+
+    @field_validator("precision")
+    @classmethod
+    def _precision(cls, value: str) -> str:
+        if value not in PRECISIONS:
+            raise ValueError(f"precision {value!r}: expected one of {', '.join(PRECISIONS)}")
+        return value
 
     @field_validator("batch_sizes")
     @classmethod
@@ -98,6 +121,23 @@ class LevelResult(BaseModel):
     dropped: int = 0
 
 
+class InputCopyResult(BaseModel):
+    """The host-to-device copies of the model-level run, timed on the device."""
+
+    bytes: int  # one batch's
+    latency_ms: dict[str, float]  # {"p50": ..., "mean": ...}
+    gb_per_s: float  # bytes / median copy time
+
+
+class GenerationResult(BaseModel):
+    """Generation mode: greedy decoding after each input, with the key-value cache."""
+
+    new_tokens: int
+    time_to_first_token_ms: LatencyStats
+    time_per_output_token_ms: LatencyStats | None  # None for a single new token
+    tokens_per_second: float  # output tokens of the whole batch per second of decoding
+
+
 class BatchResult(BaseModel):
     batch_size: int
     iterations: int
@@ -105,6 +145,8 @@ class BatchResult(BaseModel):
     latency_ms: LatencyStats
     throughput: float  # inputs per second
     levels: dict[str, LevelResult] = {}
+    input_copy: InputCopyResult | None = None
+    generation: GenerationResult | None = None
 
 
 class Accuracy(BaseModel):

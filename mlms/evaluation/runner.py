@@ -16,7 +16,6 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import numpy as np
 from opentelemetry import context as otel_context
@@ -26,20 +25,24 @@ import mlms
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument, UnknownEvaluation
 from mlms.evaluation.device_lock import exclusive_device
+from mlms.evaluation.feed import Feed, host_batch, placement
 from mlms.evaluation.inputs import InputSource, dataset_split, open_inputs
+from mlms.evaluation.options import check_options, compile_mode
 from mlms.evaluation.record import (
     Accuracy,
     BatchResult,
     EvaluationRecord,
     EvaluationRequest,
     FrameworkRef,
+    GenerationResult,
+    InputCopyResult,
     LevelResult,
     ModelRef,
     Predictions,
 )
 from mlms.evaluation.records import load_record, save_record
 from mlms.evaluation.stats import latency_stats
-from mlms.predictors.base import Predictor, PredictorOptions
+from mlms.predictors.base import InputCopy, Predictor, PredictorOptions, TokenGenerator
 from mlms.predictors.registry import choose_framework, predictor_class
 from mlms.registry import hardware
 from mlms.store.base import ObjectStore
@@ -121,12 +124,17 @@ def evaluate(
     info = hardware.detect()
     device = hardware.resolve(request.hw, info)
     runs = leveled_runs(request.trace_level, device)
-    source = open_inputs(manifest, request.inputs, seed=request.seed)
+    cls = predictor_class(framework)
+    check_options(request, manifest, cls, device)
+    source = open_inputs(manifest, request.inputs, seed=request.seed, seq_len=request.seq_len)
     asset = AssetManager(store, mlms_home() / "cache").ensure(manifest, framework)
     options = PredictorOptions(
         device=device,
         intra_op_threads=request.intra_op_threads,
         inter_op_threads=request.inter_op_threads,
+        precision=request.precision,
+        compile=compile_mode(request, cls),
+        channels_last=request.channels_last,
     )
     dispatched = evaluation_id is not None
     evaluation_id = evaluation_id or uuid.uuid4().hex
@@ -143,7 +151,7 @@ def evaluate(
     )
     report = progress or (lambda _event: None)
     with exclusive_device(mlms_home() / "locks", device) as waited:
-        with predictor_class(framework)(manifest, asset.path, options) as predictor:
+        with cls(manifest, asset.path, options) as predictor:
             with tracer.span(
                 "evaluation",
                 TraceLevel.APPLICATION,
@@ -157,6 +165,7 @@ def evaluate(
                 accuracy = _accuracy(predictor, manifest, max(request.batch_sizes))
                 predictions = _predictions(predictor, source, request)
             settings = predictor.settings()
+            settings["input_placement"] = placement(predictor, request.input_on_device)
     tracer.shutdown()
     if dispatched:
         stored = _stored_already(store, evaluation_id)
@@ -229,13 +238,15 @@ def _measure_batch(
         TraceLevel.APPLICATION,
         attributes={"mlms.batch_size": batch_size},
     ):
+        feed = Feed(predictor, source, batch_size, on_device=request.input_on_device)
         # Untraced, uncounted warm-up.
         with tracer.run(0, TraceLevel.NO_TRACE):
             for index in range(request.warmup):
-                predictor.predict(_tensor(predictor, source.take(index, batch_size)))
+                predictor.predict(feed.next(index, tracer))
                 report(Progress(batch_size, "warmup", index + 1, request.warmup))
         levels: dict[str, LevelResult] = {}
         model_run: tuple[list[int], float] | None = None
+        copies: list[InputCopy] = []
         for number, level in enumerate(runs, start=1):
             with (
                 tracer.run(number, level),
@@ -247,11 +258,11 @@ def _measure_batch(
             ):
                 before = len(tracer.records())
                 latencies, seconds, dropped = _run(
-                    predictor, source, tracer, request, batch_size, level, report
+                    predictor, feed, source, tracer, request, batch_size, level, report
                 )
                 spans = len(tracer.records()) - before
             if model_run is None:
-                model_run = (latencies, seconds)
+                model_run, copies = (latencies, seconds), feed.copies
             p50 = float(np.percentile(latencies, 50)) / 1e6
             base = float(np.percentile(model_run[0], 50)) / 1e6
             levels[level.label] = LevelResult(
@@ -262,6 +273,10 @@ def _measure_batch(
                 spans=spans,
                 dropped=dropped,
             )
+        generation = None
+        if request.generate is not None and isinstance(predictor, TokenGenerator):
+            with tracer.run(0, TraceLevel.NO_TRACE):
+                generation = _generation(predictor, feed, tracer, request, batch_size)
     latencies, seconds = model_run
     return BatchResult(
         batch_size=batch_size,
@@ -270,11 +285,53 @@ def _measure_batch(
         latency_ms=latency_stats(latencies),
         throughput=batch_size * len(latencies) / (sum(latencies) / 1e9),
         levels=levels,
+        input_copy=_copy_result(copies),
+        generation=generation,
+    )
+
+
+def _copy_result(copies: list[InputCopy]) -> InputCopyResult | None:
+    if not copies:
+        return None
+    seconds = [copy.seconds for copy in copies]
+    median = float(np.median(seconds))
+    return InputCopyResult(
+        bytes=copies[0].bytes,
+        latency_ms={"p50": median * 1e3, "mean": float(np.mean(seconds)) * 1e3},
+        gb_per_s=copies[0].bytes / median / 1e9,
+    )
+
+
+def _generation(
+    predictor: TokenGenerator,
+    feed: Feed,
+    tracer: Tracer,
+    request: EvaluationRequest,
+    batch_size: int,
+) -> GenerationResult:
+    """Untraced greedy decoding of ``request.generate`` tokens after each input: a warm-up,
+    then ``request.iterations`` generations."""
+    new_tokens = request.generate or 1
+    for index in range(max(request.warmup, 1)):
+        predictor.generate(feed.next(index, tracer), new_tokens)
+    first: list[int] = []
+    later: list[int] = []
+    for index in range(request.iterations):
+        ttft, steps = predictor.generate(feed.next(index, tracer), new_tokens)
+        first.append(ttft)
+        later.extend(steps)
+    decoding_s = (sum(first) + sum(later)) / 1e9
+    return GenerationResult(
+        new_tokens=new_tokens,
+        time_to_first_token_ms=latency_stats(first),
+        time_per_output_token_ms=latency_stats(later) if later else None,
+        tokens_per_second=batch_size * new_tokens * request.iterations / decoding_s,
     )
 
 
 def _run(
     predictor: Predictor,
+    feed: Feed,
     source: InputSource,
     tracer: Tracer,
     request: EvaluationRequest,
@@ -285,14 +342,16 @@ def _run(
     """One measured run: at least ``iterations`` predicts and at least ``min_seconds``."""
     if level < TraceLevel.FRAMEWORK:
         latencies, seconds = measure_loop(
-            predictor, source, tracer, request, batch_size, level, report
+            predictor, feed, tracer, request, batch_size, level, report
         )
         return latencies, seconds, 0
     first = len(tracer.records())
-    gpu = gpu_run(predictor, level, _tensor(predictor, source.take(0, batch_size)), request.warmup)
+    gpu = gpu_run(
+        predictor, level, host_batch(predictor, source.take(0, batch_size)), request.warmup
+    )
     with predictor.profile_layers() as capture, gpu or nullcontext():
         latencies, seconds = measure_loop(
-            predictor, source, tracer, request, batch_size, level, report
+            predictor, feed, tracer, request, batch_size, level, report
         )
     models = [r for r in tracer.records()[first:] if r.level == TraceLevel.MODEL]
     parents = innermost_containers(models, capture.events)
@@ -303,7 +362,7 @@ def _run(
 
 def measure_loop(
     predictor: Predictor,
-    source: InputSource,
+    feed: Feed,
     tracer: Tracer,
     request: EvaluationRequest,
     batch_size: int,
@@ -313,16 +372,16 @@ def measure_loop(
     """Predict until both the iteration count and the minimum time are met.
 
     Returns each predict's latency (ns, host clock around the call, which returns only once the
-    device is done) and the run's wall time (s).
+    device is done) and the run's wall time (s); ``feed.copies`` holds the run's input copies.
     """
+    feed.clear()
     latencies: list[int] = []
     clock = time.perf_counter_ns
     began = clock()
     deadline = began + int(request.min_seconds * 1e9)
     index = 0
     while index < request.iterations or clock() < deadline:
-        with tracer.span("preprocess", TraceLevel.APPLICATION):
-            batch = _tensor(predictor, source.take(index, batch_size))
+        batch = feed.next(index, tracer)
         with tracer.span("predict", TraceLevel.APPLICATION):
             with tracer.span(
                 "model", TraceLevel.MODEL, kind="model", attributes={"mlms.batch_size": batch_size}
@@ -335,12 +394,6 @@ def measure_loop(
         index += 1
         report(Progress(batch_size, level.label, index, request.iterations))
     return latencies, (clock() - began) / 1e9
-
-
-def _tensor(predictor: Predictor, samples: Any) -> np.ndarray:
-    if samples.tensor is not None:
-        return samples.tensor
-    return predictor.preprocess(samples.images)
 
 
 def _accuracy(predictor: Predictor, manifest: ModelManifest, batch_size: int) -> Accuracy | None:
@@ -368,7 +421,8 @@ def _predictions(
 ) -> Predictions:
     """Top-5 of the first inputs (the largest batch size, at most ``PREDICTION_SAMPLES``),
     untimed and untraced."""
-    batch = _tensor(predictor, source.take(0, min(max(request.batch_sizes), PREDICTION_SAMPLES)))
+    rows = min(max(request.batch_sizes), PREDICTION_SAMPLES)
+    batch = host_batch(predictor, source.take(0, rows))
     best, probabilities = predictor.postprocess(predictor.predict(batch), k=5)
     return Predictions(
         inputs=f"{source.name} seed {request.seed}",

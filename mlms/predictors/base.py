@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -29,6 +29,17 @@ class PredictorOptions:
     device: str = "cpu"  # "cpu" or "cuda:N"
     intra_op_threads: int | None = None  # None: the framework's default
     inter_op_threads: int | None = None
+    precision: str = "fp32"  # fp32, tf32, fp16 or bf16: what the framework computes in
+    compile: str | None = None  # a mode of the framework's ``compile_modes``; None: as shipped
+    channels_last: bool = False  # torch: NHWC memory format for 4-D image batches
+
+
+@dataclass(frozen=True)
+class InputCopy:
+    """One host-to-device copy of a batch, timed on the device."""
+
+    bytes: int
+    seconds: float
 
 
 @dataclass
@@ -49,6 +60,17 @@ class PredictAnchor:
 
 class Predictor(ABC):
     framework: ClassVar[str]
+    #: What ``--compile`` may name for this framework (the first is what a bare flag means);
+    #: empty where it has none.
+    compile_modes: ClassVar[tuple[str, ...]] = ()
+    #: Whether tracing layers still works on a compiled model.
+    layers_when_compiled: ClassVar[bool] = True
+    #: Whether ``channels_last`` exists for it.
+    has_channels_last: ClassVar[bool] = False
+    #: Whether ``stage`` puts batches on a GPU (``--input-on-device`` keeps them there).
+    stages_on_gpu: ClassVar[bool] = False
+    #: Whether it has ``generate`` (``TokenGenerator``).
+    generates: ClassVar[bool] = False
 
     def __init__(self, manifest: ModelManifest, asset_path: Path, options: PredictorOptions):
         self.manifest = manifest
@@ -60,8 +82,19 @@ class Predictor(ABC):
     def framework_version(cls) -> str: ...
 
     @abstractmethod
-    def predict(self, batch: np.ndarray) -> np.ndarray:
-        """Logits for a preprocessed batch; returns only after the device has finished."""
+    def predict(self, batch: Any) -> np.ndarray:
+        """Logits for a preprocessed batch (or one ``stage`` returned); returns only after the
+        device has finished."""
+
+    @property
+    def copies_input(self) -> bool:
+        """Whether ``stage`` moves the batch to another device (a step of its own to time)."""
+        return self.stages_on_gpu and self.options.device.startswith("cuda")
+
+    def stage(self, batch: np.ndarray) -> tuple[Any, InputCopy | None]:
+        """The batch where ``predict`` reads it from, and the copy that took it there (None
+        where nothing was copied). Frameworks that read host arrays take it as it is."""
+        return batch, None
 
     @abstractmethod
     def _layer_events(self) -> Iterator[LayerCapture]:
@@ -90,6 +123,13 @@ class Predictor(ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+@runtime_checkable
+class TokenGenerator(Protocol):
+    def generate(self, batch: Any, new_tokens: int) -> tuple[int, list[int]]:
+        """Greedy decoding after each sequence: ns to the first token, ns of each later one."""
+        ...
 
 
 def anchor() -> PredictAnchor:

@@ -8,6 +8,9 @@ the profiler's clock onto the host clock. Layers are named by the module path to
 recorded in each node's ``pkg.torch.onnx.name_scopes``, so they read like the torch layers.
 Each carries the profiler's shapes and sizes (``activation_bytes`` is its ``output_size``) and
 the node's parameters and flops (``onnx_layer_costs``).
+
+``--compile`` picks the graph optimisation level (default: all, as ONNX Runtime ships); the
+precision is fp32, or tf32 where the CUDA provider may use TF32 for its matrix products.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from mlms.errors import UnsupportedFramework
+from mlms.errors import InvalidArgument, UnsupportedFramework
 from mlms.predictors.base import LayerCapture, PredictAnchor, Predictor, anchor
 from mlms.predictors.onnx_layer_costs import GraphCosts
 from mlms.tracer.layer_kinds import normalise_kind
@@ -30,10 +33,18 @@ from mlms.tracer.levels import TraceLevel
 from mlms.tracer.spans import TimedEvent
 
 NODE_SUFFIX = "_kernel_time"
+#: --compile -> ONNX Runtime's graph optimisation level.
+LEVELS = {
+    "all": "ORT_ENABLE_ALL",
+    "extended": "ORT_ENABLE_EXTENDED",
+    "basic": "ORT_ENABLE_BASIC",
+    "disable": "ORT_DISABLE_ALL",
+}
 
 
 class OnnxRuntimePredictor(Predictor):
     framework = "onnxruntime"
+    compile_modes = tuple(LEVELS)
 
     def __init__(self, manifest, asset_path, options):
         super().__init__(manifest, asset_path, options)
@@ -47,9 +58,21 @@ class OnnxRuntimePredictor(Predictor):
                     f"provider (it has: {', '.join(ort.get_available_providers())})"
                 )
             index = int(options.device.partition(":")[2] or 0)
-            self.providers: list[Any] = [("CUDAExecutionProvider", {"device_id": index})]
+            tf32 = int(options.precision == "tf32")
+            self.providers: list[Any] = [
+                ("CUDAExecutionProvider", {"device_id": index, "use_tf32": tf32})
+            ]
+            supported: tuple[str, ...] = ("fp32", "tf32")
         else:
             self.providers = ["CPUExecutionProvider"]
+            supported = ("fp32",)
+        if options.precision not in supported:
+            # fp16 and bf16 would need a model converted to them, which the zoo does not build.
+            raise InvalidArgument(
+                f"--precision {options.precision}: onnxruntime on {options.device} supports "
+                f"{', '.join(supported)}"
+            )
+        self.level = LEVELS[options.compile or "all"]
         self.session = self._session(profile_dir=None)
         self.input_name = self.session.get_inputs()[0].name
         self._profiled: Any = None
@@ -69,7 +92,7 @@ class OnnxRuntimePredictor(Predictor):
     def _session(self, profile_dir: str | None) -> Any:
         ort = self._ort
         options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, self.level)
         if self.options.intra_op_threads:
             options.intra_op_num_threads = self.options.intra_op_threads
         if self.options.inter_op_threads:
@@ -86,7 +109,8 @@ class OnnxRuntimePredictor(Predictor):
             "providers": self.session.get_providers(),
             "intra_op_threads": options.intra_op_num_threads or "default",
             "inter_op_threads": options.inter_op_num_threads or "default",
-            "graph_optimization": "ORT_ENABLE_ALL",
+            "graph_optimization": self.level,
+            "precision": self.options.precision,
             "dtype": "float32",
         }
 

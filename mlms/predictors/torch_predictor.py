@@ -1,4 +1,9 @@
-"""PyTorch predictor: torchvision architectures with state-dict weights, eager mode.
+"""PyTorch predictor: the zoo's architectures with state-dict weights, eager or compiled.
+
+Precision: fp32 computes in float32 with TF32 off; tf32 lets matrix products and convolutions
+use TF32 (GPUs from compute capability 8.0); fp16 and bf16 convert the weights and the inputs.
+Inputs on a CUDA device are staged in pinned host memory and copied asynchronously (``stage``),
+the copy timed with device events.
 
 Layer profiling: every module gets forward hooks that open a ``record_function`` range named
 after its path, then ``torch.profiler`` (CPU activities, input shapes, memory) records the
@@ -17,13 +22,14 @@ import functools
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from mlms.errors import ManifestError, UnsupportedFramework
-from mlms.predictors.base import LayerCapture, PredictAnchor, Predictor, anchor
+from mlms.errors import InvalidArgument, ManifestError, UnsupportedFramework
+from mlms.predictors.base import InputCopy, LayerCapture, PredictAnchor, Predictor, anchor
 from mlms.predictors.torch_layer_costs import Batch, LayerCosts, OutputMeta, output_meta
 from mlms.predictors.torch_layer_hooks import hook_layer_events
 from mlms.tracer.layer_kinds import normalise_kind
@@ -35,6 +41,20 @@ from mlms.zoo.manifest import BuildSource, ModelManifest
 MARK = "mlms::predict"
 LEAF = "mlms.layer::"
 MODULE = "mlms.module::"
+#: --precision -> the dtype weights and floating-point inputs are converted to.
+DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
+
+
+def supported_precisions(torch: Any, device: Any) -> tuple[str, ...]:
+    """What ``--precision`` may be for torch on ``device``.
+
+    On the CPU half precision is left out: most of its kernels there are slow reference code.
+    TF32 and bfloat16 need tensor cores of compute capability 8.0 (Ampere) or later."""
+    if device.type != "cuda":
+        return ("fp32", "bf16")
+    if torch.cuda.get_device_capability(device) >= (8, 0):
+        return ("fp32", "tf32", "fp16", "bf16")
+    return ("fp32", "fp16")
 
 
 def architecture_of(manifest: ModelManifest) -> Any:
@@ -50,6 +70,12 @@ def architecture_of(manifest: ModelManifest) -> Any:
 
 class TorchPredictor(Predictor):
     framework = "torch"
+    compile_modes = ("default", "reduce-overhead", "max-autotune")
+    # The hooks and profiler ranges see modules that inductor has fused away.
+    layers_when_compiled = False
+    has_channels_last = True
+    stages_on_gpu = True
+    generates = True
 
     def __init__(self, manifest, asset_path, options):
         super().__init__(manifest, asset_path, options)
@@ -67,10 +93,28 @@ class TorchPredictor(Predictor):
                 torch.set_num_interop_threads(options.inter_op_threads)
         self._torch = torch
         self.device = torch.device(options.device)
+        supported = supported_precisions(torch, self.device)
+        if options.precision not in supported:
+            raise InvalidArgument(
+                f"--precision {options.precision}: torch on {options.device} supports "
+                f"{', '.join(supported)}"
+            )
+        self.dtype = getattr(torch, DTYPES[options.precision])
+        if self.device.type == "cuda":
+            # Process-wide switches: set on every load so that an earlier model's stay out.
+            torch.backends.cuda.matmul.allow_tf32 = options.precision == "tf32"
+            torch.backends.cudnn.allow_tf32 = options.precision == "tf32"
+        self._layout = torch.channels_last if options.channels_last else None
         module = architecture_of(manifest)
         state = torch.load(asset_path, weights_only=True, map_location="cpu")
         module.load_state_dict(state)
-        self.module = module.eval().to(self.device)
+        module = module.eval().to(self.device, dtype=self.dtype)
+        self.module = module if self._layout is None else module.to(memory_format=self._layout)
+        # Compiled lazily by the first call, which the warm-up makes.
+        self._forward = (
+            torch.compile(self.module, mode=options.compile) if options.compile else self.module
+        )
+        self._pinned: dict[tuple[Any, ...], Any] = {}
         # While the profiler path runs: where each predict sat and what its batch was.
         self._predicts: list[tuple[PredictAnchor, Batch]] | None = None
         self._costs: LayerCosts | None = None
@@ -87,8 +131,14 @@ class TorchPredictor(Predictor):
             "device": self.options.device,
             "intra_op_threads": torch.get_num_threads(),
             "inter_op_threads": torch.get_num_interop_threads(),
-            "dtype": "float32",
-            "mode": "eager, inference_mode",
+            "precision": self.options.precision,
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "mode": (
+                f"torch.compile mode={self.options.compile}, inference_mode"
+                if self.options.compile
+                else "eager, inference_mode"
+            ),
+            "channels_last": self.options.channels_last,
         }
         if self.device.type == "cuda":
             values |= {
@@ -100,22 +150,78 @@ class TorchPredictor(Predictor):
             }
         return values
 
-    def predict(self, batch: np.ndarray) -> np.ndarray:
+    def stage(self, batch: np.ndarray) -> tuple[Any, InputCopy | None]:
+        """The batch on the model's device in its dtype and layout. To a GPU it goes through a
+        pinned host buffer (one per shape, reused: the copy is waited for) with an
+        asynchronous copy, which a pageable source would make synchronous and slower."""
+        torch = self._torch
+        host = torch.from_numpy(batch)
+        if self.device.type != "cuda":
+            return self._model_input(host), None
+        key = (tuple(host.shape), host.dtype)
+        pinned = self._pinned.get(key)
+        if pinned is None:
+            pinned = self._pinned[key] = torch.empty_like(host).pin_memory()
+        pinned.copy_(host)
+        start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+        start.record()
+        on_device = pinned.to(self.device, non_blocking=True)
+        end.record()
+        end.synchronize()
+        copy = InputCopy(pinned.nbytes, start.elapsed_time(end) / 1e3)
+        return self._model_input(on_device), copy
+
+    def _model_input(self, tensor: Any) -> Any:
+        if tensor.is_floating_point() and tensor.dtype != self.dtype:
+            tensor = tensor.to(self.dtype)
+        if self._layout is not None and tensor.dim() == 4:
+            tensor = tensor.contiguous(memory_format=self._layout)
+        return tensor
+
+    def predict(self, batch: Any) -> np.ndarray:
         torch = self._torch
         with torch.inference_mode():
-            tensor = torch.from_numpy(batch).to(self.device)
+            tensor = batch if isinstance(batch, torch.Tensor) else self.stage(batch)[0]
             if self._predicts is None:
-                return self.module(tensor).cpu().numpy()
+                return self._forward(tensor).float().cpu().numpy()
             batch_meta = (tensor.shape, tensor.dtype, tensor.device)
             self._predicts.append((anchor(), batch_meta))
             with torch.profiler.record_function(MARK):
-                logits = self.module(tensor)
+                logits = self._forward(tensor)
                 if self.device.type == "cuda":
                     torch.cuda.synchronize(self.device)
-            return logits.cpu().numpy()
+            return logits.float().cpu().numpy()
+
+    def generate(self, batch: Any, new_tokens: int) -> tuple[int, list[int]]:
+        """Greedy decoding of ``new_tokens`` after each prompt of ``batch``, with the key-value
+        cache: nanoseconds to the first token (the prompt's pass) and for each later token.
+        Each token is waited for, as a generation loop does to check for its end."""
+        torch = self._torch
+        clock = time.perf_counter_ns
+        step = self.module.step
+        with torch.inference_mode():
+            tokens = batch if isinstance(batch, torch.Tensor) else self.stage(batch)[0]
+            start = clock()
+            logits, past = step(tokens, None)
+            token = logits.argmax(-1, keepdim=True)
+            self._wait()
+            first = clock() - start
+            later = []
+            for _ in range(new_tokens - 1):
+                start = clock()
+                logits, past = step(token, past)
+                token = logits.argmax(-1, keepdim=True)
+                self._wait()
+                later.append(clock() - start)
+        return first, later
+
+    def _wait(self) -> None:
+        if self.device.type == "cuda":
+            self._torch.cuda.synchronize(self.device)
 
     def close(self) -> None:
-        self.module = self._costs = None
+        self.module = self._forward = self._costs = None
+        self._pinned.clear()
         if self.device.type == "cuda":
             self._torch.cuda.empty_cache()
 

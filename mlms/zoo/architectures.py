@@ -1,9 +1,10 @@
 """Architectures the zoo can build locally, as ``torch.nn.Module``.
 
 No weights are downloaded: ``build`` seeds, constructs the torchvision network with
-``weights=None`` (the same seed gives the same weights) and trains the few that have a trainer
-(digits). Other frameworks' artifacts are exported from these weights; ``architecture`` gives
-the bare network that stored weights are loaded into.
+``weights=None`` or the transformer from its configuration (``transformer_models``) (the same
+seed gives the same weights) and trains the few that have a trainer (digits). Other frameworks'
+artifacts are exported from these weights; ``architecture`` gives the bare network that stored
+weights are loaded into.
 """
 
 from __future__ import annotations
@@ -27,7 +28,17 @@ TORCHVISION = (
     "densenet121",
     "squeezenet1_1",
     "inception_v3",
+    "vit_b_16",
 )
+
+
+def _transformer(name: str) -> Callable[[], Any]:
+    def network() -> Any:
+        from mlms.zoo import transformer_models
+
+        return getattr(transformer_models, name)()
+
+    return network
 
 
 def _torchvision(name: str) -> Callable[[], Any]:
@@ -43,6 +54,8 @@ def _torchvision(name: str) -> Callable[[], Any]:
 #: Builder name -> the network with freshly initialised weights.
 ARCHITECTURES: dict[str, Callable[[], Any]] = {name: _torchvision(name) for name in TORCHVISION}
 ARCHITECTURES["digits_cnn"] = digits_network
+ARCHITECTURES["bert_base"] = _transformer("SequenceClassifier")
+ARCHITECTURES["gpt2_small"] = _transformer("NextTokenModel")
 
 #: Builders whose weights are trained at build time rather than left at their seeded init.
 TRAINERS: dict[str, Callable[[Any, int], None]] = {"digits_cnn": train_digits_cnn}

@@ -48,7 +48,10 @@ def get_model(name: str) -> ModelManifest:
 
 
 def labels_of(manifest: ModelManifest) -> list[str]:
+    """The class names; empty for a vocabulary (its classes are token ids)."""
     labels = manifest.outputs[0].labels
+    if labels is None:
+        return []
     if isinstance(labels, list):
         return labels
     path = LABELS_DIR / f"{labels}.txt"

@@ -23,7 +23,8 @@ def export_torch(module: Any, manifest: ModelManifest, folder: Path) -> str:
 
 
 def export_onnx(module: Any, manifest: ModelManifest, folder: Path) -> str:
-    """ONNX through torch.export (the maintained exporter) with a dynamic batch axis.
+    """ONNX through torch.export (the maintained exporter) with a dynamic batch axis (and
+    sequence axis, for token inputs).
 
     Its nodes carry the module path in ``pkg.torch.onnx.name_scopes``, which the ONNX Runtime
     predictor uses to name layers like torch does.
@@ -34,7 +35,10 @@ def export_onnx(module: Any, manifest: ModelManifest, folder: Path) -> str:
 
     spec = manifest.inputs[0]
     example = torch.zeros(2, *spec.shape, dtype=getattr(torch, spec.dtype))
-    batch = torch.export.Dim("batch", min=1, max=4096)
+    axes = {0: torch.export.Dim("batch", min=1, max=4096)}
+    if spec.layout == "tokens":
+        # --seq-len picks the length at evaluation time.
+        axes[1] = torch.export.Dim("sequence", min=1, max=spec.max_length)
     logging.getLogger("torch.onnx").setLevel(logging.ERROR)
     torch.onnx.export(
         module,
@@ -43,7 +47,7 @@ def export_onnx(module: Any, manifest: ModelManifest, folder: Path) -> str:
         dynamo=True,
         input_names=[spec.name],
         output_names=[manifest.outputs[0].name],
-        dynamic_shapes=({0: batch},),
+        dynamic_shapes=(axes,),
         external_data=False,
         verbose=False,
     )

@@ -83,8 +83,11 @@ class InputSpec(_Strict):
     name: str
     shape: list[int] = Field(min_length=1, description="one sample, no batch axis")
     dtype: Literal["float32", "float16", "uint8", "int64"] = "float32"
-    layout: Literal["CHW", "HWC"] = "CHW"
+    #: "tokens": token ids, shape [sequence length] (``--seq-len`` changes it up to max_length).
+    layout: Literal["CHW", "HWC", "tokens"] = "CHW"
     preprocessing: Preprocessing = Preprocessing()
+    vocab_size: int | None = Field(default=None, gt=0, description="token ids are below this")
+    max_length: int | None = Field(default=None, gt=0, description="longest sequence it takes")
 
     @field_validator("shape")
     @classmethod
@@ -101,14 +104,27 @@ class InputSpec(_Strict):
 
 class OutputSpec(_Strict):
     name: str
-    type: Literal["classification"] = "classification"
-    #: A label file shipped in ``mlms/zoo/labels`` (e.g. "imagenet1k") or the labels inline.
-    labels: str | list[str]
+    #: "next_token": logits over the vocabulary for the token after the sequence.
+    type: Literal["classification", "next_token"] = "classification"
+    #: A label file shipped in ``mlms/zoo/labels`` (e.g. "imagenet1k") or the labels inline;
+    #: none for a vocabulary (classes are token ids).
+    labels: str | list[str] | None = None
 
     @field_validator("labels")
     @classmethod
     def _label_file(cls, value: str | list[str]) -> str | list[str]:
         return _plain(value, "label file") if isinstance(value, str) else value
+
+
+def _tokens_complete(spec: InputSpec) -> InputSpec:
+    if spec.layout == "tokens":
+        if spec.dtype != "int64" or len(spec.shape) != 1:
+            raise ValueError("token inputs are int64 with shape [sequence length]")
+        if spec.vocab_size is None or spec.max_length is None:
+            raise ValueError("token inputs need vocab_size and max_length")
+        if spec.shape[0] > spec.max_length:
+            raise ValueError(f"sequence length {spec.shape[0]} exceeds max_length")
+    return spec
 
 
 class BuildSource(_Strict):
@@ -156,7 +172,7 @@ class DatasetSpec(_Strict):
 class ModelManifest(_Strict):
     name: str = Field(pattern=r"^[a-z0-9_]+$")
     version: str
-    task: Literal["image_classification"]
+    task: Literal["image_classification", "text_classification", "text_generation"]
     description: str = ""
     frameworks: list[FrameworkConstraint] = Field(min_length=1)
     inputs: list[InputSpec] = Field(min_length=1, max_length=1)
@@ -173,6 +189,11 @@ class ModelManifest(_Strict):
         except InvalidVersion as exc:
             raise ValueError(f"not a version: {value!r} (expected e.g. '1.0.0')") from exc
         return value
+
+    @field_validator("inputs")
+    @classmethod
+    def _token_inputs(cls, value: list[InputSpec]) -> list[InputSpec]:
+        return [_tokens_complete(spec) for spec in value]
 
     @property
     def framework_names(self) -> list[str]:

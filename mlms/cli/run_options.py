@@ -1,0 +1,43 @@
+"""Options that change what an evaluation runs, shared by ``mlms eval`` and ``mlms compare``:
+each becomes the request field of its name (see ``EvaluationRequest``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from mlms.evaluation.record import PRECISIONS
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: The request fields these options fill, by parameter name.
+FIELDS = ("seq_len", "precision", "compile", "channels_last", "input_on_device")
+
+
+def run_options(command: F) -> F:
+    options = [
+        click.option("--seq-len", type=int, default=None,
+                     help="Token models: tokens per input (one fixed length)."),
+        click.option("--precision", default="fp32", show_default=True,
+                     type=click.Choice(PRECISIONS),
+                     help="What the model computes in, where device and framework support it."),
+        click.option("--compile", is_flag=False, flag_value="default", default=None,
+                     metavar="[MODE]",
+                     help="torch.compile (default, reduce-overhead, max-autotune) or ONNX "
+                          "Runtime's graph optimisation level (all, extended, basic, disable)."),
+        click.option("--channels-last", is_flag=True,
+                     help="CNNs on torch: the NHWC memory format."),
+        click.option("--input-on-device", is_flag=True,
+                     help="GPU: copy the inputs to the device before measuring (otherwise each "
+                          "iteration copies them from pinned host memory, timed on its own)."),
+    ]  # fmt: skip
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def run_fields(values: dict[str, Any]) -> dict[str, Any]:
+    """Takes the options' values out of a command's keyword arguments."""
+    return {name: values.pop(name) for name in FIELDS}

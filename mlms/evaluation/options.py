@@ -1,0 +1,78 @@
+"""Options that change what runs (compile, channels-last, input placement, generation): which
+frameworks, models and devices admit them, checked before any asset is built or loaded. The
+precision a device supports is the predictor's to check, where the device is at hand."""
+
+from __future__ import annotations
+
+from mlms.errors import InvalidArgument
+from mlms.evaluation.record import EvaluationRequest
+from mlms.predictors.base import Predictor
+from mlms.tracer.levels import TraceLevel
+from mlms.zoo.manifest import ModelManifest
+
+
+def compile_mode(request: EvaluationRequest, cls: type[Predictor]) -> str | None:
+    """The framework's mode ``--compile`` names ("default": its first), or None."""
+    if request.compile is None:
+        return None
+    modes = cls.compile_modes
+    if not modes:
+        raise InvalidArgument(
+            f"--compile {request.compile}: framework {cls.framework!r} has no compiled mode "
+            "here; expected torch (torch.compile) or onnxruntime (graph optimisation levels)"
+        )
+    mode = modes[0] if request.compile == "default" else request.compile
+    if mode not in modes:
+        raise InvalidArgument(
+            f"--compile {request.compile}: {cls.framework} takes {', '.join(modes)} (a bare "
+            f"--compile: {modes[0]})"
+        )
+    if request.trace_level > TraceLevel.MODEL and not cls.layers_when_compiled:
+        raise InvalidArgument(
+            f"--compile {request.compile} with trace level {request.trace_level.label!r}: "
+            f"{cls.framework}'s compiled graph has no layers to trace; expected trace level "
+            "'model' or below"
+        )
+    return mode
+
+
+def check_options(
+    request: EvaluationRequest, manifest: ModelManifest, cls: type[Predictor], device: str
+) -> None:
+    spec = manifest.inputs[0]
+    if request.channels_last:
+        if not cls.has_channels_last:
+            raise InvalidArgument(
+                f"--channels-last: a torch memory format; framework {cls.framework!r} has none"
+            )
+        if spec.layout != "CHW" or len(spec.shape) != 3:
+            raise InvalidArgument(
+                f"--channels-last: model {manifest.name!r} takes inputs of layout "
+                f"{spec.layout!r}; channels-last applies to CHW image batches (CNNs)"
+            )
+    if request.input_on_device and device == "cpu":
+        raise InvalidArgument(
+            "--input-on-device: the evaluation runs on cpu, where the inputs already are; "
+            "expected a GPU (--hw with a GPU)"
+        )
+    if request.input_on_device and not cls.stages_on_gpu:
+        raise InvalidArgument(
+            f"--input-on-device: framework {cls.framework!r} reads its inputs from host "
+            "memory; expected torch"
+        )
+    if request.generate is not None:
+        if manifest.outputs[0].type != "next_token":
+            raise InvalidArgument(
+                f"--generate {request.generate}: model {manifest.name!r} is not a language "
+                "model; expected one whose output is next-token logits (e.g. gpt2_small)"
+            )
+        if not cls.generates:
+            raise InvalidArgument(
+                f"--generate {request.generate}: framework {cls.framework!r} has no key-value "
+                "cache here; expected torch"
+            )
+        if request.compile is not None:
+            raise InvalidArgument(
+                f"--generate {request.generate} with --compile {request.compile}: generation "
+                "runs eager; drop one of them"
+            )

@@ -1,0 +1,58 @@
+"""Transformer networks built from their configurations (``transformers``), never downloaded.
+
+The configuration objects carry the published shapes (BERT-base: 12 layers, 768 wide, 12 heads;
+GPT-2 small: 12 layers, 768 wide, 12 heads, 50257 tokens); the weights are the library's seeded
+initialisation. Each network takes token ids (batch, sequence) and returns one row of logits per
+sequence, like the zoo's classifiers, so that every framework and analysis treats it alike.
+Attention runs through ``scaled_dot_product_attention`` (the library's default), what people
+run today.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+
+def _transformers() -> Any:
+    # transformers imports TensorFlow when it finds it installed; TensorFlow must not share a
+    # process with torch's compiler stack (mlms.isolation).
+    os.environ.setdefault("USE_TF", "0")
+    import transformers
+
+    return transformers
+
+
+class SequenceClassifier(torch.nn.Module):
+    """BERT-base encoder with a two-class head on the [CLS] token."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        transformers = _transformers()
+        config = transformers.BertConfig(num_labels=2, attn_implementation="sdpa")
+        self.bert = transformers.BertForSequenceClassification(config)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.bert(input_ids=input_ids).logits
+
+
+class NextTokenModel(torch.nn.Module):
+    """GPT-2 small: logits for the token after each sequence; ``step`` decodes with a cache."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        transformers = _transformers()
+        self.gpt = transformers.GPT2LMHeadModel(transformers.GPT2Config(attn_implementation="sdpa"))
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        # The head runs on the last position only: the others' logits would be thrown away.
+        hidden = self.gpt.transformer(input_ids=input_ids, use_cache=False).last_hidden_state
+        return self.gpt.lm_head(hidden[:, -1])
+
+    def step(self, input_ids: torch.Tensor, past: Any) -> tuple[torch.Tensor, Any]:
+        """Next-token logits for ``input_ids`` after the cached ``past`` (None: a prompt), and
+        the cache that includes them."""
+        out = self.gpt(input_ids=input_ids, past_key_values=past, use_cache=True)
+        return out.logits[:, -1], out.past_key_values

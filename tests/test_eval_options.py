@@ -1,0 +1,164 @@
+"""Options that change what runs (precision, compile, channels-last, sequence length, input
+placement, generation): recorded where they apply, one clear error where they do not, and the
+GPU input pipeline's logic on the CPU (a fake device copy); the GPU itself in tests/test_gpu.py
+style, skipped without one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from pydantic import ValidationError
+
+from mlms.analysis.compare import run_options
+from mlms.cli.main import cli
+from mlms.errors import InvalidArgument
+from mlms.evaluation.feed import ON_DEVICE, PINNED, Feed, placement
+from mlms.evaluation.inputs import open_inputs
+from mlms.evaluation.record import EvaluationRequest
+from mlms.evaluation.runner import _copy_result, evaluate
+from mlms.predictors.base import InputCopy
+from mlms.tracer.levels import TraceLevel
+from mlms.tracer.tracer import Tracer
+from mlms.zoo.catalog import get_model
+
+
+def _request(**changes: Any) -> EvaluationRequest:
+    values = {
+        "model": "digits_cnn",
+        "framework": "torch",
+        "batch_sizes": [2],
+        "iterations": 3,
+        "warmup": 1,
+        "min_seconds": 0.0,
+    }
+    return EvaluationRequest(**(values | changes))
+
+
+def test_bf16_on_the_cpu_is_recorded_and_compared(store) -> None:
+    record = evaluate(_request(precision="bf16", channels_last=True), store=store)
+    assert record.request.precision == "bf16"
+    assert record.settings["dtype"] == "bfloat16" and record.settings["channels_last"] is True
+    assert record.settings["input_placement"] == "host memory, read in place"
+    assert record.results[0].input_copy is None
+    assert run_options(record) == "bf16, channels-last"
+
+
+def test_onnxruntime_optimisation_level_is_its_compile_mode(store) -> None:
+    record = evaluate(_request(framework="onnxruntime", compile="basic"), store=store)
+    assert record.settings["graph_optimization"] == "ORT_ENABLE_BASIC"
+    assert run_options(record) == "fp32, compile: ORT_ENABLE_BASIC"
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"precision": "fp16"}, r"--precision fp16: torch on cpu supports fp32, bf16$"),
+        (
+            {"precision": "bf16", "framework": "onnxruntime"},
+            r"--precision bf16: onnxruntime on cpu supports fp32$",
+        ),
+        (
+            {"compile": "turbo"},
+            r"--compile turbo: torch takes default, reduce-overhead, max-autotune \(a bare",
+        ),
+        ({"compile": "default", "trace_level": "framework"}, r"compiled graph has no layers"),
+        ({"channels_last": True, "framework": "onnxruntime"}, r"a torch memory format"),
+        ({"channels_last": True, "model": "bert_base"}, r"'bert_base' takes inputs of layout"),
+        ({"input_on_device": True}, r"--input-on-device: the evaluation runs on cpu"),
+        ({"generate": 4}, r"--generate 4: model 'digits_cnn' is not a language model"),
+        (
+            {"generate": 4, "model": "gpt2_small", "framework": "onnxruntime"},
+            r"framework 'onnxruntime' has no key-value cache",
+        ),
+        ({"seq_len": 8}, r"--seq-len 8: model 'digits_cnn' takes CHW images"),
+        ({"seq_len": 513, "model": "bert_base"}, r"--seq-len 513: .* takes 1 to 512 tokens"),
+    ],
+)
+def test_an_option_a_run_cannot_take_is_one_clear_error(store, changes, message) -> None:
+    with pytest.raises(InvalidArgument, match=message):
+        evaluate(_request(**changes), store=store)
+
+
+def test_a_bad_precision_names_the_value_and_the_choices() -> None:
+    with pytest.raises(ValidationError, match=r"precision 'fp8': expected one of fp32, tf32"):
+        _request(precision="fp8")
+    result = CliRunner().invoke(cli, ["eval", "-m", "digits_cnn", "--precision", "fp8"])
+    assert result.exit_code == 2 and "'fp8' is not one of 'fp32', 'tf32'" in result.output
+
+
+def test_token_inputs_take_the_sequence_length() -> None:
+    source = open_inputs(get_model("gpt2_small"), ["synthetic"], seed=0, seq_len=8)
+    batch = source.take(0, 3).tensor
+    assert batch.shape == (3, 8) and batch.dtype == np.int64
+    assert batch.min() >= 0 and batch.max() < 50257
+    assert source.name == "synthetic tokens, length 8"
+
+
+class _Device:
+    """A predictor whose stage copies to a pretend device, counted."""
+
+    copies_input = True
+
+    def __init__(self) -> None:
+        self.staged: list[np.ndarray] = []
+
+    def stage(self, batch: np.ndarray) -> tuple[Any, InputCopy]:
+        self.staged.append(batch)
+        return ("on device", batch), InputCopy(batch.nbytes, 1e-3)
+
+
+def _tracer() -> Tracer:
+    return Tracer(TraceLevel.MODEL, resource={})
+
+
+def test_each_iteration_copies_its_batch_as_a_step_of_its_own(store) -> None:
+    device, tracer = _Device(), _tracer()
+    source = open_inputs(get_model("digits_cnn"), ["synthetic"], seed=0)
+    feed = Feed(device, source, 4, on_device=False)
+    with tracer.run(1, TraceLevel.MODEL):
+        for index in range(3):
+            where, batch = feed.next(index, tracer)
+            assert where == "on device" and batch.shape == (4, 1, 8, 8)
+    tracer.shutdown()
+    copies = [r for r in tracer.records() if r.name == "input copy"]
+    assert len(copies) == 3 and all(c.kind == "memcpy" for c in copies)
+    assert copies[0].attributes["mlms.bytes"] == 4 * 64 * 4
+    assert len(feed.copies) == 3 and placement(device, False) == PINNED
+    result = _copy_result(feed.copies)
+    assert result.bytes == 1024 and result.gb_per_s == pytest.approx(1024 / 1e-3 / 1e9)
+
+
+def test_inputs_on_the_device_are_copied_once_before_measuring() -> None:
+    device, tracer = _Device(), _tracer()
+    source = open_inputs(get_model("digits_cnn"), ["synthetic"], seed=0)  # 64 samples
+    feed = Feed(device, source, 48, on_device=True)
+    # take(i) repeats every 64 / gcd(64, 48) = 4 batches: each is copied once, up front.
+    assert len(device.staged) == 4
+    with tracer.run(1, TraceLevel.MODEL):
+        batches = [feed.next(index, tracer)[1] for index in range(8)]
+    tracer.shutdown()
+    assert len(device.staged) == 4 and not feed.copies and not tracer.records()
+    for index in range(8):
+        np.testing.assert_array_equal(batches[index], source.take(index, 48).tensor)
+    assert placement(device, True) == ON_DEVICE
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _has_cuda(), reason="no CUDA device: the pinned copy needs one")
+def test_torch_copies_from_pinned_memory_on_the_gpu(store) -> None:
+    record = evaluate(_request(hw="gpu", batch_sizes=[64]), store=store)
+    copy = record.results[0].input_copy
+    assert record.settings["input_placement"] == PINNED
+    assert copy is not None and copy.bytes == 64 * 64 * 4 and copy.gb_per_s > 0
+    on_device = evaluate(_request(hw="gpu", batch_sizes=[64], input_on_device=True), store=store)
+    assert on_device.settings["input_placement"] == ON_DEVICE
+    assert on_device.results[0].input_copy is None

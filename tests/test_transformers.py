@@ -1,0 +1,64 @@
+"""BERT-base and GPT-2 small from their configurations: their layers in the shared layer-type
+vocabulary through the analyses on both frameworks, side by side in ``mlms compare``'s table,
+and GPT-2's generation mode. Short sequences and few iterations: the networks are full size.
+(The logits of both frameworks agree in tests/test_zoo_models.py.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from mlms.analysis.compare import compare_frameworks
+from mlms.analysis.engine import Spans
+from mlms.analysis.layers import layer_types
+from mlms.evaluation.record import EvaluationRequest
+from mlms.evaluation.runner import evaluate
+
+SEQ_LEN = 8
+
+
+def _request(**changes) -> EvaluationRequest:
+    values = {
+        "batch_sizes": [1],
+        "iterations": 2,
+        "warmup": 1,
+        "min_seconds": 0.0,
+        "seq_len": SEQ_LEN,
+    }
+    return EvaluationRequest(**(values | changes))
+
+
+@pytest.mark.slow
+def test_bert_layers_flow_through_the_analyses_on_both_frameworks(store) -> None:
+    records = [
+        evaluate(
+            _request(model="bert_base", framework=framework, trace_level="framework"),
+            store=store,
+        )
+        for framework in ("torch", "onnxruntime")
+    ]
+    spans = Spans.from_store(store, [r.trace_id for r in records])
+    kinds = layer_types(spans)
+    torch_kinds = set(kinds[kinds["trace_id"] == records[0].trace_id]["kind"])
+    ort_kinds = set(kinds[kinds["trace_id"] == records[1].trace_id]["kind"])
+    # torch runs attention as one scaled_dot_product_attention; ONNX Runtime as its operators.
+    assert {"attention", "gemm", "layernorm", "gelu", "embedding"} <= torch_kinds
+    assert {"gemm", "layernorm", "softmax"} <= ort_kinds
+    table = compare_frameworks(records, spans)
+    assert list(table["options"]) == [f"fp32, seq-len {SEQ_LEN}"] * 2
+    assert all(table["layers"] > 100)
+    assert records[0].settings["input"] == f"synthetic tokens, length {SEQ_LEN}"
+
+
+@pytest.mark.slow
+def test_gpt2_generation_reports_time_to_first_token_and_per_token(store) -> None:
+    record = evaluate(
+        _request(model="gpt2_small", framework="torch", batch_sizes=[2], generate=3),
+        store=store,
+    )
+    generation = record.results[0].generation
+    assert generation is not None and generation.new_tokens == 3
+    assert generation.time_to_first_token_ms.p50 > 0
+    per_token = generation.time_per_output_token_ms
+    assert per_token is not None and per_token.p50 > 0
+    assert generation.tokens_per_second > 0
+    assert len(record.predictions.top5[0]) == 5  # next-token top-5 over the vocabulary
