@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-#: Calls before the timed ones: autotuning, lazy initialisation and caches happen here.
+#: Calls (primed) before the timed ones: autotuning, lazy initialisation and caches happen here.
 WARMUP = 3
 #: Back-to-back calls per GPU sample, as a layer runs inside a model: the device never idles
 #: between them (after an idle gap the first kernels ran a few percent slower on the H100).
@@ -78,6 +78,7 @@ def time_cpu(jobs: dict[str, LayerCall], repeats: int) -> dict[str, Timed]:
     timed: dict[str, Timed] = {}
     for label, call in jobs.items():
         for _ in range(WARMUP):
+            call.prime()
             call.run()
         samples = []
         for _ in range(repeats):
@@ -120,7 +121,8 @@ def time_gpu(torch: Any, jobs: dict[str, LayerCall], repeats: int) -> dict[str, 
     from torch.profiler import ProfilerActivity, profile, record_function
 
     for call in jobs.values():
-        for _ in range(WARMUP):
+        for _ in range(WARMUP):  # the priming warms up too: its first call may load and plan
+            call.prime()
             call.run()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
