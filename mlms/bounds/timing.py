@@ -115,7 +115,7 @@ def screen_gpu(torch: Any, jobs: dict[str, LayerCall]) -> dict[str, float]:
 
 def time_gpu(torch: Any, jobs: dict[str, LayerCall], repeats: int) -> dict[str, Timed]:
     """GPU time per call of each job: the durations of the kernels (and copies) that ran
-    within the call's profiler range, less those of its inputs' writes. A job that ran nothing
+    within the call's profiler range, less those of its priming. A job that ran nothing
     on the GPU is left out (its work was not seen, not free)."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile, record_function
@@ -136,31 +136,27 @@ def time_gpu(torch: Any, jobs: dict[str, LayerCall], repeats: int) -> dict[str, 
                     torch.cuda.synchronize()
     # Joined by time, not by Kineto's links: a kernel belongs to the range it started in
     # (each range ends after a synchronize, so its kernels are done inside it), whoever
-    # launched it. The writes of the inputs are aten ops, whose kernels Kineto links to them:
-    # their time is taken back out of the range they ran in.
-    ranges, gpu, primes = [], [], []
+    # launched it, unless it started inside a priming's span on the GPU's timeline (Kineto's
+    # GPU-side copy of the annotation). Links were no good for the priming either: the first
+    # priming in a profile was linked twice its kernels.
+    ranges, priming, gpu = [], [], []
     for event in prof.events():
         on_gpu = event.device_type == DeviceType.CUDA
-        if event.name.startswith((_MARK, _PRIME)):
-            if on_gpu:  # the GPU-side copy of an annotation is no work of its own
-                continue
-            (ranges if event.name.startswith(_MARK) else primes).append(event)
+        if event.name.startswith(_MARK):
+            if not on_gpu:  # the GPU-side copy of an annotation is no work of its own
+                ranges.append(event)
+        elif event.name == _PRIME:
+            if on_gpu:
+                priming.append(event)
         elif on_gpu:
             gpu.append(event)
     ranges.sort(key=lambda e: e.time_range.start)
-    starts = [e.time_range.start for e in ranges]
+    in_range, in_priming = _spans(ranges), _spans(priming)
     busy = [0.0] * len(ranges)
-
-    def enclosing(at: float) -> int | None:
-        index = bisect.bisect_right(starts, at) - 1
-        return index if index >= 0 and at <= ranges[index].time_range.end else None
-
     for event in gpu:
-        if (index := enclosing(event.time_range.start)) is not None:
-            busy[index] += event.time_range.end - event.time_range.start
-    for event in primes:
-        if (index := enclosing(event.time_range.start)) is not None:
-            busy[index] -= event.device_time_total
+        start = event.time_range.start
+        if in_priming(start) is None and (index := in_range(start)) is not None:
+            busy[index] += event.time_range.end - start
     samples: dict[str, list[float]] = defaultdict(list)
     for event, us in zip(ranges, busy, strict=True):
         samples[event.name[len(_MARK) :].rsplit("#", 1)[0]].append(us / 1e3 / BACK_TO_BACK)
@@ -169,3 +165,15 @@ def time_gpu(torch: Any, jobs: dict[str, LayerCall], repeats: int) -> dict[str, 
         for label, values in samples.items()
         if len(values) == repeats and min(values) > 0
     }
+
+
+def _spans(events: list[Any]) -> Callable[[float], int | None]:
+    """For events that do not overlap: the index (in start order) of the one a time falls in."""
+    events = sorted(events, key=lambda e: e.time_range.start)
+    starts = [e.time_range.start for e in events]
+
+    def find(at: float) -> int | None:
+        index = bisect.bisect_right(starts, at) - 1
+        return index if index >= 0 and at <= events[index].time_range.end else None
+
+    return find
