@@ -11,7 +11,9 @@
    the p50s is what gRPC adds (target <= 1 ms). Interleaved with them, the same request bytes go
    to a bare grpcio servicer in a second child process (no mlms code: a generic handler that
    answers 4 KB, a reply of 1,000 logits' size): gRPC's own floor on this machine, so that
-   what mlms adds to it can be told apart from what the transport costs.
+   what mlms adds to it can be told apart from what the transport costs. Interleaved too, the
+   same tensor through the agent's Open Inference Protocol (ModelInfer, raw contents, as
+   tritonclient sends it): the ratio of its p50 to Predict's (target <= 1.1).
 3. Security's cost: Evaluator.Predict through a server to an agent, the whole path plaintext
    against the whole path secured (TLS to the server with a bearer token checked on every call,
    mutual TLS from the server to the agent), two fleets in this process, calls interleaved;
@@ -20,7 +22,7 @@
     .venv/bin/python benchmarks/dispatch_overhead.py [--model resnet50] [--rounds 6]
         [--iterations 20] [--threads N] [--fleet processes|in-process]
         [--predict-model squeezenet1_1] [--calls 200] [--main-thread]
-        [--secure-models squeezenet1_1,digits_cnn] [--only secure]
+        [--secure-models squeezenet1_1,digits_cnn] [--only secure|predict]
 
 The in-process side runs on a worker thread, as the agent runs evaluations and predicts, so
 that both sides differ only in the dispatch path. With --main-thread it runs on the main thread
@@ -186,6 +188,8 @@ def predict_round_trip(model: str, calls: int) -> None:
     from mlms.config import default_store, mlms_home
     from mlms.predictors.base import PredictorOptions
     from mlms.predictors.registry import predictor_class
+    from mlms.protos.inference import grpc_predict_v2_pb2 as oip
+    from mlms.protos.inference import grpc_predict_v2_pb2_grpc as oip_grpc
     from mlms.protos.mlms.v1 import predictor_pb2, predictor_pb2_grpc, types_pb2
     from mlms.rpc import tensors
     from mlms.rpc.options import CHANNEL_OPTIONS
@@ -231,7 +235,17 @@ def predict_round_trip(model: str, calls: int) -> None:
         ).session_id
         request = types_pb2.PredictRequest(session_id=session, tensor=tensors.to_proto(batch))
         request_bytes = request.SerializeToString()
-        in_process_ms, over_grpc, agent_side, floor = [], [], [], []
+        infer_stub = oip_grpc.GRPCInferenceServiceStub(channel)
+        infer = oip.ModelInferRequest(
+            model_name=model,
+            inputs=[
+                oip.ModelInferRequest.InferInputTensor(
+                    name=manifest.inputs[0].name, datatype="FP32", shape=list(batch.shape)
+                )
+            ],
+            raw_input_contents=[batch.tobytes()],
+        )
+        in_process_ms, over_grpc, agent_side, floor, over_oip = [], [], [], [], []
 
         def interleave() -> None:
             # One thread for the whole loop, as the agent's gRPC worker threads persist.
@@ -239,13 +253,20 @@ def predict_round_trip(model: str, calls: int) -> None:
                 local.predict(batch)
                 stub.Predict(request)
                 bare(request_bytes)
-            for _ in range(calls):
+                infer_stub.ModelInfer(infer)
+            for number in range(calls):
                 in_process_ms.append(_timed(local.predict, batch))
-                start = time.perf_counter_ns()
-                reply = stub.Predict(request)
-                tensors.from_proto(reply.logits)
-                over_grpc.append((time.perf_counter_ns() - start) / 1e6)
-                agent_side.append(reply.predict_ns / 1e6)
+                # Predict and ModelInfer take turns going first: the first shares the CPU with
+                # the in-process predictor's OpenMP threads, still spinning after it.
+                for side in ("predict", "infer") if number % 2 == 0 else ("infer", "predict"):
+                    if side == "infer":
+                        over_oip.append(_timed(_infer_logits, infer_stub, infer))
+                        continue
+                    start = time.perf_counter_ns()
+                    reply = stub.Predict(request)
+                    tensors.from_proto(reply.logits)
+                    over_grpc.append((time.perf_counter_ns() - start) / 1e6)
+                    agent_side.append(reply.predict_ns / 1e6)
                 floor.append(_timed(bare, request_bytes))
 
         in_process(interleave)
@@ -276,6 +297,11 @@ def predict_round_trip(model: str, calls: int) -> None:
         f"  bare grpcio, same request bytes: p50 {percentile(floor, 50):.3f} ms "
         f"(gRPC's floor here); mlms over it: "
         f"{percentile(transport, 50) - percentile(floor, 50):.3f} ms"
+    )
+    print(
+        f"  Open Inference ModelInfer p50 {percentile(over_oip, 50):7.3f} ms   "
+        f"({percentile(over_oip, 50) / percentile(over_grpc, 50):.3f}x Predict's p50; "
+        "target <= 1.1)"
     )
 
 
@@ -401,6 +427,11 @@ def echo_server(port: int) -> None:
     server.wait_for_termination()
 
 
+def _infer_logits(stub, request) -> np.ndarray:
+    """ModelInfer's logits, decoded as a client would."""
+    return np.frombuffer(stub.ModelInfer(request).raw_output_contents[0], "<f4")
+
+
 def _timed(call, *args) -> float:
     """Milliseconds one call takes, timed on the thread that runs it."""
     start = time.perf_counter_ns()
@@ -430,7 +461,9 @@ def main() -> None:
     parser.add_argument("--main-thread", action="store_true", help="in-process side on main")
     parser.add_argument("--threads", type=int, help="intra-op threads of part 1's evaluations")
     parser.add_argument("--secure-models", default="squeezenet1_1,digits_cnn")
-    parser.add_argument("--only", choices=["secure"], help="run part 3 alone")
+    parser.add_argument(
+        "--only", choices=["secure", "predict"], help="run part 3, or part 2, alone"
+    )
     parser.add_argument("--echo-server", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument(
         "--fleet",
@@ -445,10 +478,12 @@ def main() -> None:
     global _MAIN_THREAD
     _MAIN_THREAD = args.main_thread
     os.environ.setdefault("KINETO_LOG_LEVEL", "5")
-    if args.only != "secure":
+    if args.only is None:
         remote_vs_embedded(args.model, args.rounds, args.iterations, args.fleet, args.threads)
+    if args.only in (None, "predict"):
         predict_round_trip(args.predict_model, args.calls)
-    secure_vs_plaintext(args.secure_models.split(","), args.calls)
+    if args.only in (None, "secure"):
+        secure_vs_plaintext(args.secure_models.split(","), args.calls)
 
 
 if __name__ == "__main__":
