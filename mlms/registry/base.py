@@ -68,6 +68,11 @@ class Lease(Protocol):
         """Remove ``key`` and stop re-putting it. Absent keys are fine."""
         ...
 
+    def refresh(self) -> None:
+        """Keep the lease alive now rather than at the next beat, granting it again (with its
+        keys) if the registry lost it. Raises ``Unavailable`` when the registry is away."""
+        ...
+
     def close(self) -> None:
         """Revoke the lease: every key it holds is gone at once. Idempotent; best effort
         when the registry is down (the ttl removes the keys then)."""

@@ -70,6 +70,12 @@ class KeptLease:
             if self._keys.pop(key, None) is not None or key in self._stale:
                 self._sync(key)
 
+    def refresh(self) -> None:
+        """The keeper's next keepalive, now: the lease granted again if the registry lost it,
+        and the keys that have not reached the registry put. Raises ``Unavailable``."""
+        with self._lock:
+            self._refresh()
+
     def close(self) -> None:
         if self._stopped.is_set():
             return

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, NoReturn
 
 from pydantic import BaseModel, ValidationError
 
@@ -100,17 +100,25 @@ class Jobs:
         )
         try:
             self.lease.put(f"{PREFIX}{evaluation_id}", job.model_dump_json().encode())
-        except MlmsError as exc:
-            # A server cut off from the registry dispatched on its last view of the agents,
-            # with no job recorded for any other server to see (its lease expires meanwhile):
-            # new work is refused until the registry answers; work already running goes on.
-            with contextlib.suppress(MlmsError):
-                self.lease.delete(f"{PREFIX}{evaluation_id}")  # not put later, once it answers
-            raise Unavailable(
-                f"server {self.server} cannot reach the registry {self.registry.url}, so it is "
-                f"refusing new {kind}s until it answers ({exc})"
-            ) from exc
+        except MlmsError:
+            try:
+                # The registry may be back with this lease lost (restarted without its data,
+                # or away past the ttl): granted again now, the job is put with it.
+                self.lease.refresh()
+            except MlmsError as exc:
+                self._refuse(evaluation_id, kind, exc)
         return job
+
+    def _refuse(self, evaluation_id: str, kind: Kind, exc: MlmsError) -> NoReturn:
+        # A server cut off from the registry dispatched on its last view of the agents, with
+        # no job recorded for any other server to see (its lease expires meanwhile): new work
+        # is refused until the registry answers; work already running goes on.
+        with contextlib.suppress(MlmsError):
+            self.lease.delete(f"{PREFIX}{evaluation_id}")  # not put later, once it answers
+        raise Unavailable(
+            f"server {self.server} cannot reach the registry {self.registry.url}, so it is "
+            f"refusing new {kind}s until it answers ({exc})"
+        ) from exc
 
     def running(self, job: Job, agent_id: str, attempt: int) -> Job:
         job = job.model_copy(
