@@ -15,6 +15,7 @@ import statistics
 import time
 
 from mlms.config import default_store, mlms_home
+from mlms.evaluation.feed import Feed
 from mlms.evaluation.inputs import open_inputs
 from mlms.evaluation.record import EvaluationRequest
 from mlms.evaluation.runner import measure_loop
@@ -59,6 +60,7 @@ def main() -> None:
         asset = assets.ensure(manifest, framework)
         predictor = predictor_class(framework)(manifest, asset.path, PredictorOptions())
         source = open_inputs(manifest, ["synthetic"], seed=0)
+        feed = Feed(predictor, source, args.batch_size, on_device=False)
         batch = source.take(0, args.batch_size).tensor
         call = bare_call(predictor, batch)
         tracer = Tracer(TraceLevel.MODEL)
@@ -71,7 +73,7 @@ def main() -> None:
             with tracer.run(1, TraceLevel.MODEL):
                 latencies, _ = measure_loop(
                     predictor,
-                    source,
+                    feed,
                     tracer,
                     request,
                     args.batch_size,

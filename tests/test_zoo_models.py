@@ -33,7 +33,8 @@ def test_model_builds_and_torch_and_onnxruntime_agree(name: str, store, mlms_hom
             logits[framework] = np.asarray(model.predict(batch), dtype=np.float64)
     torch_logits, ort_logits = logits["torch"], logits["onnxruntime"]
     assert torch_logits.shape == ort_logits.shape and torch_logits.shape[0] == 1
-    classes = manifest.inputs[0].vocab_size if tokens else len(labels_of(manifest))
+    next_token = manifest.outputs[0].type == "next_token"
+    classes = manifest.inputs[0].vocab_size if next_token else len(labels_of(manifest))
     assert torch_logits.shape[1] == classes, torch_logits.shape
     assert np.isfinite(torch_logits).all() and np.ptp(torch_logits) > 0  # not a constant output
     scale = float(np.abs(torch_logits).max())

@@ -46,7 +46,14 @@ def _torchvision(name: str) -> Callable[[], Any]:
         import torchvision
 
         extra = {"aux_logits": True, "init_weights": True} if name == "inception_v3" else {}
-        return torchvision.models.get_model(name, weights=None, **extra)
+        model = torchvision.models.get_model(name, weights=None, **extra)
+        if name.startswith("vit_"):
+            import torch
+
+            # torchvision zero-initialises ViT's classifier (for fine-tuning), which would make
+            # every seeded logit 0 and every prediction a tie.
+            torch.nn.init.trunc_normal_(model.heads.head.weight, std=0.02)
+        return model
 
     return network
 
