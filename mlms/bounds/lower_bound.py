@@ -135,10 +135,10 @@ def _layer_bound(
         input_shapes=[list(s) for s in layer.input_shapes],
         output_shape=list(layer.output_shape),
         config=layer.config,
-        framework_ms=own.median_ms if own else None,
-        bound_ms=best.median_ms,
+        framework_ms=own.min_ms if own else None,
+        bound_ms=best.min_ms,
         bound_variant=f"{best.variant} ({best.precision})",
-        any_precision_ms=min(anywhere.median_ms, best.median_ms),
+        any_precision_ms=min(anywhere.min_ms, best.min_ms),
         any_precision_variant=f"{anywhere.variant} ({anywhere.precision})",
         measured_ms=measured,
     )
@@ -173,8 +173,8 @@ def _fusion(
         if best is None:
             continue
         apart = sum(rows[layer.node].bound_ms for layer in chain.layers)
-        if best.median_ms < apart:
-            gain += apart - best.median_ms
+        if best.min_ms < apart:
+            gain += apart - best.min_ms
             fused += 1
     return WhatIf(
         name="fusion",
