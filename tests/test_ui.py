@@ -433,9 +433,15 @@ def test_a_token_opens_a_session_that_ends_with_it(guarded: Guarded) -> None:
     assert zoo.status_code == 200 and "digits_cnn" in zoo.text and token not in zoo.text
     assert ui.get("/api/evaluations", cookies=jar).json()["total"] == 0
     assert ui.get("/fleet/live", cookies=jar).status_code == 200
-    # A read token may look but not run: the server's refusal, in one line.
-    refused = ui.post("/api/evaluations", json={"model": "digits_cnn"}, cookies=jar)
-    assert refused.status_code == 403 and "needs the role 'run'" in refused.json()["error"]
+    # A read token may look but not run: the run ends with the server's refusal, in one line.
+    started = ui.post("/api/evaluations", json={"model": "digits_cnn"}, cookies=jar)
+    assert started.status_code == 202
+    run = wait_for(
+        lambda: (r := ui.get(started.json()["url"], cookies=jar).json())["state"] == "failed" and r,
+        60,
+        "the run of a read-only token to fail",
+    )
+    assert "needs the role 'run'" in run["error"]
     # Revoked, the token stops working within the server's cache time, and so does the session.
     guarded.tokens.revoke(entry.id)
     wait_for(
