@@ -135,7 +135,7 @@ class Connections:
     def _dial(self, token: str | None) -> Client:
         from mlms.remote_client import RemoteClient
 
-        assert self.config.server is not None, "only a UI of a server dials one"
-        return RemoteClient(
-            self.config.server, tls=self.config.tls, insecure=self.config.insecure, token=token
-        )
+        server = self.config.server
+        if server is None:  # the embedded UI never dials; a caller that does is wrong
+            raise RuntimeError("the embedded UI has no server to dial")
+        return RemoteClient(server, tls=self.config.tls, insecure=self.config.insecure, token=token)
