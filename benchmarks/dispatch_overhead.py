@@ -190,7 +190,7 @@ def predict_round_trip(model: str, calls: int) -> None:
     from mlms.predictors.registry import predictor_class
     from mlms.protos.inference import grpc_predict_v2_pb2 as oip
     from mlms.protos.inference import grpc_predict_v2_pb2_grpc as oip_grpc
-    from mlms.protos.mlms.v1 import predictor_pb2, predictor_pb2_grpc, types_pb2
+    from mlms.protos.mlms.v2 import calls_pb2, predictor_pb2, predictor_pb2_grpc, types_pb2
     from mlms.rpc import tensors
     from mlms.rpc.options import CHANNEL_OPTIONS
     from mlms.zoo.assets import AssetManager
@@ -233,7 +233,7 @@ def predict_round_trip(model: str, calls: int) -> None:
             predictor_pb2.OpenRequest(spec=types_pb2.ModelSpec(model=model, hw="cpu")),
             timeout=300,
         ).session_id
-        request = types_pb2.PredictRequest(session_id=session, tensor=tensors.to_proto(batch))
+        request = calls_pb2.PredictRequest(session_id=session, tensor=tensors.to_proto(batch))
         request_bytes = request.SerializeToString()
         infer_stub = oip_grpc.GRPCInferenceServiceStub(channel)
         infer = oip.ModelInferRequest(
@@ -339,7 +339,7 @@ def _fleet(folder: Path, tls: dict[str, object] | None) -> Iterator[object]:
 
 
 def secure_vs_plaintext(models: list[str], calls: int) -> None:
-    from mlms.protos.mlms.v1 import types_pb2
+    from mlms.protos.mlms.v2 import calls_pb2, types_pb2
     from mlms.rpc import tensors
     from mlms.security.ca import issue, make_ca
     from mlms.security.tls import TlsFiles
@@ -376,7 +376,7 @@ def secure_vs_plaintext(models: list[str], calls: int) -> None:
                 shape = (1, *get_model(model).inputs[0].shape)
                 batch = np.random.default_rng(0).random(shape, dtype=np.float32)
                 spec = types_pb2.ModelSpec(model=model, framework="torch", hw="cpu")
-                request = types_pb2.PredictRequest(spec=spec, tensor=tensors.to_proto(batch))
+                request = calls_pb2.PredictRequest(spec=spec, tensor=tensors.to_proto(batch))
                 pair = [("plaintext", plain), ("secured", secured)]
                 times = in_process(_interleaved, pair, request, calls)
                 p, q = percentile(times["plaintext"], 50), percentile(times["secured"], 50)

@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -17,6 +17,7 @@ import pyarrow as pa
 from mlms.bounds.record import BoundRecord, BoundRequest
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.runner import ProgressCallback
+from mlms.evaluation.sweep import SweepSpec, SweepState
 from mlms.server.jobs import Job
 from mlms.store.base import ObjectStore
 from mlms.zoo.manifest import ModelManifest
@@ -64,6 +65,16 @@ class Client(Protocol):
 
     def list_bounds(self) -> list[BoundRecord]: ...
 
+    def sweep(
+        self,
+        spec: SweepSpec | None,
+        sweep_id: str | None,
+        changed: Callable[[SweepState], None],
+    ) -> SweepState:
+        """Run a new sweep (``spec``) or resume a stored one (``sweep_id``); ``changed`` gets
+        its state after each change of a cell; the final state."""
+        ...
+
 
 class EmbeddedClient:
     def __init__(self, store: ObjectStore | None = None) -> None:
@@ -72,7 +83,10 @@ class EmbeddedClient:
         self.store = store or default_store()
 
     def evaluate(
-        self, request: EvaluationRequest, progress: ProgressCallback | None = None
+        self,
+        request: EvaluationRequest,
+        progress: ProgressCallback | None = None,
+        evaluation_id: str | None = None,
     ) -> EvaluationRecord:
         from mlms.evaluation.runner import evaluate
         from mlms.predictors.registry import choose_framework, own_interpreter, runs_apart
@@ -88,8 +102,8 @@ class EmbeddedClient:
             from mlms.agent.child import evaluate_in_child
 
             forwarded = request.model_copy(update={"framework": framework})
-            return evaluate_in_child(forwarded, self.store, progress)
-        return evaluate(request, store=self.store, progress=progress)
+            return evaluate_in_child(forwarded, self.store, progress, evaluation_id=evaluation_id)
+        return evaluate(request, store=self.store, progress=progress, evaluation_id=evaluation_id)
 
     def list_models(self) -> list[ModelManifest]:
         from mlms.zoo.catalog import all_models
@@ -132,3 +146,28 @@ class EmbeddedClient:
         from mlms.bounds.record import list_bounds
 
         return list_bounds(self.store)
+
+    def sweep(
+        self,
+        spec: SweepSpec | None,
+        sweep_id: str | None,
+        changed: Callable[[SweepState], None],
+    ) -> SweepState:
+        """One cell at a time: every framework here shares this machine's devices."""
+        from mlms.evaluation.records import load_record
+        from mlms.evaluation.sweep import load_sweep, new_sweep
+        from mlms.server.sweeps import SweepRun
+
+        def run_cell(cell, request, _assigned) -> EvaluationRecord:
+            if self.store.exists(f"evaluations/{cell.evaluation_id}.json"):
+                return load_record(self.store, cell.evaluation_id)
+            return self.evaluate(request, evaluation_id=cell.evaluation_id)
+
+        sweep = load_sweep(self.store, sweep_id) if sweep_id else new_sweep(spec)
+        run = SweepRun(sweep, self.store, run_cell).start()
+        try:
+            for state in run.updates():
+                changed(state)
+        finally:
+            run.stop()
+        return state

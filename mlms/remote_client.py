@@ -19,18 +19,22 @@ import grpc
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from google.protobuf.message import Message
+from pydantic import BaseModel
 
 from mlms.analysis.catalog import from_ipc
 from mlms.bounds.record import BoundRecord, BoundRequest
 from mlms.client import Evaluations
-from mlms.errors import EvaluationInFlight
+from mlms.errors import EvaluationInFlight, Unavailable
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.runner import ProgressCallback
-from mlms.protos.mlms.v1 import evaluator_pb2, evaluator_pb2_grpc, types_pb2
+from mlms.evaluation.sweep import SweepSpec, SweepState
+from mlms.protos.mlms.v2 import calls_pb2, evaluator_pb2, evaluator_pb2_grpc, sweep_pb2
 from mlms.registry.base import AgentRecord
+from mlms.rpc.convert import from_proto, to_proto
 from mlms.rpc.options import CHANNEL_OPTIONS
 from mlms.rpc.otlp import process_provider
-from mlms.rpc.payloads import record_from_events
+from mlms.rpc.payloads import bound_message, evaluate_message, record_from_events
 from mlms.rpc.propagation import outgoing_metadata
 from mlms.rpc.serving import split_address
 from mlms.rpc.status import error_from_rpc
@@ -40,6 +44,7 @@ from mlms.tracer.archive import cached_archive, upgrade
 from mlms.zoo.manifest import ModelManifest
 
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 
 #: Unary calls (listings, records, one predict); evaluations and bounds stream for as long as
 #: they run.
@@ -75,39 +80,33 @@ class RemoteClient:
         self, request: EvaluationRequest, progress: ProgressCallback | None = None
     ) -> EvaluationRecord:
         with self._span("client.evaluate", {"mlms.model": request.model}) as metadata:
-            record_json = self._call(
+            return self._call(
                 lambda: record_from_events(
-                    self._stub.Evaluate(
-                        types_pb2.EvaluateRequest(request_json=request.model_dump_json()),
-                        metadata=metadata,
-                    ),
+                    self._stub.Evaluate(evaluate_message(request), metadata=metadata),
                     progress,
                     self.peer,
+                    EvaluationRecord,
                 )
             )
-        return EvaluationRecord.model_validate_json(record_json)
 
     def bound(self, request: BoundRequest, progress: ProgressCallback | None = None) -> BoundRecord:
         with self._span("client.bound", {"mlms.model": request.model}) as metadata:
-            record_json = self._call(
+            return self._call(
                 lambda: record_from_events(
-                    self._stub.Bound(
-                        types_pb2.BoundRequest(request_json=request.model_dump_json()),
-                        metadata=metadata,
-                    ),
+                    self._stub.Bound(bound_message(request), metadata=metadata),
                     progress,
                     self.peer,
+                    BoundRecord,
                 )
             )
-        return BoundRecord.model_validate_json(record_json)
 
     def list_bounds(self) -> list[BoundRecord]:
         reply = self._call(
             lambda: self._stub.ListBounds(evaluator_pb2.ListBoundsRequest(), timeout=CALL_TIMEOUT_S)
         )
-        return [BoundRecord.model_validate_json(b) for b in reply.bounds_json]
+        return [self._decode(b, BoundRecord) for b in reply.bounds]
 
-    def predict(self, request: types_pb2.PredictRequest) -> types_pb2.PredictResponse:
+    def predict(self, request: calls_pb2.PredictRequest) -> calls_pb2.PredictResponse:
         with self._span("client.predict", {"mlms.model": request.spec.model}) as metadata:
             return self._call(
                 lambda: self._stub.Predict(request, timeout=CALL_TIMEOUT_S, metadata=metadata)
@@ -117,13 +116,13 @@ class RemoteClient:
         reply = self._call(
             lambda: self._stub.ListModels(evaluator_pb2.ListModelsRequest(), timeout=CALL_TIMEOUT_S)
         )
-        return [ModelManifest.model_validate_json(m) for m in reply.manifests_json]
+        return [self._decode(m, ModelManifest) for m in reply.manifests]
 
     def list_agents(self) -> list[AgentRecord]:
         reply = self._call(
             lambda: self._stub.ListAgents(evaluator_pb2.ListAgentsRequest(), timeout=CALL_TIMEOUT_S)
         )
-        return [AgentRecord.model_validate_json(a) for a in reply.agents_json]
+        return [self._decode(a, AgentRecord) for a in reply.agents]
 
     def get_evaluation(self, evaluation_id: str) -> EvaluationRecord:
         reply = self._call(
@@ -132,13 +131,13 @@ class RemoteClient:
                 timeout=CALL_TIMEOUT_S,
             )
         )
-        if reply.job_json:
-            job = Job.model_validate_json(reply.job_json)
+        if reply.HasField("job"):
+            job = self._decode(reply.job, Job)
             raise EvaluationInFlight(
                 f"{job.describe()}; its record is stored when it finishes "
                 "('mlms evals' lists what is in flight)"
             )
-        return EvaluationRecord.model_validate_json(reply.record_json)
+        return self._decode(reply.record, EvaluationRecord)
 
     def list_evaluations(self) -> Evaluations:
         reply = self._call(
@@ -147,8 +146,8 @@ class RemoteClient:
             )
         )
         return Evaluations(
-            [EvaluationRecord.model_validate_json(r) for r in reply.records_json],
-            [Job.model_validate_json(j) for j in reply.jobs_json],
+            [self._decode(r, EvaluationRecord) for r in reply.records],
+            [self._decode(j, Job) for j in reply.jobs],
         )
 
     def spans(self, trace_id: str) -> pa.Table:
@@ -196,6 +195,31 @@ class RemoteClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def sweep(
+        self,
+        spec: SweepSpec | None,
+        sweep_id: str | None,
+        changed: Callable[[SweepState], None],
+    ) -> SweepState:
+        request = sweep_pb2.SweepRequest(sweep_id=sweep_id or "")
+        if spec is not None:
+            request.spec.CopyFrom(to_proto(spec, sweep_pb2.SweepSpec))
+
+        def follow(metadata: list[tuple[str, str]]) -> SweepState:
+            state = None
+            for message in self._stub.Sweep(request, metadata=metadata):
+                state = self._decode(message, SweepState)
+                changed(state)
+            if state is None:
+                raise Unavailable(f"{self.peer} ended the sweep stream without its state")
+            return state
+
+        with self._span("client.sweep", {"mlms.sweep_id": sweep_id or ""}) as metadata:
+            return self._call(lambda: follow(metadata))
+
+    def _decode(self, message: Message, model: type[M]) -> M:
+        return from_proto(message, model, f"{model.__name__} from {self.peer}")
 
     def _call(self, call: Callable[[], T]) -> T:
         try:

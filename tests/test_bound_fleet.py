@@ -15,7 +15,13 @@ import pytest
 from mlms import errors
 from mlms.bounds.record import BoundRequest
 from mlms.evaluation.runner import Progress
-from mlms.protos.mlms.v1 import evaluator_pb2_grpc, predictor_pb2_grpc, types_pb2
+from mlms.protos.mlms.v2 import (
+    bound_pb2,
+    calls_pb2,
+    evaluator_pb2_grpc,
+    predictor_pb2_grpc,
+    types_pb2,
+)
 from mlms.registry.base import registry_from_url
 from mlms.registry.memory import MemoryRegistry
 from mlms.remote_client import RemoteClient
@@ -126,27 +132,31 @@ def test_bad_bound_requests_over_grpc(fleet: BoundFleet) -> None:
     with grpc.insecure_channel(fleet.address) as channel:
         stub = evaluator_pb2_grpc.EvaluatorStub(channel)
 
-        def bound(text: str):
-            return lambda: stub.Bound(
-                types_pb2.BoundRequest(request_json=text), timeout=CALL_TIMEOUT_S
-            )
+        def bound(**fields):
+            spec = bound_pb2.BoundSpec(**fields)
+            return lambda: stub.Bound(calls_pb2.BoundRequest(spec=spec), timeout=CALL_TIMEOUT_S)
 
-        code, details = status(bound('{"model": "digits_cnn", "precisions": ["fp8"]}'))
+        code, details = status(
+            bound(model="digits_cnn", precisions=types_pb2.StringList(values=["fp8"]))
+        )
         assert code == grpc.StatusCode.INVALID_ARGUMENT
         assert details.startswith("bad bound request: precisions: ") and "fp8" in details
-        code, details = status(bound('{"model": "nope"}'))
+        code, details = status(bound(model="nope"))
         assert code == grpc.StatusCode.NOT_FOUND and "unknown model 'nope'" in details
-        code, details = status(bound("{not json"))
-        assert code == grpc.StatusCode.INVALID_ARGUMENT and "bad bound request" in details
+        code, details = status(bound(model="digits_cnn", repeats=1))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT
+        assert details.startswith("bad bound request: repeats: ")
         # Refused by the agent (a CPU has no TF32), passed on by the server as it is.
-        code, details = status(bound('{"model": "digits_cnn", "precisions": ["tf32"]}'))
+        code, details = status(
+            bound(model="digits_cnn", precisions=types_pb2.StringList(values=["tf32"]))
+        )
         assert code == grpc.StatusCode.INVALID_ARGUMENT
         assert details.startswith("precision tf32 is not available on cpu")
     with grpc.insecure_channel(fleet.agent) as channel:
         agent = predictor_pb2_grpc.PredictorStub(channel)
         code, details = status(
             lambda: agent.Bound(
-                types_pb2.BoundRequest(request_json='{"model": "digits_cnn"}', bound_id="x1"),
+                calls_pb2.BoundRequest(spec=bound_pb2.BoundSpec(model="digits_cnn"), bound_id="x1"),
                 timeout=CALL_TIMEOUT_S,
             )
         )

@@ -24,7 +24,13 @@ from mlms.analysis.engine import Spans
 from mlms.analysis.layers import layer_table, layer_types, slowest_layers
 from mlms.client import EmbeddedClient
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
-from mlms.protos.mlms.v1 import evaluator_pb2, evaluator_pb2_grpc, types_pb2
+from mlms.protos.mlms.v2 import (
+    calls_pb2,
+    evaluation_pb2,
+    evaluator_pb2,
+    evaluator_pb2_grpc,
+    types_pb2,
+)
 from mlms.registry.base import registry_from_url
 from mlms.remote_client import RemoteClient
 from mlms.rpc import tensors
@@ -262,24 +268,26 @@ def test_bad_inputs_over_grpc(fleet: Fleet) -> None:
             call()
         return caught.value.code(), caught.value.details()
 
-    def evaluate(text: str):
-        return lambda: list(stub.Evaluate(types_pb2.EvaluateRequest(request_json=text)))
+    def evaluate(**fields):
+        spec = evaluation_pb2.EvaluationSpec(**fields)
+        return lambda: list(stub.Evaluate(calls_pb2.EvaluateRequest(spec=spec)))
 
-    code, details = status(evaluate('{"model": "resnet5"}'))
+    code, details = status(evaluate(model="resnet5"))
     assert code == grpc.StatusCode.NOT_FOUND and "unknown model 'resnet5'" in details
-    code, details = status(evaluate('{"model": "digits_cnn", "batch_sizes": [0]}'))
+    code, details = status(evaluate(model="digits_cnn", batch_sizes=[0]))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "batch sizes must be positive" in details
-    code, details = status(evaluate("{not json"))
-    assert code == grpc.StatusCode.INVALID_ARGUMENT and "bad evaluation request" in details
+    code, details = status(evaluate(model="digits_cnn", trace_level=9))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert details.startswith("bad evaluation request: trace_level: unknown TraceLevel 9")
     spec = types_pb2.ModelSpec(model="digits_cnn", framework="torch", hw="cpu")
     garbage = types_pb2.Tensor(data=b"\xff" * 10, shape=[1, 1, 8, 8], dtype="float32")
     code, details = status(
-        lambda: stub.Predict(types_pb2.PredictRequest(spec=spec, tensor=garbage), timeout=120)
+        lambda: stub.Predict(calls_pb2.PredictRequest(spec=spec, tensor=garbage), timeout=120)
     )
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert details == "tensor data is 10 bytes, but shape [1, 1, 8, 8] of float32 needs 256"
     big = types_pb2.Tensor(data=bytes(MAX_MESSAGE_BYTES), shape=[MAX_MESSAGE_BYTES], dtype="uint8")
-    code, details = status(lambda: stub.Predict(types_pb2.PredictRequest(spec=spec, tensor=big)))
+    code, details = status(lambda: stub.Predict(calls_pb2.PredictRequest(spec=spec, tensor=big)))
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
     code, details = status(lambda: stub.GetEvaluation(evaluator_pb2.GetEvaluationRequest()))
     assert code == grpc.StatusCode.NOT_FOUND or code == grpc.StatusCode.INVALID_ARGUMENT
@@ -287,11 +295,11 @@ def test_bad_inputs_over_grpc(fleet: Fleet) -> None:
     batch = np.zeros((2, 1, 8, 8), np.float32)
     with fleet.client() as client:
         reply = client.predict(
-            types_pb2.PredictRequest(spec=spec, tensor=tensors.to_proto(batch), top_k=1)
+            calls_pb2.PredictRequest(spec=spec, tensor=tensors.to_proto(batch), top_k=1)
         )
         assert reply.agent_id in {a.id for a in client.list_agents()}
     assert tensors.from_proto(reply.logits).shape == (2, 10) and len(reply.top) == 2
-    assert stub.ListModels(evaluator_pb2.ListModelsRequest()).manifests_json
+    assert stub.ListModels(evaluator_pb2.ListModelsRequest()).manifests
     channel.close()
 
 

@@ -75,10 +75,20 @@ from mlms.evaluation.record import (
     EvaluationRequest,
 )
 from mlms.evaluation.runner import leveled_runs
-from mlms.protos.mlms.v1 import evaluator_pb2, predictor_pb2, types_pb2
+from mlms.evaluation.sweep import SweepSpec
+from mlms.protos.mlms.v2 import (
+    bound_pb2,
+    calls_pb2,
+    evaluation_pb2,
+    evaluator_pb2,
+    predictor_pb2,
+    sweep_pb2,
+    types_pb2,
+)
 from mlms.registry import hardware
 from mlms.registry.memory import MemoryRegistry
 from mlms.rpc import tensors
+from mlms.rpc.convert import from_proto
 from mlms.rpc.options import MAX_MESSAGE_BYTES
 from mlms.rpc.payloads import bound_request, evaluation_request
 from mlms.server import jobs
@@ -100,13 +110,13 @@ BAD_CODES = {
     grpc.StatusCode.DEADLINE_EXCEEDED,
 }
 
-EVALUATOR = "/mlms.v1.Evaluator/"
-PREDICTOR = "/mlms.v1.Predictor/"
+EVALUATOR = "/mlms.v2.Evaluator/"
+PREDICTOR = "/mlms.v2.Predictor/"
 #: method -> (request message class, server-streaming); every method of both services.
 SERVER_METHODS = {
-    "Evaluate": (types_pb2.EvaluateRequest, True),
-    "Bound": (types_pb2.BoundRequest, True),
-    "Predict": (types_pb2.PredictRequest, False),
+    "Evaluate": (calls_pb2.EvaluateRequest, True),
+    "Bound": (calls_pb2.BoundRequest, True),
+    "Predict": (calls_pb2.PredictRequest, False),
     "ListAgents": (evaluator_pb2.ListAgentsRequest, False),
     "ListModels": (evaluator_pb2.ListModelsRequest, False),
     "GetEvaluation": (evaluator_pb2.GetEvaluationRequest, False),
@@ -114,14 +124,15 @@ SERVER_METHODS = {
     "ListBounds": (evaluator_pb2.ListBoundsRequest, False),
     "GetSpans": (evaluator_pb2.GetSpansRequest, True),
     "Analyze": (evaluator_pb2.AnalyzeRequest, True),
+    "Sweep": (sweep_pb2.SweepRequest, True),
 }
 AGENT_METHODS = {
     "Info": (predictor_pb2.InfoRequest, False),
     "Open": (predictor_pb2.OpenRequest, False),
-    "Predict": (types_pb2.PredictRequest, False),
+    "Predict": (calls_pb2.PredictRequest, False),
     "Close": (predictor_pb2.CloseRequest, False),
-    "Evaluate": (types_pb2.EvaluateRequest, True),
-    "Bound": (types_pb2.BoundRequest, True),
+    "Evaluate": (calls_pb2.EvaluateRequest, True),
+    "Bound": (calls_pb2.BoundRequest, True),
 }
 
 
@@ -594,8 +605,8 @@ images = st.one_of(
 
 
 @st.composite
-def predict_requests(draw, session: str) -> types_pb2.PredictRequest:
-    request = types_pb2.PredictRequest(
+def predict_requests(draw, session: str) -> calls_pb2.PredictRequest:
+    request = calls_pb2.PredictRequest(
         session_id=draw(st.one_of(st.just(session), ids)),
         spec=types_pb2.ModelSpec(
             model=draw(st.one_of(st.sampled_from(ZOO), ids)),
@@ -705,49 +716,62 @@ counts = st.one_of(st.integers(-3, 40), huge, junk)
 seconds = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0, 0.0, 1e308, -0.0]), junk
 )
-LEVELS = ["no_trace", "model", "framework", "hardware", "full", "3", "7", "8", "-1", "MODEL"]
-request_fields = {
-    "model": st.one_of(st.sampled_from(ZOO), ids, junk),
-    "framework": st.one_of(st.sampled_from([None, "", "torch", "onnxruntime", "torch^9"]), junk),
-    "hw": st.one_of(st.sampled_from(["cpu", "gpu", "h100", "CPU"]), texts, junk),
-    "batch_sizes": st.one_of(st.lists(counts, max_size=4), junk),
-    "iterations": counts,
-    "warmup": counts,
-    "min_seconds": seconds,
-    "trace_level": st.one_of(st.sampled_from(LEVELS), junk),
+int64s = st.one_of(
+    st.integers(-3, 40),
+    st.integers(-(2**63), 2**63 - 1),
+    st.sampled_from([2**31, 2**63 - 1, -(2**63), -1]),
+)
+doubles = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.0, 1e308, -0.0])
+)
+#: Every field of both specs (each message takes its own), with any value its type holds.
+spec_fields = {
+    "model": st.one_of(st.sampled_from(ZOO), ids),
+    "framework": st.one_of(st.sampled_from(["", "torch", "onnxruntime", "torch^9"]), texts),
+    "hw": st.one_of(st.sampled_from(["", "cpu", "gpu", "h100", "CPU"]), texts),
+    "batch_sizes": st.lists(int64s, max_size=4),
+    "iterations": int64s,
+    "warmup": int64s,
+    "min_seconds": doubles,
+    "trace_level": st.integers(-(2**31), 2**31 - 1),  # any enum number, known or not
     "inputs": st.one_of(
         st.sampled_from([["synthetic"], ["dataset"], ["synthetic", "dataset"], []]),
         st.lists(st.one_of(paths, texts), min_size=1, max_size=3),
-        junk,
     ),
-    "intra_op_threads": counts,
-    "inter_op_threads": counts,
-    "seed": st.one_of(st.integers(-5, 5), huge, junk),
-    # BoundRequest's own
-    "precisions": st.one_of(st.lists(st.sampled_from(["fp32", "fp16", "int4", ""])), junk),
-    "repeats": counts,
-    # unknown to both
-    "../x": junk,
+    "intra_op_threads": int64s,
+    "inter_op_threads": int64s,
+    "seed": int64s,
+    "precisions": st.lists(st.sampled_from(["fp32", "fp16", "int4", ""])).map(
+        lambda values: types_pb2.StringList(values=values)
+    ),
+    "repeats": int64s,
 }
 
 
 @st.composite
-def request_json(draw) -> str:
-    """A JSON object with any subset of the fields of both requests, each of any kind; or,
-    now and then, text that is not a JSON object at all."""
-    if draw(st.integers(0, 9)) == 0:
-        return draw(st.one_of(texts, st.sampled_from(["[]", "null", "1e999", "{", '{"model": }'])))
-    names = draw(st.sets(st.sampled_from(sorted(request_fields)), max_size=len(request_fields)))
-    fields = {name: draw(request_fields[name]) for name in sorted(names)}
-    return json.dumps(fields, allow_nan=True)
+def specs(draw, kind: str) -> evaluation_pb2.EvaluationSpec | bound_pb2.BoundSpec:
+    """An ``EvaluationSpec`` (Evaluate) or a ``BoundSpec`` (Bound) with any subset of its
+    fields set, each to any value of its type."""
+    message = evaluation_pb2.EvaluationSpec if kind == "Evaluate" else bound_pb2.BoundSpec
+    known = [name for name in sorted(spec_fields) if name in message.DESCRIPTOR.fields_by_name]
+    names = draw(st.sets(st.sampled_from(known)))
+    return message(**{name: draw(spec_fields[name]) for name in sorted(names)})
 
 
-def _starts_work(text: str, kind: str) -> bool:
-    """Whether ``text`` gets past validation and starts an evaluation or a bound (which takes
+def _request(
+    kind: str, spec, job_id: str = ""
+) -> calls_pb2.EvaluateRequest | calls_pb2.BoundRequest:
+    if kind == "Evaluate":
+        return calls_pb2.EvaluateRequest(spec=spec, evaluation_id=job_id)
+    return calls_pb2.BoundRequest(spec=spec, bound_id=job_id)
+
+
+def _starts_work(spec, kind: str) -> bool:
+    """Whether ``spec`` gets past validation and starts an evaluation or a bound (which takes
     seconds): a valid request of a zoo model with a framework, hw and level an agent here
     could take. Erring on yes keeps the expensive cases out."""
     try:
-        request = evaluation_request(text) if kind == "Evaluate" else bound_request(text)
+        request = evaluation_request(spec) if kind == "Evaluate" else bound_request(spec)
     except MlmsError:
         return False
     if request.model not in ZOO or not _runs_here(request.framework, request.hw):
@@ -761,48 +785,83 @@ def _starts_work(text: str, kind: str) -> bool:
 
 
 @fuzz(1200)
-@given(text=request_json(), kind=st.sampled_from(["Evaluate", "Bound"]))
-def test_evaluate_and_bound_through_the_server(guard: Fleet, text: str, kind: str) -> None:
-    assume(not _starts_work(text, kind))
-    message = types_pb2.EvaluateRequest if kind == "Evaluate" else types_pb2.BoundRequest
-    call = guard.call(EVALUATOR, kind, message(request_json=text).SerializeToString())
+@given(data=st.data(), kind=st.sampled_from(["Evaluate", "Bound"]))
+def test_evaluate_and_bound_through_the_server(
+    guard: Fleet, data: st.DataObject, kind: str
+) -> None:
+    spec = data.draw(specs(kind))
+    assume(not _starts_work(spec, kind))
+    call = guard.call(EVALUATOR, kind, _request(kind, spec).SerializeToString())
     checked(call, kind, INVALID, NOT_FOUND, PRECONDITION, UNAVAILABLE)
 
 
 @fuzz(1200)
 @given(
-    text=request_json(),
+    data=st.data(),
     kind=st.sampled_from(["Evaluate", "Bound"]),
     job_id=st.one_of(st.just(""), hex_ids, ids),
 )
-def test_evaluate_and_bound_on_the_agent(guard: Fleet, text: str, kind: str, job_id: str) -> None:
-    assume(not _starts_work(text, kind))
-    if kind == "Evaluate":
-        request = types_pb2.EvaluateRequest(request_json=text, evaluation_id=job_id)
-    else:
-        request = types_pb2.BoundRequest(request_json=text, bound_id=job_id)
-    call = guard.call(PREDICTOR, kind, request.SerializeToString())
+def test_evaluate_and_bound_on_the_agent(
+    guard: Fleet, data: st.DataObject, kind: str, job_id: str
+) -> None:
+    spec = data.draw(specs(kind))
+    assume(not _starts_work(spec, kind))
+    call = guard.call(PREDICTOR, kind, _request(kind, spec, job_id).SerializeToString())
     checked(call, kind, INVALID, NOT_FOUND, PRECONDITION)
+
+
+def _starts_sweep(request: sweep_pb2.SweepRequest) -> bool:
+    """Whether a sweep request would run evaluations: a valid spec and no id."""
+    if request.sweep_id:
+        return False
+    try:
+        from_proto(request.spec, SweepSpec, "sweep request")
+    except MlmsError:
+        return False
+    return True
+
+
+@fuzz(400)
+@given(
+    models=st.lists(st.one_of(st.sampled_from(ZOO), ids), max_size=3),
+    frameworks=st.lists(st.one_of(st.sampled_from(["torch", "jax", ""]), texts), max_size=3),
+    batch_sizes=st.lists(int64s, max_size=3),
+    hw=st.lists(st.one_of(st.sampled_from(["cpu", "tpu", "H100"]), texts), max_size=3),
+    sweep_id=st.one_of(st.just(""), hex_ids, ids),
+)
+def test_sweep_requests(
+    guard: Fleet,
+    models: list[str],
+    frameworks: list[str],
+    batch_sizes: list[int],
+    hw: list[str],
+    sweep_id: str,
+) -> None:
+    spec = sweep_pb2.SweepSpec(models=models, frameworks=frameworks, batch_sizes=batch_sizes, hw=hw)
+    request = sweep_pb2.SweepRequest(spec=spec, sweep_id=sweep_id)
+    assume(not _starts_sweep(request))
+    call = guard.call(EVALUATOR, "Sweep", request.SerializeToString())
+    checked(call, "Sweep", INVALID, NOT_FOUND)
 
 
 # -- valid messages, mutated --------------------------------------------------------------------
 
-QUICK_EVALUATION = EvaluationRequest(
+QUICK_EVALUATION = evaluation_pb2.EvaluationSpec(
     model="digits_cnn", iterations=2, warmup=0, min_seconds=0
-).model_dump_json()
+)
 
 
 def _valid_messages(session: str) -> dict[tuple[str, str], bytes]:
     """One valid request for every method that takes fields (the others' are empty)."""
     tensor = tensors.to_proto(np.zeros((2, 1, 8, 8), np.float32))
-    predict = types_pb2.PredictRequest(
+    predict = calls_pb2.PredictRequest(
         session_id=session, spec=types_pb2.ModelSpec(model="digits_cnn"), tensor=tensor, top_k=3
     )
-    bound = '{"model": "digits_cnn", "repeats": 3, "iterations": 1, "min_seconds": 0}'
+    bound = bound_pb2.BoundSpec(model="digits_cnn", repeats=3, iterations=1, min_seconds=0)
     messages = {
         "Predict": predict,
-        "Evaluate": types_pb2.EvaluateRequest(request_json=QUICK_EVALUATION),
-        "Bound": types_pb2.BoundRequest(request_json=bound),
+        "Evaluate": calls_pb2.EvaluateRequest(spec=QUICK_EVALUATION),
+        "Bound": calls_pb2.BoundRequest(spec=bound),
         "GetEvaluation": evaluator_pb2.GetEvaluationRequest(evaluation_id="0123abcd"),
         "GetSpans": evaluator_pb2.GetSpansRequest(trace_id="0123456789abcdef" * 2),
         "Analyze": evaluator_pb2.AnalyzeRequest(
@@ -845,7 +904,7 @@ def _starts_work_as(method: str, data: bytes) -> bool:
     except Exception:
         return False
     if method in ("Evaluate", "Bound"):
-        return _starts_work(request.request_json, method)
+        return _starts_work(request.spec, method)
     if method in ("Open", "Predict"):
         spec = request.spec
         return (
@@ -873,13 +932,15 @@ def test_valid_messages_mutated(guard: Fleet, data: st.DataObject) -> None:
 
 
 @fuzz(1500)
-@given(text=request_json(), kind=st.sampled_from(["Evaluate", "Bound"]))
-def test_a_request_parses_into_bounded_values_or_names_its_bad_field(text: str, kind: str) -> None:
-    """What the agents receive as JSON: either one line naming the bad field, or values the
-    runner can use as they are (no negative seed for numpy, no endless loop, no 10**9 batch)."""
+@given(data=st.data(), kind=st.sampled_from(["Evaluate", "Bound"]))
+def test_a_request_parses_into_bounded_values_or_names_its_bad_field(
+    data: st.DataObject, kind: str
+) -> None:
+    """What the agents receive: either one line naming the bad field, or values the runner
+    can use as they are (no negative seed for numpy, no endless loop, no 10**9 batch)."""
     parse = evaluation_request if kind == "Evaluate" else bound_request
     try:
-        request = parse(text)
+        request = parse(data.draw(specs(kind)))
     except InvalidArgument as exc:
         message = str(exc)
         assert message.startswith("bad ") and "\n" not in message and len(message) < 400
@@ -1024,7 +1085,7 @@ def test_image_pixels_are_bounded_before_decoding(guard: Fleet) -> None:
     headers and refuses before decoding (one image, then a batch of images each within the
     limit)."""
     big = _bomb(math.isqrt(MAX_IMAGE_PIXELS) + 1)
-    request = types_pb2.PredictRequest(
+    request = calls_pb2.PredictRequest(
         session_id=guard.session_id, images=types_pb2.ImageBatch(images=[_png(8, 8), big])
     )
     call = checked(guard.call(PREDICTOR, "Predict", request.SerializeToString()), "", INVALID)
@@ -1035,7 +1096,7 @@ def test_image_pixels_are_bounded_before_decoding(guard: Fleet) -> None:
     )
     within = _bomb(math.isqrt(MAX_IMAGE_PIXELS))
     count = MAX_BATCH_PIXELS // MAX_IMAGE_PIXELS + 1
-    request = types_pb2.PredictRequest(
+    request = calls_pb2.PredictRequest(
         session_id=guard.session_id, images=types_pb2.ImageBatch(images=[within] * count)
     )
     call = checked(guard.call(PREDICTOR, "Predict", request.SerializeToString()), "", INVALID)
@@ -1049,36 +1110,36 @@ def test_valid_requests_still_work(guard: Fleet) -> None:
     """The cases above refuse nearly everything; these few valid calls show that the checks
     did not refuse good requests too (an evaluation on the server and on the agent, a predict
     of images and a tensor, a lookup of the record)."""
-    quick = EvaluationRequest(
+    quick = evaluation_pb2.EvaluationSpec(
         model="digits_cnn", batch_sizes=[1, 2], iterations=2, warmup=0, min_seconds=0
-    ).model_dump_json()
+    )
     records = []
     for service in (EVALUATOR, PREDICTOR):
         call = checked(
             guard.call(
                 service,
                 "Evaluate",
-                types_pb2.EvaluateRequest(request_json=quick).SerializeToString(),
+                calls_pb2.EvaluateRequest(spec=quick).SerializeToString(),
             ),
             "Evaluate",
             OK,
         )
-        last = types_pb2.EvaluateEvent.FromString(call.replies[-1])
-        records.append(EvaluationRecord.model_validate_json(last.record_json))
+        last = calls_pb2.EvaluateEvent.FromString(call.replies[-1])
+        records.append(from_proto(last.evaluation, EvaluationRecord, "record"))
     assert [len(r.results) for r in records] == [2, 2]
     lookup = evaluator_pb2.GetEvaluationRequest(evaluation_id=records[0].id[:12].upper())
     call = checked(guard.call(EVALUATOR, "GetEvaluation", lookup.SerializeToString()), "", OK)
     found = evaluator_pb2.GetEvaluationResponse.FromString(call.replies[0])
-    assert EvaluationRecord.model_validate_json(found.record_json).id == records[0].id
+    assert found.record.id == records[0].id
     for batch in (
         {"images": types_pb2.ImageBatch(images=[_png(8, 8), _png(30, 20)])},
         {"tensor": tensors.to_proto(np.zeros((3, 1, 8, 8), np.float32))},
     ):
-        request = types_pb2.PredictRequest(
+        request = calls_pb2.PredictRequest(
             spec=types_pb2.ModelSpec(model="digits_cnn"), top_k=3, **batch
         )
         call = checked(guard.call(EVALUATOR, "Predict", request.SerializeToString()), "", OK)
-        reply = types_pb2.PredictResponse.FromString(call.replies[0])
+        reply = calls_pb2.PredictResponse.FromString(call.replies[0])
         assert len(reply.top) == tensors.from_proto(reply.logits).shape[0]
 
 

@@ -22,7 +22,7 @@ from mlms.errors import UnsupportedFramework
 from mlms.evaluation.record import EvaluationRequest
 from mlms.predictors.mxnet_predictor import BULK, GraphNode, OpEvent, align
 from mlms.predictors.registry import own_interpreter
-from mlms.protos.mlms.v1 import predictor_pb2, predictor_pb2_grpc
+from mlms.protos.mlms.v2 import predictor_pb2, predictor_pb2_grpc
 from mlms.tracer.archive import read_spans
 from mlms.tracer.layer_kinds import normalise_kind
 from mlms.zoo.assets import AssetManager
@@ -171,9 +171,8 @@ def test_mlms_agent_for_mxnet_runs_from_its_own_env(mxnet_python: Path, tmp_path
             reply = predictor_pb2_grpc.PredictorStub(channel).Info(
                 predictor_pb2.InfoRequest(), timeout=120, wait_for_ready=True
             )
-        info = json.loads(reply.agent_json)
-        assert info["framework"] == "mxnet" and info["framework_version"] == "1.9.1"
-        assert "digits_cnn" in info["models"] and "resnet50" in info["models"]
+        assert reply.framework == "mxnet" and reply.framework_version == "1.9.1"
+        assert "digits_cnn" in reply.models and "resnet50" in reply.models
         cmdline = Path(f"/proc/{agent.pid}/cmdline").read_bytes().split(b"\0")
         assert cmdline[0].decode() == str(mxnet_python), (cmdline, agent.output())
     finally:

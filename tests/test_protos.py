@@ -30,9 +30,9 @@ def test_generated_code_matches_protos(tmp_path: Path) -> None:
 
 
 def test_generated_code_imports_as_a_package() -> None:
-    from mlms.protos.mlms.v1 import evaluator_pb2_grpc, predictor_pb2_grpc, types_pb2
+    from mlms.protos.mlms.v2 import evaluator_pb2_grpc, predictor_pb2_grpc, types_pb2
 
-    assert types_pb2.DESCRIPTOR.package == "mlms.v1"
+    assert types_pb2.DESCRIPTOR.package == "mlms.v2"
     assert hasattr(evaluator_pb2_grpc, "EvaluatorServicer")
     assert hasattr(predictor_pb2_grpc, "PredictorServicer")
 

@@ -13,14 +13,20 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from mlms import errors
 from mlms.agent.service import Load, PredictorService
-from mlms.protos.mlms.v1 import predictor_pb2, predictor_pb2_grpc, types_pb2
+from mlms.protos.mlms.v2 import (
+    calls_pb2,
+    evaluation_pb2,
+    predictor_pb2,
+    predictor_pb2_grpc,
+    types_pb2,
+)
 from mlms.rpc import tensors
 from mlms.rpc.options import CHANNEL_OPTIONS, MAX_MESSAGE_BYTES
 from mlms.rpc.otlp import process_provider
 from mlms.rpc.serving import Service, start_server
 from mlms.rpc.status import error_from_rpc
 
-SERVICE = "mlms.v1.Predictor"
+SERVICE = "mlms.v2.Predictor"
 
 
 class _Agent(PredictorService):
@@ -65,7 +71,7 @@ def test_open_predict_close_round_trip(agent) -> None:
     assert list(opened.input_shape) == [1, 8, 8] and opened.framework == "torch"
     batch = np.random.default_rng(0).random((4, 1, 8, 8), dtype=np.float32)
     reply = stub.Predict(
-        types_pb2.PredictRequest(
+        calls_pb2.PredictRequest(
             session_id=opened.session_id, tensor=tensors.to_proto(batch), top_k=3
         )
     )
@@ -75,7 +81,7 @@ def test_open_predict_close_round_trip(agent) -> None:
     stub.Close(predictor_pb2.CloseRequest(session_id=opened.session_id))
     code, details = _code(
         lambda: stub.Predict(
-            types_pb2.PredictRequest(session_id=opened.session_id, tensor=reply.logits)
+            calls_pb2.PredictRequest(session_id=opened.session_id, tensor=reply.logits)
         )
     )
     assert code == grpc.StatusCode.NOT_FOUND and opened.session_id in details
@@ -88,30 +94,30 @@ def test_bad_inputs_get_their_status_and_one_line(agent) -> None:
     session = _open(stub).session_id
     garbage = types_pb2.Tensor(data=b"\x01\x02\x03", shape=[1, 1, 8, 8], dtype="float32")
     code, details = _code(
-        lambda: stub.Predict(types_pb2.PredictRequest(session_id=session, tensor=garbage))
+        lambda: stub.Predict(calls_pb2.PredictRequest(session_id=session, tensor=garbage))
     )
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert details == "tensor data is 3 bytes, but shape [1, 1, 8, 8] of float32 needs 256"
     empty = tensors.to_proto(np.zeros((0, 1, 8, 8), np.float32))
     code, details = _code(
-        lambda: stub.Predict(types_pb2.PredictRequest(session_id=session, tensor=empty))
+        lambda: stub.Predict(calls_pb2.PredictRequest(session_id=session, tensor=empty))
     )
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "batch size 0" in details
     wrong = tensors.to_proto(np.zeros((1, 3, 8, 8), np.float32))
     code, details = _code(
-        lambda: stub.Predict(types_pb2.PredictRequest(session_id=session, tensor=wrong))
+        lambda: stub.Predict(calls_pb2.PredictRequest(session_id=session, tensor=wrong))
     )
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "[batch, 1, 8, 8]" in details
     images = types_pb2.ImageBatch(images=[b"not a png"])
     code, details = _code(
-        lambda: stub.Predict(types_pb2.PredictRequest(session_id=session, images=images))
+        lambda: stub.Predict(calls_pb2.PredictRequest(session_id=session, images=images))
     )
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "image 0 of the batch" in details
     code, details = _code(
         lambda: list(
             stub.Evaluate(
-                types_pb2.EvaluateRequest(
-                    request_json='{"model": "digits_cnn", "batch_sizes": [0]}'
+                calls_pb2.EvaluateRequest(
+                    spec=evaluation_pb2.EvaluationSpec(model="digits_cnn", batch_sizes=[0])
                 )
             )
         )
@@ -120,8 +126,8 @@ def test_bad_inputs_get_their_status_and_one_line(agent) -> None:
     code, details = _code(
         lambda: list(
             stub.Evaluate(
-                types_pb2.EvaluateRequest(
-                    request_json='{"model": "digits_cnn", "framework": "onnxruntime"}'
+                calls_pb2.EvaluateRequest(
+                    spec=evaluation_pb2.EvaluationSpec(model="digits_cnn", framework="onnxruntime")
                 )
             )
         )
@@ -139,7 +145,7 @@ def test_oversized_message_is_resource_exhausted_and_server_keeps_serving(agent)
         data=bytes(MAX_MESSAGE_BYTES + 1024), shape=[MAX_MESSAGE_BYTES // 4 + 256], dtype="float32"
     )
     with pytest.raises(grpc.RpcError) as caught:
-        predictor_pb2_grpc.PredictorStub(channel).Predict(types_pb2.PredictRequest(tensor=big))
+        predictor_pb2_grpc.PredictorStub(channel).Predict(calls_pb2.PredictRequest(tensor=big))
     channel.close()
     assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     error = error_from_rpc(caught.value, "agent")
@@ -181,7 +187,7 @@ def test_unexpected_errors_are_internal_with_a_generic_message(agent) -> None:
     code, details = _code(lambda: stub.Info(predictor_pb2.InfoRequest()))
     assert code == grpc.StatusCode.INTERNAL
     assert details == (
-        "internal error in /mlms.v1.Predictor/Info (RuntimeError); the details are in the "
+        "internal error in /mlms.v2.Predictor/Info (RuntimeError); the details are in the "
         "server log"
     )
 
@@ -189,8 +195,8 @@ def test_unexpected_errors_are_internal_with_a_generic_message(agent) -> None:
 @pytest.mark.parametrize(
     ("method", "expected", "streaming"),
     [
-        ("/mlms.v1.Predictor/Predict", "mlms.v1.PredictRequest", False),
-        ("/mlms.v1.Predictor/Evaluate", "mlms.v1.EvaluateRequest", True),
+        ("/mlms.v2.Predictor/Predict", "mlms.v2.PredictRequest", False),
+        ("/mlms.v2.Predictor/Evaluate", "mlms.v2.EvaluateRequest", True),
         ("/grpc.health.v1.Health/Check", "grpc.health.v1.HealthCheckRequest", False),
     ],
 )

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from mlms import errors
 from mlms.agent.process import Agent, AgentConfig
 from mlms.config import mlms_home
-from mlms.protos.mlms.v1 import predictor_pb2, predictor_pb2_grpc, types_pb2
+from mlms.protos.mlms.v2 import calls_pb2, predictor_pb2, predictor_pb2_grpc, types_pb2
 from mlms.registry.base import registry_from_url
 from mlms.remote_client import RemoteClient
 from mlms.rpc import tensors
@@ -122,7 +122,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory, digits_asset: None) -> Itera
 def _raw(fleet: SecureFleet, method: str, metadata: tuple = ()) -> grpc.StatusCode:
     """The status of calling ``method`` with an empty request over TLS."""
     channel = grpc.secure_channel(fleet.address, fleet.tls().channel_credentials())
-    path = f"/mlms.v1.Evaluator/{method}"
+    path = f"/mlms.v2.Evaluator/{method}"
     try:
         if method in STREAMING:
             list(channel.unary_stream(path)(b"", metadata=metadata, timeout=30))
@@ -135,9 +135,9 @@ def _raw(fleet: SecureFleet, method: str, metadata: tuple = ()) -> grpc.StatusCo
         channel.close()
 
 
-def _batch() -> types_pb2.PredictRequest:
+def _batch() -> calls_pb2.PredictRequest:
     batch = np.zeros((2, 1, 8, 8), np.float32)
-    return types_pb2.PredictRequest(spec=SPEC, tensor=tensors.to_proto(batch), top_k=1)
+    return calls_pb2.PredictRequest(spec=SPEC, tensor=tensors.to_proto(batch), top_k=1)
 
 
 def test_every_method_needs_a_token(fleet: SecureFleet) -> None:
@@ -374,7 +374,7 @@ def test_forged_tokens_and_garbage_are_refused_not_crashed(
     body is not parsed (a forged well-formed token is as unknown as garbage)."""
     metadata = () if header is None else (("authorization", header),)
     channel = fleet.channel
-    path = f"/mlms.v1.Evaluator/{method}"
+    path = f"/mlms.v2.Evaluator/{method}"
     try:
         call = channel.unary_stream(path) if method in STREAMING else channel.unary_unary(path)
         result = call(body, metadata=metadata, timeout=10)

@@ -31,9 +31,9 @@ from mlms.errors import Unavailable, UnsupportedFramework
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.runner import ProgressCallback
 from mlms.predictors.registry import own_interpreter, runs_apart
-from mlms.protos.mlms.v1 import predictor_pb2, predictor_pb2_grpc, types_pb2
+from mlms.protos.mlms.v2 import predictor_pb2, predictor_pb2_grpc
 from mlms.rpc.options import CHANNEL_OPTIONS
-from mlms.rpc.payloads import record_from_events
+from mlms.rpc.payloads import evaluate_message, record_from_events
 from mlms.rpc.propagation import outgoing_metadata
 from mlms.rpc.status import error_from_rpc
 from mlms.store.base import ObjectStore
@@ -76,6 +76,7 @@ def evaluate_in_child(
     store: ObjectStore,
     progress: ProgressCallback | None = None,
     parent: otel_context.Context | None = None,
+    evaluation_id: str | None = None,
 ) -> EvaluationRecord:
     """Run ``request`` on a child agent of its framework; the record it stored. The
     evaluation's spans join the trace of the span current in ``parent``, if any."""
@@ -89,13 +90,12 @@ def evaluate_in_child(
             stub = predictor_pb2_grpc.PredictorStub(channel)
             try:
                 events = stub.Evaluate(
-                    types_pb2.EvaluateRequest(request_json=request.model_dump_json()),
+                    evaluate_message(request, evaluation_id or ""),
                     metadata=outgoing_metadata(parent) if parent is not None else None,
                 )
-                record_json = record_from_events(events, progress, peer)
+                return record_from_events(events, progress, peer, EvaluationRecord)
             except grpc.RpcError as exc:
                 raise error_from_rpc(exc, peer) from exc
-    return EvaluationRecord.model_validate_json(record_json)
 
 
 @contextmanager

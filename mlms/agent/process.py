@@ -21,7 +21,7 @@ from mlms.agent import open_inference
 from mlms.agent.service import Load, PredictorService
 from mlms.errors import MlmsError, UnsupportedFramework
 from mlms.predictors.registry import installed_version
-from mlms.protos.mlms.v1 import predictor_pb2, predictor_pb2_grpc
+from mlms.protos.mlms.v2 import predictor_pb2, predictor_pb2_grpc
 from mlms.registry import hardware
 from mlms.registry.agents import AgentRegistration, register_agent
 from mlms.registry.base import AgentRecord, Registry, registry_from_url
@@ -86,7 +86,7 @@ class Agent:
         self.service = PredictorService(
             framework=config.framework,
             store=self.store,
-            describe=lambda: self.record().model_dump_json(),
+            describe=self.record,
             agent_labels=self.labels,
             load=self.load,
             provider=self.provider,

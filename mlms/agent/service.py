@@ -24,7 +24,6 @@ import numpy as np
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from PIL import Image, UnidentifiedImageError
-from pydantic import BaseModel
 
 from mlms.bounds.record import BoundRecord
 from mlms.config import mlms_home
@@ -34,11 +33,13 @@ from mlms.evaluation.record import EvaluationRecord
 from mlms.evaluation.runner import Progress, ProgressCallback, evaluate
 from mlms.predictors.base import Predictor, PredictorOptions
 from mlms.predictors.registry import choose_framework, predictor_class
-from mlms.protos.mlms.v1 import predictor_pb2, predictor_pb2_grpc, types_pb2
+from mlms.protos.mlms.v2 import calls_pb2, fleet_pb2, predictor_pb2, predictor_pb2_grpc
 from mlms.registry import hardware
+from mlms.registry.base import AgentRecord
 from mlms.rpc import tensors
+from mlms.rpc.convert import to_proto
 from mlms.rpc.otlp import otlp_sinks
-from mlms.rpc.payloads import bound_request, evaluation_request
+from mlms.rpc.payloads import bound_request, evaluation_request, record_event
 from mlms.rpc.propagation import incoming_context
 from mlms.store.base import ObjectStore
 from mlms.zoo.assets import AssetManager
@@ -87,7 +88,7 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
         *,
         framework: str,
         store: ObjectStore,
-        describe: Callable[[], str],
+        describe: Callable[[], AgentRecord],
         agent_labels: Callable[[], dict[str, str]],
         load: Load,
         provider: TracerProvider,
@@ -107,7 +108,7 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
     # -- Info ---------------------------------------------------------------------------------
 
     def Info(self, request, context):
-        return predictor_pb2.InfoResponse(agent_json=self.describe())
+        return to_proto(self.describe(), fleet_pb2.AgentRecord)
 
     # -- Open / Predict / Close ---------------------------------------------------------------
 
@@ -142,7 +143,7 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
             start = time.perf_counter_ns()
             logits = predictor.predict(batch)
             elapsed = time.perf_counter_ns() - start
-        reply = types_pb2.PredictResponse(
+        reply = calls_pb2.PredictResponse(
             logits=tensors.to_proto(np.asarray(logits, dtype=np.float32)),
             predict_ns=elapsed,
             agent_id=self.agent_labels().get("agent_id", ""),
@@ -150,7 +151,7 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
         if request.top_k:
             indices, scores = predictor.postprocess(logits, k=request.top_k)
             reply.top.extend(
-                types_pb2.TopK(indices=i.tolist(), scores=s.tolist())
+                calls_pb2.TopK(indices=i.tolist(), scores=s.tolist())
                 for i, s in zip(indices, scores, strict=True)
             )
         return reply
@@ -176,7 +177,7 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
             raise NotFound(f"no predict session {session_id!r} on this agent; call Open first")
         return session
 
-    def _batch(self, request: types_pb2.PredictRequest, predictor: Predictor) -> np.ndarray:
+    def _batch(self, request: calls_pb2.PredictRequest, predictor: Predictor) -> np.ndarray:
         spec = predictor.manifest.inputs[0]
         which = request.WhichOneof("batch")
         if which == "images":
@@ -206,7 +207,7 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
     # -- Evaluate / Bound ----------------------------------------------------------------------
 
     def Evaluate(self, request, context):
-        evaluation = evaluation_request(request.request_json)
+        evaluation = evaluation_request(request.spec)
         evaluation = evaluation.model_copy(
             update={"framework": self._framework_for(evaluation.framework)}
         )
@@ -230,7 +231,7 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
     def Bound(self, request, context):
         from mlms.bounds.run import bound
 
-        wanted = bound_request(request.request_json)
+        wanted = bound_request(request.spec)
         wanted = wanted.model_copy(update={"framework": self._framework_for(wanted.framework)})
         bound_id = _job_id(request.bound_id, "bound")
 
@@ -253,14 +254,16 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
         span_name: str,
         id_attribute: str,
         job_id: str,
-        work: Callable[[ProgressCallback], BaseModel],
+        work: Callable[[ProgressCallback], EvaluationRecord | BoundRecord],
         context: grpc.ServicerContext,
-    ) -> Iterator[types_pb2.EvaluateEvent]:
+    ) -> Iterator[calls_pb2.EvaluateEvent]:
         """Run ``work`` on a thread of its own, counted in the load, inside a span whose
         parent is the caller's; stream its progress, then the record it returns (or the error
         it raised)."""
         parent = incoming_context(context)
-        events: queue.SimpleQueue[Progress | BaseModel | BaseException] = queue.SimpleQueue()
+        events: queue.SimpleQueue[Progress | EvaluationRecord | BoundRecord | BaseException] = (
+            queue.SimpleQueue()
+        )
 
         def run() -> None:
             try:
@@ -317,13 +320,13 @@ def _job_id(given: str, kind: str) -> str:
 
 
 def _stream(events: queue.SimpleQueue, context: grpc.ServicerContext) -> Iterator:
-    """Progress events while they come, then the record (a pydantic model) or the error."""
+    """Progress events while they come, then the record or the error."""
     while True:
         event = events.get()
         if isinstance(event, Progress):
             if context.is_active():
-                yield types_pb2.EvaluateEvent(
-                    progress=types_pb2.Progress(
+                yield calls_pb2.EvaluateEvent(
+                    progress=calls_pb2.Progress(
                         batch_size=event.batch_size,
                         run=event.run,
                         done=event.done,
@@ -333,7 +336,7 @@ def _stream(events: queue.SimpleQueue, context: grpc.ServicerContext) -> Iterato
         elif isinstance(event, BaseException):
             raise event
         else:
-            yield types_pb2.EvaluateEvent(record_json=event.model_dump_json())
+            yield record_event(event)
             return
 
 

@@ -20,6 +20,7 @@ from mlms.cli.listing import evals, models
 from mlms.cli.loadgen import loadgen
 from mlms.cli.report import report
 from mlms.cli.security import certs, token
+from mlms.cli.sweep import sweep
 from mlms.cli.trace import trace
 from mlms.errors import MlmsError
 from mlms.ui.command import ui
@@ -37,6 +38,7 @@ cli.add_command(evals)
 cli.add_command(analyze)
 cli.add_command(bound)
 cli.add_command(compare)
+cli.add_command(sweep)
 cli.add_command(trace)
 cli.add_command(agent)
 cli.add_command(server)

@@ -12,6 +12,7 @@ from mlms.analysis.engine import Spans
 from mlms.client import Client, EmbeddedClient
 from mlms.errors import InvalidArgument
 from mlms.evaluation.record import EvaluationRecord
+from mlms.rpc.convert import one_line
 
 
 def parse_batch_sizes(text: str) -> list[int]:
@@ -35,9 +36,7 @@ def validated(cls: type[Model], /, **fields: object) -> Model:
     try:
         return cls(**fields)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"])
-        raise InvalidArgument(f"bad value for {field}: {first['msg']}") from None
+        raise InvalidArgument(f"bad value for {one_line(exc)}") from None
 
 
 #: Where the connection options are kept in the click context (``ctx.meta``).

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 class Service:
     """A servicer and what registers it: ``add`` is the generated ``add_XServicer_to_server``."""
 
-    name: str  # the full service name, e.g. "mlms.v1.Predictor"
+    name: str  # the full service name, e.g. "mlms.v2.Predictor"
     servicer: Any
     add: Callable[[Any, grpc.Server], None]
 

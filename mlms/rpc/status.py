@@ -155,7 +155,7 @@ _PARSE_PREFIX = re.compile(r"^Error parsing message with type '[^']*': ")
 
 
 def _message_name(deserializer: Callable[[bytes], Any] | None) -> str:
-    """``a serialized mlms.v1.PredictRequest`` for a generated ``PredictRequest.FromString``."""
+    """``a serialized mlms.v2.PredictRequest`` for a generated ``PredictRequest.FromString``."""
     descriptor = getattr(getattr(deserializer, "__self__", None), "DESCRIPTOR", None)
     return (
         "the method's request message"

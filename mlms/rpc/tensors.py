@@ -1,4 +1,4 @@
-"""numpy arrays <-> ``mlms.v1.Tensor`` (raw bytes, shape, dtype), checked on the way in."""
+"""numpy arrays <-> ``mlms.v2.Tensor`` (raw bytes, shape, dtype), checked on the way in."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from mlms.errors import InvalidArgument
-from mlms.protos.mlms.v1 import types_pb2
+from mlms.protos.mlms.v2 import types_pb2
 
 DTYPES = ("float32", "float16", "uint8", "int64")
 #: Image batches have four; numpy stops at 64.

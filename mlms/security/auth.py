@@ -27,7 +27,7 @@ from mlms.security.tokens import Role, Tokens
 EVALUATOR_ROLES: dict[str, Role] = {
     **{m: "read" for m in ("ListAgents", "ListModels", "GetEvaluation", "ListEvaluations",
                            "ListBounds", "GetSpans", "Analyze")},
-    **{m: "run" for m in ("Evaluate", "Bound", "Predict")},
+    **{m: "run" for m in ("Evaluate", "Bound", "Predict", "Sweep")},
 }  # fmt: skip
 #: Services anyone may call: load balancers probe health, tools list services.
 OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.")

@@ -6,7 +6,7 @@ import threading
 
 import grpc
 
-from mlms.protos.mlms.v1 import predictor_pb2_grpc
+from mlms.protos.mlms.v2 import predictor_pb2_grpc
 from mlms.rpc.options import CHANNEL_OPTIONS
 from mlms.security.tls import TlsFiles, open_channel
 

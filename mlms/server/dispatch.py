@@ -22,8 +22,9 @@ from opentelemetry import context as otel_context
 from mlms.bounds.record import BoundRequest
 from mlms.errors import Unavailable
 from mlms.evaluation.record import EvaluationRequest
-from mlms.protos.mlms.v1 import predictor_pb2, types_pb2
+from mlms.protos.mlms.v2 import calls_pb2, predictor_pb2, types_pb2
 from mlms.registry.base import AgentRecord
+from mlms.rpc.payloads import bound_message, evaluate_message
 from mlms.rpc.propagation import outgoing_metadata
 from mlms.rpc.status import ERROR_KEY, error_from_rpc
 from mlms.server.agents import AgentChannels
@@ -87,30 +88,31 @@ class Dispatcher:
         )
 
     def evaluate(
-        self, request: EvaluationRequest, parent: otel_context.Context | None = None
-    ) -> Iterator[types_pb2.EvaluateEvent]:
-        """Assigned, progress and record events; the record comes from whichever agent finished."""
+        self,
+        request: EvaluationRequest,
+        parent: otel_context.Context | None = None,
+        evaluation_id: str | None = None,
+    ) -> Iterator[calls_pb2.EvaluateEvent]:
+        """Assigned, progress and record events; the record comes from whichever agent
+        finished. ``evaluation_id``: the id to give it (a sweep's cell); default a new one."""
         return self._dispatch(
             request,
             kind="evaluation",
             method="Evaluate",
-            message=lambda forwarded, evaluation_id: types_pb2.EvaluateRequest(
-                request_json=forwarded.model_dump_json(), evaluation_id=evaluation_id
-            ),
+            message=evaluate_message,
             parent=parent,
+            job_id=evaluation_id,
         )
 
     def bound(
         self, request: BoundRequest, parent: otel_context.Context | None = None
-    ) -> Iterator[types_pb2.EvaluateEvent]:
+    ) -> Iterator[calls_pb2.EvaluateEvent]:
         """The same events for a bound, which ends with its ``BoundRecord``."""
         return self._dispatch(
             request,
             kind="bound",
             method="Bound",
-            message=lambda forwarded, bound_id: types_pb2.BoundRequest(
-                request_json=forwarded.model_dump_json(), bound_id=bound_id
-            ),
+            message=bound_message,
             parent=parent,
         )
 
@@ -122,21 +124,22 @@ class Dispatcher:
         method: str,
         message: Callable[[Work, str], Message],
         parent: otel_context.Context | None,
-    ) -> Iterator[types_pb2.EvaluateEvent]:
+        job_id: str | None = None,
+    ) -> Iterator[calls_pb2.EvaluateEvent]:
         """Run ``method`` of the Predictor service on a chosen agent with ``message(request
         for that agent's framework, id)``, moving to another agent on a transport failure;
         the id (given to the agent, kept across attempts) is the job's in the registry."""
         get_model(request.model)  # an unknown model fails before anything is recorded
         parse_framework(request.framework)
-        job_id = uuid.uuid4().hex
+        job_id = job_id or uuid.uuid4().hex
         job = self.jobs.start(job_id, request.model, kind)
         failed: list[str] = []
         try:
             for attempt in range(1, MAX_ATTEMPTS + 1):
                 agent = self.choose(request, frozenset(failed))
                 job = self.jobs.running(job, agent.id, attempt)
-                yield types_pb2.EvaluateEvent(
-                    assigned=types_pb2.Assigned(
+                yield calls_pb2.EvaluateEvent(
+                    assigned=calls_pb2.Assigned(
                         evaluation_id=job_id,
                         agent_id=agent.id,
                         address=agent.address,
@@ -174,13 +177,13 @@ class Dispatcher:
             self.jobs.finish(job_id)
 
     def predict(
-        self, request: types_pb2.PredictRequest, parent: otel_context.Context | None = None
-    ) -> types_pb2.PredictResponse:
+        self, request: calls_pb2.PredictRequest, parent: otel_context.Context | None = None
+    ) -> calls_pb2.PredictResponse:
         failed: list[str] = []
         for _attempt in range(MAX_ATTEMPTS):
             agent = self.choose(request.spec, frozenset(failed))
             stub = self.channels.stub(agent.address)
-            forwarded = types_pb2.PredictRequest()
+            forwarded = calls_pb2.PredictRequest()
             forwarded.CopyFrom(request)
             forwarded.ClearField("spec")
             try:

@@ -13,7 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from mlms.client_tls import is_loopback
-from mlms.protos.mlms.v1 import evaluator_pb2, evaluator_pb2_grpc
+from mlms.protos.mlms.v2 import evaluator_pb2, evaluator_pb2_grpc
 from mlms.registry.base import Registry, registry_from_url
 from mlms.rpc.otlp import process_provider
 from mlms.rpc.serving import RunningServer, Service, start_server

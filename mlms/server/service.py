@@ -13,14 +13,26 @@ from mlms.bounds.record import BoundRequest, list_bounds
 from mlms.errors import InvalidArgument, StoreError, UnknownEvaluation
 from mlms.evaluation.record import EvaluationRequest
 from mlms.evaluation.records import list_records, load_record
-from mlms.protos.mlms.v1 import evaluator_pb2, evaluator_pb2_grpc, types_pb2
+from mlms.evaluation.sweep import SweepSpec, load_sweep, new_sweep
+from mlms.protos.mlms.v2 import (
+    bound_pb2,
+    calls_pb2,
+    evaluation_pb2,
+    evaluator_pb2,
+    evaluator_pb2_grpc,
+    fleet_pb2,
+    manifest_pb2,
+    sweep_pb2,
+)
 from mlms.registry.base import Registry
+from mlms.rpc.convert import from_proto, to_proto
 from mlms.rpc.options import CHUNK_BYTES
 from mlms.rpc.payloads import bound_request, evaluation_request
 from mlms.rpc.propagation import incoming_context
 from mlms.server import jobs
 from mlms.server.dispatch import Dispatcher
 from mlms.server.fleet import Fleet
+from mlms.server.sweeps import FleetCells, SweepRun
 from mlms.store.base import ObjectStore
 from mlms.tracer.archive import archive_key
 from mlms.zoo.catalog import all_models
@@ -44,15 +56,16 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         self.store = store
         self.provider = provider
         self.tracer = provider.get_tracer("mlms.server")
+        self.cells = FleetCells(dispatcher, fleet, registry, store)
 
     def Evaluate(self, request, context):
-        evaluation = evaluation_request(request.request_json)
+        evaluation = evaluation_request(request.spec)
         yield from self._dispatched(
             "server.evaluate", "mlms.evaluation_id", evaluation, self.dispatcher.evaluate, context
         )
 
     def Bound(self, request, context):
-        bound = bound_request(request.request_json)
+        bound = bound_request(request.spec)
         yield from self._dispatched(
             "server.bound", "mlms.bound_id", bound, self.dispatcher.bound, context
         )
@@ -62,9 +75,9 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         span_name: str,
         id_attribute: str,
         request: EvaluationRequest | BoundRequest,
-        dispatch: Callable[..., Iterator[types_pb2.EvaluateEvent]],
+        dispatch: Callable[..., Iterator[calls_pb2.EvaluateEvent]],
         context,
-    ) -> Iterator[types_pb2.EvaluateEvent]:
+    ) -> Iterator[calls_pb2.EvaluateEvent]:
         # Not a "current" span: the generator is resumed once per event, so the span is
         # passed down explicitly instead of being attached to the thread's context.
         span = self.tracer.start_span(
@@ -90,11 +103,13 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
 
     def ListAgents(self, request, context):
         agents = sorted(self.fleet.agents(), key=lambda a: a.address)
-        return evaluator_pb2.ListAgentsResponse(agents_json=[a.model_dump_json() for a in agents])
+        return evaluator_pb2.ListAgentsResponse(
+            agents=[to_proto(a, fleet_pb2.AgentRecord) for a in agents]
+        )
 
     def ListModels(self, request, context):
         return evaluator_pb2.ListModelsResponse(
-            manifests_json=[m.model_dump_json() for m in all_models()]
+            manifests=[to_proto(m, manifest_pb2.ModelManifest) for m in all_models()]
         )
 
     def GetEvaluation(self, request, context):
@@ -105,19 +120,39 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
             job = jobs.find(self.registry, request.evaluation_id, "evaluation")
             if job is None:
                 raise
-            return evaluator_pb2.GetEvaluationResponse(job_json=job.model_dump_json())
-        return evaluator_pb2.GetEvaluationResponse(record_json=record.model_dump_json())
+            return evaluator_pb2.GetEvaluationResponse(job=to_proto(job, fleet_pb2.Job))
+        return evaluator_pb2.GetEvaluationResponse(
+            record=to_proto(record, evaluation_pb2.EvaluationRecord)
+        )
 
     def ListEvaluations(self, request, context):
         return evaluator_pb2.ListEvaluationsResponse(
-            records_json=[r.model_dump_json() for r in list_records(self.store)],
-            jobs_json=[j.model_dump_json() for j in jobs.in_flight(self.registry, "evaluation")],
+            records=[
+                to_proto(r, evaluation_pb2.EvaluationRecord) for r in list_records(self.store)
+            ],
+            jobs=[to_proto(j, fleet_pb2.Job) for j in jobs.in_flight(self.registry, "evaluation")],
         )
 
     def ListBounds(self, request, context):
         return evaluator_pb2.ListBoundsResponse(
-            bounds_json=[b.model_dump_json() for b in list_bounds(self.store)]
+            bounds=[to_proto(b, bound_pb2.BoundRecord) for b in list_bounds(self.store)]
         )
+
+    def Sweep(self, request, context):
+        if request.sweep_id:
+            if request.HasField("spec"):
+                raise InvalidArgument(
+                    f"a sweep request with a spec and sweep id {request.sweep_id!r}: expected "
+                    "a spec (a new sweep) or an id (to resume), not both"
+                )
+            sweep = load_sweep(self.store, request.sweep_id)
+        else:
+            sweep = new_sweep(from_proto(request.spec, SweepSpec, "sweep request"))
+        run = SweepRun(sweep, self.store, self.cells.run, self.cells.lane, self.cells.width)
+        # When the caller goes away, the cells running finish (and are stored); no more start.
+        context.add_callback(run.stop)
+        for state in run.start().updates():
+            yield to_proto(state, sweep_pb2.SweepState)
 
     def GetSpans(self, request, context):
         if not _TRACE_ID.fullmatch(request.trace_id):

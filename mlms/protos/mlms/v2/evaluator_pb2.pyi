@@ -3,6 +3,7 @@ from mlms.protos.mlms.v2 import calls_pb2 as _calls_pb2
 from mlms.protos.mlms.v2 import evaluation_pb2 as _evaluation_pb2
 from mlms.protos.mlms.v2 import fleet_pb2 as _fleet_pb2
 from mlms.protos.mlms.v2 import manifest_pb2 as _manifest_pb2
+from mlms.protos.mlms.v2 import sweep_pb2 as _sweep_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message

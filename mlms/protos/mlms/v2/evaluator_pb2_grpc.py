@@ -5,6 +5,7 @@ import warnings
 
 from mlms.protos.mlms.v2 import calls_pb2 as mlms_dot_v2_dot_calls__pb2
 from mlms.protos.mlms.v2 import evaluator_pb2 as mlms_dot_v2_dot_evaluator__pb2
+from mlms.protos.mlms.v2 import sweep_pb2 as mlms_dot_v2_dot_sweep__pb2
 
 GRPC_GENERATED_VERSION = '1.85.1'
 GRPC_VERSION = grpc.__version__
@@ -85,6 +86,11 @@ class EvaluatorStub:
                 request_serializer=mlms_dot_v2_dot_evaluator__pb2.AnalyzeRequest.SerializeToString,
                 response_deserializer=mlms_dot_v2_dot_evaluator__pb2.AnalysisChunk.FromString,
                 _registered_method=True)
+        self.Sweep = channel.unary_stream(
+                '/mlms.v2.Evaluator/Sweep',
+                request_serializer=mlms_dot_v2_dot_sweep__pb2.SweepRequest.SerializeToString,
+                response_deserializer=mlms_dot_v2_dot_sweep__pb2.SweepState.FromString,
+                _registered_method=True)
 
 
 class EvaluatorServicer:
@@ -161,6 +167,15 @@ class EvaluatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Sweep(self, request, context):
+        """Run a sweep's cells in parallel over the agents that match them (one evaluation an agent
+        at a time), or resume a stored sweep; the sweep's state after each change. A client that
+        goes away stops new cells from starting; those running finish and are stored.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EvaluatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -213,6 +228,11 @@ def add_EvaluatorServicer_to_server(servicer, server):
                     servicer.Analyze,
                     request_deserializer=mlms_dot_v2_dot_evaluator__pb2.AnalyzeRequest.FromString,
                     response_serializer=mlms_dot_v2_dot_evaluator__pb2.AnalysisChunk.SerializeToString,
+            ),
+            'Sweep': grpc.unary_stream_rpc_method_handler(
+                    servicer.Sweep,
+                    request_deserializer=mlms_dot_v2_dot_sweep__pb2.SweepRequest.FromString,
+                    response_serializer=mlms_dot_v2_dot_sweep__pb2.SweepState.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -485,6 +505,33 @@ class Evaluator:
             '/mlms.v2.Evaluator/Analyze',
             mlms_dot_v2_dot_evaluator__pb2.AnalyzeRequest.SerializeToString,
             mlms_dot_v2_dot_evaluator__pb2.AnalysisChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Sweep(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/mlms.v2.Evaluator/Sweep',
+            mlms_dot_v2_dot_sweep__pb2.SweepRequest.SerializeToString,
+            mlms_dot_v2_dot_sweep__pb2.SweepState.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,134 @@
+"""``mlms sweep``: models x frameworks x batch sizes x hardware, one evaluation a cell, in
+parallel over the fleet (with ``--server``), resumable by the sweep's id."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from mlms.cli.compare import parse_frameworks
+from mlms.cli.options import client_for, parse_batch_sizes, server_option, validated
+from mlms.cli.render import err, out
+from mlms.errors import InvalidArgument
+from mlms.evaluation.sweep import SweepSpec, SweepState
+
+
+def parse_names(text: str, what: str) -> list[str]:
+    """``"resnet50,vgg16"`` -> ["resnet50", "vgg16"]; an empty or repeated name is an error."""
+    names = [part.strip() for part in text.split(",")]
+    if not all(names) or len(set(names)) != len(names):
+        raise InvalidArgument(
+            f"bad {what} list {text!r}: expected distinct comma-separated names, e.g. "
+            f"{'resnet50,vgg16' if what == 'model' else 'cpu,h100'}"
+        )
+    return names
+
+
+@click.command("sweep")
+@click.option(
+    "--models", "-m", default=None, help="Comma-separated zoo models, e.g. resnet50,vgg16."
+)
+@click.option("--frameworks", "-f", default=None, help="Comma-separated, e.g. torch,onnxruntime.")
+@click.option(
+    "--batch-size", "-b", "batch_sizes", default="1", show_default=True, help="e.g. 1,8,32."
+)
+@click.option("--hw", default="cpu", show_default=True, help="Comma-separated, e.g. cpu,h100.")
+@click.option("--iterations", "-n", default=20, show_default=True, type=int)
+@click.option("--warmup", default=3, show_default=True, type=int)
+@click.option("--min-seconds", default=1.0, show_default=True, type=float)
+@click.option("--resume", "resume", default=None, metavar="ID", help="Resume the sweep ID.")
+@server_option
+def sweep(
+    models: str | None,
+    frameworks: str | None,
+    batch_sizes: str,
+    hw: str,
+    iterations: int,
+    warmup: int,
+    min_seconds: float,
+    resume: str | None,
+    server: str | None,
+) -> None:
+    """Evaluate every combination of models, frameworks, batch sizes and hardware: in
+    parallel over the server's agents (one evaluation an agent at a time) with --server, one
+    after another here without. The sweep is stored as it goes; after a crash of this command
+    or of the server, --resume ID runs what is left (nothing twice)."""
+    spec = None
+    if resume is None:
+        if models is None or frameworks is None:
+            raise InvalidArgument("mlms sweep needs --models and --frameworks, or --resume ID")
+        spec = validated(
+            SweepSpec,
+            models=parse_names(models, "model"),
+            frameworks=parse_frameworks(frameworks),
+            batch_sizes=parse_batch_sizes(batch_sizes),
+            hw=parse_names(hw, "hardware"),
+            iterations=iterations,
+            warmup=warmup,
+            min_seconds=min_seconds,
+        )
+    elif models is not None or frameworks is not None:
+        raise InvalidArgument(
+            f"--resume {resume} runs the stored sweep as it was given: expected no --models "
+            "or --frameworks with it"
+        )
+    with sweep_progress() as changed:
+        final = client_for(server).sweep(spec, resume, changed)
+    out.print(summary(final))
+    failed = final.count("failed")
+    if failed:
+        raise click.ClickException(
+            f"{failed} of {len(final.cells)} evaluations failed; "
+            f"'mlms sweep --resume {final.id}' runs them again"
+        )
+
+
+@contextmanager
+def sweep_progress() -> Iterator[Callable[[SweepState], None]]:
+    """The sweep's id once (to resume it), and a bar of finished cells on a terminal."""
+    announced: list[str] = []
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())  # fmt: skip
+    with Progress(*columns, console=err, transient=True, disable=not err.is_terminal) as bar:
+        task = bar.add_task("sweep", total=None)
+
+        def changed(state: SweepState) -> None:
+            if not announced:
+                announced.append(state.id)
+                err.print(
+                    f"sweep {state.id}: {len(state.cells)} evaluations "
+                    f"(resume with: mlms sweep --resume {state.id})"
+                )
+            running = [c.describe() for c in state.cells if c.state == "running"]
+            bar.update(
+                task,
+                total=len(state.cells),
+                completed=state.count("completed") + state.count("failed"),
+                description=f"running: {'; '.join(running)[:60] or '-'}",
+            )
+
+        yield changed
+
+
+def summary(state: SweepState) -> Table:
+    table = Table(title=f"sweep {state.id}")
+    for column in ("model", "framework", "batch", "hw", "state", "p50 (ms)", "inputs/s",
+                   "agent", "evaluation"):  # fmt: skip
+        table.add_column(column)
+    for cell in state.cells:
+        table.add_row(
+            cell.model,
+            cell.framework,
+            str(cell.batch_size),
+            cell.hw,
+            cell.state if cell.error is None else f"{cell.state}: {cell.error}",
+            "" if cell.p50_ms is None else f"{cell.p50_ms:.3f}",
+            "" if cell.throughput is None else f"{cell.throughput:.1f}",
+            cell.agent_id or "",
+            cell.evaluation_id,
+        )
+    return table

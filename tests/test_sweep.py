@@ -1,0 +1,204 @@
+"""Sweeps: the cross product as evaluations, lanes run in parallel, resumable; over a real
+fleet (etcd, S3, server and agent processes), a ``kill -9`` of the client and of an agent
+loses no evaluation and runs none twice to completion."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from mlms.cli.main import cli
+from mlms.errors import InvalidArgument, MlmsError, Unavailable
+from mlms.evaluation.record import BatchResult, EvaluationRecord, EvaluationRequest, LatencyStats
+from mlms.evaluation.sweep import SweepCell, SweepSpec, load_sweep, new_sweep
+from mlms.server.sweeps import SweepRun
+from mlms.store.factory import store_from_url
+from mlms.store.local import LocalStore
+from tests.processes import MlmsProcess, wait_for
+from tests.sweep_fleet import SweepFleet, start_fleet
+
+SPEC = SweepSpec(
+    models=["digits_cnn", "resnet18"],
+    frameworks=["torch", "onnxruntime"],
+    batch_sizes=[1, 8, 32],
+    hw=["cpu"],
+)
+
+
+def test_the_cells_are_the_cross_product_with_ids_of_their_own() -> None:
+    sweep = new_sweep(SPEC)
+    assert len(sweep.cells) == 12
+    assert (sweep.cells[0].model, sweep.cells[0].framework, sweep.cells[0].batch_size) == (
+        "digits_cnn",
+        "torch",
+        1,
+    )
+    assert len({c.evaluation_id for c in sweep.cells}) == 12
+    assert all(len(c.evaluation_id) == 32 for c in sweep.cells)
+    assert new_sweep(SPEC).cells[0].evaluation_id != sweep.cells[0].evaluation_id
+
+
+class FakeCells:
+    """Evaluations that take ``seconds``, counted, with the most running at once per lane."""
+
+    def __init__(self, seconds: float = 0.05, fail: set[int] | None = None) -> None:
+        self.seconds = seconds
+        self.fail = fail or set()
+        self.runs: list[str] = []
+        self.running: dict[str, int] = {}
+        self.most: dict[str, int] = {}
+        self.lock = threading.Lock()
+
+    def run(self, cell: SweepCell, request: EvaluationRequest, assigned) -> EvaluationRecord:
+        with self.lock:
+            self.runs.append(cell.evaluation_id)
+            self.running[cell.framework] = self.running.get(cell.framework, 0) + 1
+            self.most[cell.framework] = max(
+                self.most.get(cell.framework, 0), self.running[cell.framework]
+            )
+        assigned(f"agent-{cell.framework}")
+        time.sleep(self.seconds)
+        with self.lock:
+            self.running[cell.framework] -= 1
+        if cell.batch_size in self.fail:
+            raise Unavailable(f"batch {cell.batch_size} refused")
+        return _record(cell)
+
+
+def _record(cell: SweepCell) -> EvaluationRecord:
+    """As much of a record as a sweep reads (unvalidated)."""
+    stats = LatencyStats.model_construct(p50=1.5)
+    result = BatchResult.model_construct(latency_ms=stats, throughput=cell.batch_size / 1.5e-3)
+    return EvaluationRecord.model_construct(id=cell.evaluation_id, results=[result], agent={})
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> LocalStore:
+    return LocalStore(tmp_path / "store")
+
+
+def _run(sweep, store, cells: FakeCells, widths: dict[str, int]):
+    run = SweepRun(sweep, store, cells.run, lambda c: c.framework, lambda lane: widths[lane])
+    *_, final = run.start().updates()
+    return final
+
+
+def test_lanes_run_as_wide_as_they_have_agents_and_no_wider(store) -> None:
+    cells = FakeCells()
+    final = _run(new_sweep(SPEC), store, cells, {"torch": 2, "onnxruntime": 3})
+    assert final.count("completed") == 12 and sorted(cells.runs) == sorted(
+        c.evaluation_id for c in final.cells
+    )
+    assert cells.most == {"torch": 2, "onnxruntime": 3}
+    assert load_sweep(store, final.id[:8]) == final
+
+
+def test_a_resumed_sweep_runs_only_what_is_not_completed(store) -> None:
+    sweep = new_sweep(SPEC)
+    first = _run(sweep, store, FakeCells(fail={8}), {"torch": 1, "onnxruntime": 1})
+    assert first.count("failed") == 4 and all(
+        "batch 8 refused" in c.error for c in first.cells if c.error
+    )
+    again = FakeCells()
+    final = _run(load_sweep(store, sweep.id), store, again, {"torch": 1, "onnxruntime": 1})
+    assert final.count("completed") == 12
+    assert sorted(again.runs) == sorted(c.evaluation_id for c in first.cells if c.state == "failed")
+
+
+def test_a_stopped_sweep_finishes_the_running_cells_and_starts_no_more(store) -> None:
+    cells = FakeCells(seconds=0.3)
+    run = SweepRun(new_sweep(SPEC), store, cells.run, lambda c: c.framework, lambda _lane: 1)
+    updates = run.start().updates()
+    wait_for(lambda: next(updates).count("running") == 2, 10, "two cells running")
+    run.stop()
+    *_, final = updates
+    assert final.count("completed") == 2 and final.count("pending") == 10
+    assert load_sweep(store, final.id).count("completed") == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--models", "digits_cnn"], "mlms sweep needs --models and --frameworks, or --resume ID"),
+        (["--models", "nope", "--frameworks", "torch"], "unknown model 'nope'"),
+        (["--models", "digits_cnn", "--frameworks", "jax"], "unknown framework 'jax' in 'jax'"),
+        (["--models", "digits_cnn", "--frameworks", "torch", "-b", "1,x"], "bad batch size 'x'"),
+        (
+            ["--models", "digits_cnn", "--frameworks", "torch", "--hw", "cpu,tpu"],
+            "bad value for hw: unknown hardware 'tpu': expected cpu or a GPU alias",
+        ),
+        (["--resume", "xyz"], "sweep id 'xyz': expected hex digits"),
+        (["--resume", "abc"], "no sweep with id 'abc'"),
+        (["--resume", "abc", "--models", "x"], "expected no --models or --frameworks with it"),
+    ],
+)
+def test_bad_input_is_one_line(args: list[str], message: str, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("MLMS_HOME", str(tmp_path))
+    result = CliRunner().invoke(cli, ["sweep", *args])
+    # mlms.cli.main prints an MlmsError as one line ("mlms: error: ...").
+    assert isinstance(result.exception, MlmsError), result.output
+    assert message in str(result.exception) and "\n" not in str(result.exception)
+
+
+def test_a_bad_spec_over_grpc_is_invalid_argument() -> None:
+    from mlms.protos.mlms.v2 import sweep_pb2
+    from mlms.rpc.convert import from_proto
+
+    with pytest.raises(InvalidArgument, match="bad sweep request: batch_sizes: "):
+        spec = sweep_pb2.SweepSpec(models=["digits_cnn"], frameworks=["torch"], hw=["cpu"])
+        from_proto(spec, SweepSpec, "sweep request")
+
+
+# -- a real fleet ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fleet(etcd, s3, tmp_path_factory) -> Iterator[SweepFleet]:
+    root = tmp_path_factory.mktemp("sweep_fleet")
+    fleet = start_fleet(
+        etcd.url, s3.url, s3.env, ["torch", "torch", "onnxruntime", "onnxruntime"],
+        ["digits_cnn"], root,
+    )  # fmt: skip
+    try:
+        yield fleet
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{fleet.logs()}") from None
+    finally:
+        fleet.stop()
+
+
+def test_kill_the_client_and_an_agent_then_resume(fleet: SweepFleet, s3) -> None:
+    """Every cell ends with one record, and as many evaluations ran to completion as there
+    are cells: each completed evaluation wrote one span archive, a killed one none."""
+    store = store_from_url(s3.url)
+    client = MlmsProcess(
+        ["sweep", "--models", "digits_cnn", "--frameworks", "torch,onnxruntime",
+         "-b", "1,2,3,4", "-n", "5", "--warmup", "0", "--min-seconds", "2"],
+        fleet.root / "client.log",
+        {**fleet.env, "MLMS_SERVER": fleet.address},
+    )  # fmt: skip
+    sweep_id = wait_for(lambda: [k for k in store.list("sweeps/")], 60, "the sweep stored")[0]
+    sweep_id = sweep_id.removeprefix("sweeps/").removesuffix(".json")
+
+    def running_on_agent():
+        running = [c for c in load_sweep(store, sweep_id).cells if c.state == "running"]
+        return next((c for c in running if c.agent_id), None)
+
+    victim = wait_for(running_on_agent, 60, "a cell running on an agent")
+    fleet.agents[fleet.agent_ids()[victim.agent_id]].kill()
+    wait_for(lambda: load_sweep(store, sweep_id).count("completed") >= 1, 120, "a cell completed")
+    client.kill()
+    with fleet.client() as remote:
+        final = remote.sweep(None, sweep_id, lambda _state: None)
+    assert final.count("completed") == 8, final
+    retried = next(c for c in final.cells if c.evaluation_id == victim.evaluation_id)
+    assert retried.agent_id != victim.agent_id  # the killed agent's evaluation ran elsewhere
+    assert {c.evaluation_id for c in final.cells} == {
+        k.removeprefix("evaluations/").removesuffix(".json") for k in store.list("evaluations/")
+    }
+    assert len([k for k in store.list("traces/") if k.endswith("spans.parquet")]) == 8
