@@ -11,7 +11,7 @@ import numpy as np
 from mlms.errors import UnsupportedFramework
 
 if TYPE_CHECKING:
-    from mlms.protos.mlms.v1 import types_pb2
+    from mlms.protos.mlms.v2 import calls_pb2
     from mlms.remote_client import RemoteClient
 
 
@@ -100,13 +100,13 @@ class ServerTarget:
     def predict(self, batch: np.ndarray) -> None:
         self._call(batch)
 
-    def _call(self, batch: np.ndarray) -> types_pb2.PredictResponse:
-        from mlms.protos.mlms.v1 import types_pb2
+    def _call(self, batch: np.ndarray) -> calls_pb2.PredictResponse:
+        from mlms.protos.mlms.v2 import calls_pb2, types_pb2
         from mlms.rpc import tensors
 
         model, framework, hw = self._spec
         return self._client.predict(
-            types_pb2.PredictRequest(
+            calls_pb2.PredictRequest(
                 spec=types_pb2.ModelSpec(model=model, framework=framework, hw=hw),
                 tensor=tensors.to_proto(batch),
             )
