@@ -19,7 +19,7 @@ from mlms.loadgen.logs import summary_text
 from mlms.loadgen.record import LoadRecord, record_key
 from mlms.loadgen.run import run_loadgen, run_sweep
 from mlms.loadgen.scenarios import ScenarioSettings
-from mlms.loadgen.targets import EmbeddedTarget
+from mlms.loadgen.targets import EmbeddedTarget, open_target
 
 pytest.importorskip("torch")
 
@@ -84,6 +84,38 @@ def test_other_scenarios_run(store, target, scenario: str, tmp_path: Path) -> No
     assert record.validity in ("VALID", "INVALID") and record.loadgen["query_count"] >= 20
     samples_per_query = 4 if scenario == "multi-stream" else 1
     assert record.mlms.samples == record.loadgen["query_count"] * samples_per_query
+
+
+def test_single_stream_through_a_server(store, tmp_path: Path) -> None:
+    from mlms.agent.process import Agent, AgentConfig
+    from mlms.config import mlms_home
+    from mlms.registry.base import registry_from_url
+    from mlms.remote_client import RemoteClient
+    from mlms.server.process import Server, ServerConfig
+    from mlms.zoo.assets import AssetManager
+    from mlms.zoo.catalog import get_model
+
+    # Built here first: building it inside the first predict could outlast the call's deadline.
+    AssetManager(store, mlms_home() / "cache").ensure(get_model("digits_cnn"), "torch")
+    registry = registry_from_url("memory://")
+    agent = Agent(AgentConfig(framework="torch"), registry=registry).start()
+    server = Server(ServerConfig(), registry=registry).start()
+    try:
+        client = RemoteClient(f"127.0.0.1:{server.port}")
+        target = open_target("digits_cnn", "torch", "cpu", client)
+        try:
+            settings = ScenarioSettings("single-stream", duration_ms=300, min_queries=64)
+            record = run_loadgen(target, settings, store, tmp_path)
+        finally:
+            target.close()
+    finally:
+        server.stop(0)
+        agent.stop(0)
+        registry.close()
+    assert record.where == f"server 127.0.0.1:{server.port}"
+    assert agent.id in record.device  # every query went through the server to the agent
+    assert record.mlms.samples == record.loadgen["query_count"] >= 64
+    assert record.p90_ratio is not None and record.p90_ratio > 0.98
 
 
 def test_concurrency_sweep_gives_a_curve(store, target) -> None:
