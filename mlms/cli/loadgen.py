@@ -145,7 +145,8 @@ def loadgen(
         click.echo(record.model_dump_json(indent=2))
         return
     _print_mlms(record)
-    err.print(f"record and LoadGen logs: {store.url} loadgen/{record.id}/")
+    stored = "record and LoadGen's logs" if record.logs else "record"
+    err.print(f"{stored}: {store.url} loadgen/{record.id}/")
 
 
 def _print_mlms(record: LoadRecord) -> None:
