@@ -1,7 +1,8 @@
 """BERT-base and GPT-2 small from their configurations: their layers in the shared layer-type
 vocabulary through the analyses on both frameworks, side by side in ``mlms compare``'s table,
-and GPT-2's generation mode. Short sequences and few iterations: the networks are full size.
-(The logits of both frameworks agree in tests/test_zoo_models.py.)"""
+GPT-2's generation mode, and half precision on a GPU (skipped without one). Short sequences
+and few iterations: the networks are full size. (The logits of both frameworks agree in
+tests/test_zoo_models.py.)"""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from mlms.analysis.engine import Spans
 from mlms.analysis.layers import layer_types
 from mlms.evaluation.record import EvaluationRequest
 from mlms.evaluation.runner import evaluate
+from mlms.tracer.layer_kinds import normalise_kind
 
 SEQ_LEN = 8
 
@@ -25,6 +27,29 @@ def _request(**changes) -> EvaluationRequest:
         "seq_len": SEQ_LEN,
     }
     return EvaluationRequest(**(values | changes))
+
+
+@pytest.mark.parametrize(
+    ("op_type", "kind"),
+    [
+        ("aten::scaled_dot_product_attention", "attention"),  # torch, outside leaf modules
+        ("aten::_native_multi_head_attention", "attention"),  # torchvision ViT's fast path
+        ("Attention", "attention"),  # ONNX Runtime's fusion
+        ("LayerNorm", "layernorm"),
+        ("SkipLayerNormalization", "layernorm"),
+        ("GELUActivation", "gelu"),  # BERT
+        ("NewGELUActivation", "gelu"),  # GPT-2
+        ("BiasGelu", "gelu"),
+        ("Embedding", "embedding"),
+        ("Conv1D", "gemm"),  # transformers' Conv1D is GPT-2's linear layer ...
+        ("Conv1d", "conv"),  # ... torch's is a convolution
+        ("NonDynamicallyQuantizableLinear", "gemm"),  # MultiheadAttention's projection
+        ("aten::matmul", "gemm"),
+        ("Softmax", "softmax"),
+    ],
+)
+def test_transformer_layers_have_names_in_the_shared_vocabulary(op_type: str, kind: str) -> None:
+    assert normalise_kind(op_type) == kind
 
 
 @pytest.mark.slow
@@ -62,3 +87,21 @@ def test_gpt2_generation_reports_time_to_first_token_and_per_token(store) -> Non
     assert per_token is not None and per_token.p50 > 0
     assert generation.tokens_per_second > 0
     assert len(record.predictions.top5[0]) == 5  # next-token top-5 over the vocabulary
+
+
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _has_cuda(), reason="no CUDA device: fp16 needs one")
+def test_bert_runs_in_half_precision_on_the_gpu(store) -> None:
+    record = evaluate(
+        _request(model="bert_base", framework="torch", hw="gpu", precision="fp16",
+                 input_on_device=True),
+        store=store,
+    )  # fmt: skip
+    assert record.settings["dtype"] == "float16"
+    assert record.results[0].input_copy is None
