@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -202,3 +203,51 @@ def test_without_root_the_reason_is_given(monkeypatch: pytest.MonkeyPatch) -> No
     assert netns.unavailable() == "network-namespace hosts need root (ip netns add, veth pairs)"
     monkeypatch.setattr(netns.shutil, "which", lambda name: None)
     assert "need the `ip` command" in (netns.unavailable() or "")
+
+
+def test_a_later_copy_of_a_dispatched_evaluation_is_dropped(store) -> None:
+    """What the partition test found, without namespaces: two agents that ran one evaluation
+    id (the server moved it) store it once; the later copy answers with the stored record."""
+    from mlms.evaluation.runner import evaluate
+
+    evaluation_id = uuid.uuid4().hex
+    first = evaluate(request(), store=store, evaluation_id=evaluation_id, agent={"address": "a"})
+    later = evaluate(request(), store=store, evaluation_id=evaluation_id, agent={"address": "b"})
+    assert later == first and later.agent == {"address": "a"}
+    own = evaluate(request(), store=store)  # not dispatched: an id of its own, stored
+    assert own.id != evaluation_id and own.agent == {"mode": "embedded"}
+
+
+class _CutLease:
+    """A lease whose registry does not answer."""
+
+    ttl = 2.0
+
+    def __init__(self) -> None:
+        self.deleted: list[str] = []
+
+    def put(self, key: str, value: bytes) -> None:
+        raise errors.Unavailable("etcd at 10.0.0.2:2379 is unavailable (put): timed out")
+
+    def refresh(self) -> None:
+        raise errors.Unavailable("etcd at 10.0.0.2:2379 is unavailable (lease keepalive)")
+
+    def delete(self, key: str) -> None:
+        self.deleted.append(key)
+
+
+def test_a_job_that_cannot_be_recorded_is_refused() -> None:
+    from mlms.registry.memory import MemoryRegistry
+    from mlms.server.jobs import Jobs
+
+    registry = MemoryRegistry()
+    lease = _CutLease()
+    try:
+        with pytest.raises(errors.Unavailable) as refused:
+            Jobs(registry, lease, "s1").start("a" * 32, "digits_cnn")
+    finally:
+        registry.close()
+    assert str(refused.value).startswith(
+        f"server s1 cannot reach the registry {registry.url}, so it is refusing new evaluations"
+    )
+    assert lease.deleted == [f"jobs/{'a' * 32}"]  # not put once the registry answers again
