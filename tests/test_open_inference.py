@@ -14,6 +14,8 @@ import grpc
 import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -232,6 +234,69 @@ def test_garbage_bytes_are_invalid_argument_not_internal(channel) -> None:
     code, details = _status(lambda: call(b"\xff\xff\xff", timeout=10))
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert "expected a serialized inference.ModelInferRequest" in details
+
+
+#: Statuses a bad request must never get: they say the agent broke, not the request.
+BROKEN = {grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN, grpc.StatusCode.DEADLINE_EXCEEDED}
+_DIMENSIONS = st.one_of(st.integers(-3, 10), st.integers(-(2**63), 2**63 - 1))
+_TENSORS = st.builds(
+    oip.ModelInferRequest.InferInputTensor,
+    name=st.sampled_from(["image", "pixels", ""]),
+    datatype=st.sampled_from(["FP32", "FP16", "INT64", "UINT8", "BYTES", "fp32", ""]),
+    shape=st.one_of(
+        st.lists(_DIMENSIONS, max_size=6),
+        st.tuples(st.integers(-2, 3), st.just(1), st.just(8), st.just(8)).map(list),
+    ),
+    contents=st.builds(
+        oip.InferTensorContents,
+        fp32_contents=st.lists(st.floats(width=32), max_size=130),
+        int64_contents=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=70),
+    ),
+)
+_INFER = st.builds(
+    oip.ModelInferRequest,
+    model_name=st.sampled_from(["digits_cnn", "resnet5", "", "../digits_cnn"]),
+    model_version=st.sampled_from(["", "1.0.0", "2", "\x00"]),
+    inputs=st.lists(_TENSORS, max_size=2),
+    outputs=st.lists(
+        st.builds(
+            oip.ModelInferRequest.InferRequestedOutputTensor,
+            name=st.sampled_from(["logits", "x"]),
+        ),
+        max_size=2,
+    ),
+    raw_input_contents=st.lists(
+        st.one_of(st.binary(max_size=300), st.just(bytes(256)), st.just(bytes(768))),
+        max_size=2,
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(request=_INFER)
+def test_fuzzed_infer_requests_never_break_the_agent(stub, request) -> None:
+    try:
+        reply = stub.ModelInfer(request, timeout=30)
+    except grpc.RpcError as exc:
+        assert exc.code() not in BROKEN, exc.details()
+        assert "\n" not in exc.details()
+    else:
+        assert reply.outputs[0].shape[1] == 10
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(
+    method=st.sampled_from(
+        ["ModelInfer", "ModelMetadata", "ModelReady", "RepositoryModelLoad", "ServerLive"]
+    ),
+    body=st.binary(max_size=200),
+)
+def test_garbage_to_any_method_never_breaks_the_agent(channel, method, body) -> None:
+    call = channel.unary_unary(f"/inference.GRPCInferenceService/{method}")
+    try:
+        call(body, timeout=30)
+    except grpc.RpcError as exc:
+        assert exc.code() not in BROKEN, exc.details()
 
 
 @pytest.fixture
