@@ -28,6 +28,8 @@ from mlms.protos.inference import grpc_predict_v2_pb2 as oip
 from mlms.protos.inference import grpc_predict_v2_pb2_grpc as oip_grpc
 from mlms.rpc.options import CHANNEL_OPTIONS
 from mlms.rpc.serving import Service, start_server
+from mlms.security.ca import issue, make_ca
+from mlms.security.tls import TlsFiles
 from mlms.zoo.assets import AssetManager
 from mlms.zoo.catalog import get_model
 from tests.otlp_receiver import Receiver
@@ -374,3 +376,52 @@ def test_tritonclient_drives_a_real_agent(
         "the agent's infer span at the OTLP receiver",
     )
     assert span.parent_id == PARENT_ID and span.attributes["mlms.batch_size"] == 4
+
+
+def _tls_files(folder: Path, ca, role: str | None) -> TlsFiles:
+    """Files trusting ``ca``, with a certificate for ``role`` when given."""
+    folder.mkdir()
+    (folder / "ca.pem").write_bytes(ca.cert)
+    if role is None:
+        return TlsFiles.load(str(folder / "ca.pem"))
+    pem = issue(ca, role, ["127.0.0.1", "localhost"])
+    (folder / "cert.pem").write_bytes(pem.cert)
+    (folder / "key.pem").write_bytes(pem.key)
+    return TlsFiles.load(*(str(folder / name) for name in ("ca.pem", "cert.pem", "key.pem")))
+
+
+def test_the_protocol_shares_the_agents_tls_and_certificate_checks(tmp_path: Path) -> None:
+    from mlms.agent.process import Agent, AgentConfig
+
+    ca = make_ca()
+    agent = Agent(
+        AgentConfig(framework="torch", tls=_tls_files(tmp_path / "agent", ca, "agent"))
+    ).start()
+    address = f"127.0.0.1:{agent.server.port}"
+
+    def live(credentials: grpc.ChannelCredentials | None) -> grpc.StatusCode:
+        channel = (
+            grpc.insecure_channel(address)
+            if credentials is None
+            else grpc.secure_channel(address, credentials)
+        )
+        try:
+            oip_grpc.GRPCInferenceServiceStub(channel).ServerLive(
+                oip.ServerLiveRequest(), timeout=10
+            )
+            return grpc.StatusCode.OK
+        except grpc.RpcError as exc:
+            return exc.code()
+        finally:
+            channel.close()
+
+    try:
+        assert live(None) == grpc.StatusCode.UNAVAILABLE  # plaintext to a TLS port
+        files = {
+            role: _tls_files(tmp_path / str(role), ca, role) for role in (None, "client", "server")
+        }
+        assert live(files[None].channel_credentials()) == grpc.StatusCode.UNAVAILABLE
+        assert live(files["client"].channel_credentials()) == grpc.StatusCode.PERMISSION_DENIED
+        assert live(files["server"].channel_credentials()) == grpc.StatusCode.OK
+    finally:
+        agent.stop(0)
