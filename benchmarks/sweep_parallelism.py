@@ -11,6 +11,8 @@ evaluations' assets are built before the clock starts.
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 import tempfile
 import time
@@ -55,6 +57,7 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=10)
     parser.add_argument("--min-seconds", type=float, default=1.0)
     args = parser.parse_args()
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
     models = args.models.split(",")
     frameworks = args.frameworks.split(",")
     spec = SweepSpec(
@@ -70,6 +73,7 @@ def main() -> None:
         root = Path(folder)
         etcd = EtcdServer(root / "etcd").start()
         s3 = S3Server().start()
+        os.environ.update(s3.env)  # this process builds the assets into the bucket
         fleet = None
         try:
             agents = [f for f in frameworks for _ in range(args.agents_per_framework)]
