@@ -20,7 +20,7 @@ from google.protobuf.message import Message
 from opentelemetry import context as otel_context
 
 from mlms.bounds.record import BoundRequest
-from mlms.errors import Unavailable
+from mlms.errors import MlmsError, Unavailable
 from mlms.evaluation.record import EvaluationRequest
 from mlms.protos.mlms.v2 import calls_pb2, predictor_pb2, types_pb2
 from mlms.registry.base import AgentRecord
@@ -134,9 +134,16 @@ class Dispatcher:
         job_id = job_id or uuid.uuid4().hex
         job = self.jobs.start(job_id, request.model, kind)
         failed: list[str] = []
+        reasons: list[str] = []  # why each failed agent did, for the error that ends it all
         try:
             for attempt in range(1, MAX_ATTEMPTS + 1):
-                agent = self.choose(request, frozenset(failed))
+                try:
+                    agent = self.choose(request, frozenset(failed))
+                except MlmsError as exc:
+                    if not reasons:
+                        raise
+                    # "No live agents" alone hid what happened to the one that had it.
+                    raise type(exc)(f"{exc}; {kind} {job_id} {'; '.join(reasons)}") from exc
                 job = self.jobs.running(job, agent.id, attempt)
                 yield calls_pb2.EvaluateEvent(
                     assigned=calls_pb2.Assigned(
@@ -167,11 +174,12 @@ class Dispatcher:
                             exc.details(),  # type: ignore[attr-defined]
                         )
                         failed.append(agent.id)
+                        reasons.append(f"failed on {_peer(agent)}: {_transport_reason(exc)}")
                     finally:
                         call.cancel()  # the client went away: stop the agent's stream too
             raise Unavailable(
                 f"{kind} {job_id} failed on {len(failed)} agents in a row "
-                f"({', '.join(failed)}); the fleet may be going down"
+                f"({'; '.join(reasons)}); the fleet may be going down"
             )
         finally:
             self.jobs.finish(job_id)
@@ -235,6 +243,16 @@ class Dispatcher:
 def _session_key(agent: AgentRecord, spec: types_pb2.ModelSpec) -> tuple[str, str, str, str]:
     # One session per device however the alias is spelled (" CPU" and "cpu" alike).
     return (agent.id, spec.model, agent.framework, (spec.hw or "cpu").strip().lower())
+
+
+def _transport_reason(exc: grpc.RpcError) -> str:
+    """gRPC's words for a lost agent, with what they mean for the ones that need it."""
+    details = exc.details() or ""  # type: ignore[attr-defined]
+    said = f"{exc.code().name}: {details}"  # type: ignore[attr-defined]
+    # The keepalive gave up: no reset, no answer. A kill -9 resets the connection instead.
+    if "timed out" in details or "keepalive" in details.lower():
+        return f"it stopped answering (a network partition or a hung host; {said})"
+    return said
 
 
 def _peer(agent: AgentRecord) -> str:
