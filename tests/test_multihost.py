@@ -156,6 +156,25 @@ def test_agent_partitioned_mid_evaluation(healthy: MultiHostFleet) -> None:
     assert _reach_every_agent(fleet) == {fleet.agent_address(n) for n in fleet.agent_hosts}
 
 
+def test_every_agent_partitioned_the_evaluation_fails_naming_it(
+    healthy: MultiHostFleet,
+) -> None:
+    """With nowhere left to move it, the evaluation fails, and the error says that its agent
+    stopped answering (not only that no agent is left)."""
+    fleet = healthy
+    background = Background(fleet, min_seconds=4.0)
+    assert background.measuring.wait(60), fleet.logs_text()
+    _, name = _agent_of_job(fleet)
+    for host in fleet.agent_hosts.values():
+        host.partition()
+    background.thread.join(KEEPALIVE_S + 60)
+    outcome = background.outcome
+    assert isinstance(outcome, errors.Unavailable), outcome
+    message = str(outcome)
+    assert f"at {fleet.agent_address(name)}: it stopped answering (a network partition" in message
+    # The fixture heals the links; the agents come back by themselves.
+
+
 def test_server_cut_from_etcd_refuses_new_work_then_resumes(healthy: MultiHostFleet) -> None:
     fleet = healthy
     fleet.server_host.cut_from(fleet.store_host)
