@@ -507,3 +507,50 @@ def test_command_serves_and_refuses_plaintext_off_loopback(tmp_path: Path) -> No
     finally:
         served.terminate()
         served.wait(30)
+
+
+# --- a fleet: a server and a torch agent on loopback ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fleet_ui(store) -> Iterator[RunningUi]:
+    """The UI of a server (no tokens: loopback) with one torch agent, sharing the session's
+    store and an in-memory registry."""
+    from mlms.agent.process import Agent, AgentConfig
+
+    registry = registry_from_url("memory://")
+    agent = Agent(AgentConfig(framework="torch"), registry=registry).start()
+    server = Server(ServerConfig(), registry=registry).start()
+    try:
+        wait_for(lambda: server.fleet.agents(), 30, "the agent admitted into the fleet")
+        with serving(UiConfig(server=f"127.0.0.1:{server.port}")) as running:
+            yield running
+    finally:
+        server.stop(0)
+        agent.stop(0)
+        registry.close()
+
+
+def test_a_fleet_lists_its_agents_and_runs_through_the_server(fleet_ui: RunningUi) -> None:
+    fleet = fleet_ui.get("/api/fleet").json()
+    assert not fleet["embedded"]
+    [machine] = fleet["machines"]
+    assert machine["framework"].startswith("torch ") and "cpu" in machine["hardware"]
+    assert machine["id"] in fleet_ui.get("/fleet/live").text
+    body = {"model": "digits_cnn", "framework": "torch", "batch_sizes": [1, 2],
+            "iterations": 5, "warmup": 1, "min_seconds": 0}  # fmt: skip
+    started = fleet_ui.post("/api/evaluations", json=body)
+    assert started.status_code == 202, started.text
+    url = started.json()["url"]
+    run = wait_for(
+        lambda: (r := fleet_ui.get(url).json())["state"] in ("finished", "failed") and r,
+        EVALUATION_S,
+        "the evaluation dispatched through the server to end",
+        every=0.5,
+    )
+    assert run["state"] == "finished", run["error"]
+    evaluation_id = run["evaluation_id"]
+    page = fleet_ui.get(f"/evaluations/{evaluation_id}")
+    assert page.status_code == 200 and "digits_cnn 1.0.0" in page.text
+    listed = fleet_ui.get("/api/evaluations", params={"q": evaluation_id}).json()
+    assert [e["id"] for e in listed["evaluations"]] == [evaluation_id]
