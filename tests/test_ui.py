@@ -554,3 +554,30 @@ def test_a_fleet_lists_its_agents_and_runs_through_the_server(fleet_ui: RunningU
     assert page.status_code == 200 and "digits_cnn 1.0.0" in page.text
     listed = fleet_ui.get("/api/evaluations", params={"q": evaluation_id}).json()
     assert [e["id"] for e in listed["evaluations"]] == [evaluation_id]
+
+
+def test_command_serves_https_with_a_certificate(tmp_path: Path) -> None:
+    from mlms.security.ca import issue, make_ca
+
+    ca = make_ca()
+    pem = issue(ca, "server", ["127.0.0.1", "localhost"])
+    (tmp_path / "ca.pem").write_bytes(ca.cert)
+    (tmp_path / "ui.pem").write_bytes(pem.cert)
+    (tmp_path / "ui-key.pem").write_bytes(pem.key)
+    served = subprocess.Popen(
+        [sys.executable, "-m", "mlms", "ui", "--listen", "127.0.0.1:0",
+         "--tls-cert", str(tmp_path / "ui.pem"), "--tls-key", str(tmp_path / "ui-key.pem")],
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        line = served.stderr.readline()  # type: ignore[union-attr]
+        url = re.search(r"https://127\.0\.0\.1:\d+/", line)
+        assert url, line
+        answer = requests.get(url.group(0) + "zoo", timeout=60, verify=str(tmp_path / "ca.pem"))
+        assert answer.status_code == 200 and "digits_cnn" in answer.text
+        with pytest.raises(requests.exceptions.ConnectionError):
+            requests.get(url.group(0).replace("https", "http") + "zoo", timeout=60)
+    finally:
+        served.terminate()
+        served.wait(30)

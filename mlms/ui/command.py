@@ -36,7 +36,8 @@ from mlms.errors import InvalidArgument
 @click.option("--tls-ca", envvar="MLMS_TLS_CA", metavar="PEM",
               help="CA to verify the server with; default: the system's.")  # fmt: skip
 @click.option("--tls-cert", envvar="MLMS_TLS_CERT", metavar="PEM",
-              help="Certificate to serve HTTPS with (and to show a server that asks).")  # fmt: skip
+              help="Certificate to serve HTTPS with; with --tls-ca also shown to a server "
+                   "that asks for one.")  # fmt: skip
 @click.option("--tls-key", envvar="MLMS_TLS_KEY", metavar="PEM", help="The certificate's key.")
 @click.option("--insecure", envvar="MLMS_INSECURE", is_flag=True, default=False,
               help="Plaintext even off loopback, to browsers and to the server.")  # fmt: skip
@@ -82,6 +83,8 @@ def ui(
             ssl_certfile=tls.cert_path,
             ssl_keyfile=tls.key_path,
             log_level="warning",
+            # A live page's polling or a report still building must not hold Ctrl-C for long.
+            timeout_graceful_shutdown=5,
         )
     ).run(sockets=[sock])
 

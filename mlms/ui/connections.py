@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from mlms.client import Client, EmbeddedClient
 from mlms.errors import MlmsError
 from mlms.registry.base import AgentRecord
+from mlms.security.tls import TlsFiles
 from mlms.ui.config import UiConfig
 from mlms.ui.fleet import Machine
 from mlms.ui.index import EvaluationIndex
@@ -138,4 +139,8 @@ class Connections:
         server = self.config.server
         if server is None:  # the embedded UI never dials; a caller that does is wrong
             raise RuntimeError("the embedded UI has no server to dial")
-        return RemoteClient(server, tls=self.config.tls, insecure=self.config.insecure, token=token)
+        tls = self.config.tls
+        # Without --tls-ca the certificate only serves HTTPS: the server is dialled as the CLI
+        # dials it with no TLS options (plaintext on loopback, else the system's CAs).
+        dial = tls if tls.ca is not None else TlsFiles()
+        return RemoteClient(server, tls=dial, insecure=self.config.insecure, token=token)
