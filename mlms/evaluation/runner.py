@@ -262,7 +262,7 @@ def _measure_batch(
                 )
                 spans = len(tracer.records()) - before
             if model_run is None:
-                model_run, copies = (latencies, seconds), feed.copies
+                model_run, copies = (latencies, seconds), list(feed.copies)
             p50 = float(np.percentile(latencies, 50)) / 1e6
             base = float(np.percentile(model_run[0], 50)) / 1e6
             levels[level.label] = LevelResult(
