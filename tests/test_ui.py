@@ -581,3 +581,11 @@ def test_command_serves_https_with_a_certificate(tmp_path: Path) -> None:
     finally:
         served.terminate()
         served.wait(30)
+
+
+def test_forms_posted_from_another_site_are_refused(ui: RunningUi) -> None:
+    body = {"model": "digits_cnn", "batch_sizes": "0"}
+    foreign = ui.post("/run", data=body, headers={"Origin": "https://evil.example"})
+    assert foreign.status_code == 403 and "cross-site POST refused" in foreign.text
+    same = ui.post("/run", data=body, headers={"Origin": ui.url})
+    assert same.status_code == 400  # reached the form's checks (batch size 0)

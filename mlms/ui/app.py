@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -62,6 +62,16 @@ def create_app(config: UiConfig, remote: Callable[[str | None], Client] | None =
     return app
 
 
+def _cross_site(request: Request) -> bool:
+    """A form posted to this app from another site's page. Without a token (embedded, or a
+    server without tokens) there is no SameSite cookie to stop it, and browsers name the
+    posting page's origin."""
+    if request.method in ("GET", "HEAD", "OPTIONS"):
+        return False
+    origin = request.headers.get("origin")
+    return origin is not None and urlsplit(origin).netloc != request.headers.get("host")
+
+
 def _is_api(request: Request) -> bool:
     return request.url.path.startswith("/api/")
 
@@ -101,9 +111,15 @@ async def _http_error(request: Request, exc: HTTPException) -> Response:
 
 
 async def _headers(request: Request, call_next) -> Response:
+    if _cross_site(request):
+        return _error(
+            request, f"cross-site {request.method} refused: submit it from this app's pages", 403
+        )
     response = await call_next(request)
     report = request.url.path.endswith("/report")
     response.headers["Content-Security-Policy"] = REPORT_POLICY if report else PAGE_POLICY
     response.headers["X-Content-Type-Options"] = "nosniff"
-    response.headers["Referrer-Policy"] = "no-referrer"
+    # same-origin, not no-referrer: under no-referrer browsers post forms with "Origin: null",
+    # which the cross-site check cannot tell from another site's.
+    response.headers["Referrer-Policy"] = "same-origin"
     return response
