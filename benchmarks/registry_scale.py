@@ -5,7 +5,8 @@ hosts, 4 with a V100, 4 with an A100) and a server's dispatch path (the fleet wa
 selection by model, framework constraint, --hw and least load, and the job written under the
 server's lease). 1,000 evaluations are queued one after another without finishing, so each
 decision sees the load of all before it. Prints the p50/p99 of the decision alone and of the
-decision plus its two job writes to etcd, and how evenly the load spread.
+decision plus the job's write to etcd (one: the dispatcher writes the job once its agent is
+chosen), and how evenly the load spread.
 
     .venv/bin/python benchmarks/registry_scale.py [--registry etcd://HOST:PORT]
         [--agents 16] [--evaluations 1000]
@@ -103,8 +104,7 @@ def run(registry_url: str, agents: int, evaluations: int) -> None:
             start = time.perf_counter_ns()
             agent = dispatcher.choose(request, frozenset())
             decided = time.perf_counter_ns()
-            job = jobs.start(uuid.uuid4().hex, model)
-            jobs.running(job, agent.id, 1)
+            jobs.start(uuid.uuid4().hex, model, "evaluation", agent.id, 1)
             written = time.perf_counter_ns()
             queued.enter_context(dispatcher.pending.hold(agent.id))
             decide.append((decided - start) / 1e3)
@@ -124,7 +124,7 @@ def run(registry_url: str, agents: int, evaluations: int) -> None:
         f"   p99 {np.percentile(decide, 99):8.1f} us"
     )
     print(
-        f"  decision + 2 job writes to etcd              p50 {np.percentile(with_jobs, 50):8.1f} us"
+        f"  decision + the job's write to etcd           p50 {np.percentile(with_jobs, 50):8.1f} us"
         f"   p99 {np.percentile(with_jobs, 99):8.1f} us"
     )
     print(f"  jobs in etcd while queued: {in_etcd}")

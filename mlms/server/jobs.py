@@ -87,14 +87,25 @@ class Jobs:
         except MlmsError as exc:
             log.warning("could not record job %s: %s", job.evaluation_id, exc)
 
-    def start(self, evaluation_id: str, model: str, kind: Kind = "evaluation") -> Job:
+    def start(
+        self,
+        evaluation_id: str,
+        model: str,
+        kind: Kind = "evaluation",
+        agent_id: str | None = None,
+        attempt: int = 0,
+    ) -> Job:
+        """The job, written to the registry: "running" on ``agent_id`` when the agent is
+        already chosen (one write per dispatch), else "dispatching"."""
         now = datetime.now(UTC)
         job = Job(
             evaluation_id=evaluation_id,
             kind=kind,
             server=self.server,
             model=model,
-            state="dispatching",
+            state="running" if agent_id else "dispatching",
+            agent_id=agent_id,
+            attempt=attempt,
             started_at=now,
             updated_at=now,
         )
