@@ -5,8 +5,9 @@ from __future__ import annotations
 import click
 
 from mlms.bounds.record import PRECISIONS
-from mlms.cli.options import client_for, parse_batch_sizes, server_option, validated
+from mlms.cli.options import client_for, server_option
 from mlms.cli.render import frame_table, out, progress_bar
+from mlms.user_input import parse_batch_sizes, validated
 
 
 @click.command("bound")

@@ -7,11 +7,12 @@ from pathlib import Path
 import click
 
 from mlms.cli.files import writable, write_file
-from mlms.cli.options import client_for, parse_batch_sizes, server_option, spans_for, validated
+from mlms.cli.options import client_for, server_option, spans_for
 from mlms.cli.render import err, frame_table, out, progress_bar
 from mlms.cli.run_options import run_fields, run_options
 from mlms.errors import InvalidArgument
 from mlms.evaluation.record import EvaluationRequest
+from mlms.user_input import parse_batch_sizes, validated
 from mlms.zoo.manifest import FRAMEWORKS
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import click
 
-from mlms.cli.options import client_for, parse_batch_sizes, server_option, validated
+from mlms.cli.options import client_for, server_option
 from mlms.cli.render import out, progress_bar, record_summary
 from mlms.cli.run_options import run_fields, run_options
 from mlms.evaluation.record import EvaluationRequest
 from mlms.tracer.levels import TraceLevel
+from mlms.user_input import parse_batch_sizes, validated
 
 LEVELS = [level.label for level in TraceLevel]
 

@@ -3,41 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TypeVar
 
 import click
-from pydantic import BaseModel, ValidationError
 
 from mlms.analysis.engine import Spans
 from mlms.client import Client, EmbeddedClient
 from mlms.errors import InvalidArgument
 from mlms.evaluation.record import EvaluationRecord
-from mlms.rpc.convert import one_line
-
-
-def parse_batch_sizes(text: str) -> list[int]:
-    """``"1,8,32"`` -> [1, 8, 32]; anything else names the bad part."""
-    sizes = []
-    for part in text.split(","):
-        part = part.strip()
-        if not part.isdigit() or int(part) < 1:
-            raise InvalidArgument(
-                f"bad batch size {part!r} in {text!r}: expected positive integers like '1,8,32'"
-            )
-        sizes.append(int(part))
-    return sizes
-
-
-Model = TypeVar("Model", bound=BaseModel)
-
-
-def validated(cls: type[Model], /, **fields: object) -> Model:
-    """``cls(**fields)``, or one line naming the first bad field."""
-    try:
-        return cls(**fields)
-    except ValidationError as exc:
-        raise InvalidArgument(f"bad value for {one_line(exc)}") from None
-
 
 #: Where the connection options are kept in the click context (``ctx.meta``).
 _CONNECTION = "mlms.connection"

@@ -11,10 +11,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from mlms.cli.compare import parse_frameworks
-from mlms.cli.options import client_for, parse_batch_sizes, server_option, validated
+from mlms.cli.options import client_for, server_option
 from mlms.cli.render import err, out
 from mlms.errors import InvalidArgument
 from mlms.evaluation.sweep import SweepSpec, SweepState
+from mlms.user_input import parse_batch_sizes, validated
 
 
 def parse_names(text: str, what: str) -> list[str]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from mlms.cli.options import parse_batch_sizes, validated
 from mlms.errors import InvalidArgument, UnknownModel
 from mlms.evaluation.record import EvaluationRequest
+from mlms.user_input import parse_batch_sizes, validated
 from mlms.zoo.manifest import FRAMEWORKS, ModelManifest
 
 FIELDS = ("model", "framework", "hw", "batch_sizes", "trace_level", "iterations", "warmup",
