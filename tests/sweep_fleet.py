@@ -39,6 +39,15 @@ class SweepFleet:
         )
         return address
 
+    def start_server(self) -> None:
+        """A server on a new port (the one before may have been killed)."""
+        self.address = f"127.0.0.1:{free_port()}"
+        self.server = MlmsProcess(
+            ["server", "--listen", self.address, "--grace", "2"],
+            self.root / f"server-{self.address.replace(':', '_')}.log",
+            self.env,
+        )
+
     def agent_ids(self) -> dict[str, str]:
         """Agent id -> address, from the registry."""
         registry = registry_from_url(self.registry_url)
@@ -47,6 +56,9 @@ class SweepFleet:
         finally:
             registry.close()
         return {r["agent_id"]: r["address"] for r in records}
+
+    def live(self) -> set[str]:
+        return {address for address, process in self.agents.items() if process.alive()}
 
     def client(self) -> RemoteClient:
         return RemoteClient(self.address)
@@ -80,13 +92,10 @@ def start_fleet(
     fleet = SweepFleet(env, root, registry_url)
     for framework in frameworks:
         fleet.start_agent(framework)
-    fleet.address = f"127.0.0.1:{free_port()}"
-    fleet.server = MlmsProcess(
-        ["server", "--listen", fleet.address, "--grace", "2"], root / "server.log", env
-    )
+    fleet.start_server()
     with fleet.client() as client:
         wait_for(
-            lambda: len(_agents(client)) == len(frameworks),
+            lambda: len(listed_agents(client)) == len(frameworks),
             120,
             f"{len(frameworks)} agents at the server",
             every=0.5,
@@ -94,7 +103,7 @@ def start_fleet(
     return fleet
 
 
-def _agents(client: RemoteClient) -> list:
+def listed_agents(client: RemoteClient) -> list:
     from mlms.errors import Unavailable
 
     try:

@@ -20,7 +20,7 @@ from mlms.server.sweeps import SweepRun
 from mlms.store.factory import store_from_url
 from mlms.store.local import LocalStore
 from tests.processes import MlmsProcess, wait_for
-from tests.sweep_fleet import SweepFleet, start_fleet
+from tests.sweep_fleet import SweepFleet, listed_agents, start_fleet
 
 SPEC = SweepSpec(
     models=["digits_cnn", "resnet18"],
@@ -172,24 +172,38 @@ def fleet(etcd, s3, tmp_path_factory) -> Iterator[SweepFleet]:
         fleet.stop()
 
 
-def test_kill_the_client_and_an_agent_then_resume(fleet: SweepFleet, s3) -> None:
-    """Every cell ends with one record, and as many evaluations ran to completion as there
-    are cells: each completed evaluation wrote one span archive, a killed one none."""
-    store = store_from_url(s3.url)
+def _archives(store) -> set[str]:
+    """Span archives: one for each evaluation that ran to completion (a killed run has none)."""
+    return {k for k in store.list("traces/") if k.endswith("spans.parquet")}
+
+
+def _start_sweep(
+    fleet: SweepFleet, store, name: str, seconds: float = 2
+) -> tuple[MlmsProcess, str]:
+    """``mlms sweep`` of 8 cells of >= ``seconds`` as a process; the new sweep's id."""
+    before = set(store.list("sweeps/"))
     client = MlmsProcess(
         ["sweep", "--models", "digits_cnn", "--frameworks", "torch,onnxruntime",
-         "-b", "1,2,3,4", "-n", "5", "--warmup", "0", "--min-seconds", "2"],
-        fleet.root / "client.log",
+         "-b", "1,2,3,4", "-n", "5", "--warmup", "0", "--min-seconds", str(seconds)],
+        fleet.root / f"{name}.log",
         {**fleet.env, "MLMS_SERVER": fleet.address},
     )  # fmt: skip
-    sweep_id = wait_for(lambda: [k for k in store.list("sweeps/")], 60, "the sweep stored")[0]
-    sweep_id = sweep_id.removeprefix("sweeps/").removesuffix(".json")
+    key = wait_for(lambda: set(store.list("sweeps/")) - before, 60, "the sweep stored").pop()
+    return client, key.removeprefix("sweeps/").removesuffix(".json")
 
-    def running_on_agent():
-        running = [c for c in load_sweep(store, sweep_id).cells if c.state == "running"]
-        return next((c for c in running if c.agent_id), None)
 
-    victim = wait_for(running_on_agent, 60, "a cell running on an agent")
+def _running_on_agent(store, sweep_id: str) -> SweepCell | None:
+    running = [c for c in load_sweep(store, sweep_id).cells if c.state == "running"]
+    return next((c for c in running if c.agent_id), None)
+
+
+def test_kill_the_client_and_an_agent_then_resume(fleet: SweepFleet, s3) -> None:
+    """Every cell ends with one record, and as many evaluations ran to completion as there
+    are cells."""
+    store = store_from_url(s3.url)
+    archives = _archives(store)
+    client, sweep_id = _start_sweep(fleet, store, "client")
+    victim = wait_for(lambda: _running_on_agent(store, sweep_id), 60, "a cell on an agent")
     fleet.agents[fleet.agent_ids()[victim.agent_id]].kill()
     wait_for(lambda: load_sweep(store, sweep_id).count("completed") >= 1, 120, "a cell completed")
     client.kill()
@@ -198,7 +212,24 @@ def test_kill_the_client_and_an_agent_then_resume(fleet: SweepFleet, s3) -> None
     assert final.count("completed") == 8, final
     retried = next(c for c in final.cells if c.evaluation_id == victim.evaluation_id)
     assert retried.agent_id != victim.agent_id  # the killed agent's evaluation ran elsewhere
-    assert {c.evaluation_id for c in final.cells} == {
-        k.removeprefix("evaluations/").removesuffix(".json") for k in store.list("evaluations/")
-    }
-    assert len([k for k in store.list("traces/") if k.endswith("spans.parquet")]) == 8
+    assert all(store.exists(f"evaluations/{c.evaluation_id}.json") for c in final.cells)
+    assert len(_archives(store) - archives) == 8
+
+
+def test_kill_the_server_then_resume_on_another(fleet: SweepFleet, s3) -> None:
+    """The cells running when the server died finish on their agents, which list them in
+    their records: the resumed sweep waits for them instead of running them again."""
+    store = store_from_url(s3.url)
+    archives = _archives(store)
+    # Cells long enough to outlive the dead server's jobs (their lease) and the new server's
+    # start: then only the agents' records say that they are still running.
+    client, sweep_id = _start_sweep(fleet, store, "client-of-a-dying-server", seconds=10)
+    wait_for(lambda: _running_on_agent(store, sweep_id), 60, "a cell on an agent")
+    fleet.server.kill()
+    client.kill()
+    fleet.start_server()
+    with fleet.client() as remote:
+        wait_for(lambda: len(listed_agents(remote)) == len(fleet.live()), 60, "the agents")
+        final = remote.sweep(None, sweep_id, lambda _state: None)
+    assert final.count("completed") == 8, final
+    assert len(_archives(store) - archives) == 8

@@ -152,6 +152,7 @@ class Agent:
             hardware=hardware.detect(),
             models=self.models,
             in_flight=self.load.count,
+            running=self.load.ids,
             started_at=self.started_at,
         )
 

@@ -16,7 +16,9 @@ import re
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import grpc
@@ -57,28 +59,37 @@ class Session:
 
 
 class Load:
-    """Evaluations queued or running here; ``on_change`` publishes the count (registry)."""
+    """Evaluations and bounds queued or running here, by id; ``on_change`` publishes them
+    (the agent's registry record lists them, so a server that did not dispatch one, or a
+    dispatcher that died, still finds it running here)."""
 
     def __init__(self, on_change: Callable[[int], None] = lambda _count: None) -> None:
-        self._count = 0
+        self._ids: Counter[str] = Counter()
         self._lock = threading.Lock()
         self.on_change = on_change
 
     @property
     def count(self) -> int:
-        return self._count
+        return self._ids.total()
 
-    def __enter__(self) -> Load:
-        self._add(1)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._add(-1)
-
-    def _add(self, delta: int) -> None:
+    @property
+    def ids(self) -> list[str]:
         with self._lock:
-            self._count += delta
-            count = self._count
+            return sorted(self._ids)
+
+    @contextmanager
+    def holding(self, job_id: str) -> Iterator[None]:
+        self._add(job_id, 1)
+        try:
+            yield
+        finally:
+            self._add(job_id, -1)
+
+    def _add(self, job_id: str, delta: int) -> None:
+        with self._lock:
+            self._ids[job_id] += delta
+            self._ids = +self._ids  # drops the ids that reached 0
+            count = self._ids.total()
         self.on_change(count)
 
 
@@ -268,7 +279,7 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
         def run() -> None:
             try:
                 with (
-                    self.load,
+                    self.load.holding(job_id),
                     self.tracer.start_as_current_span(
                         span_name,
                         context=parent,

@@ -37,6 +37,8 @@ class AgentRecord(BaseModel):
     hardware: HardwareInfo
     models: list[str] = []
     in_flight: int = 0  # evaluations queued or running on the agent
+    #: Their ids (and bounds'): found here after the server that dispatched one died.
+    running: list[str] = []
     started_at: datetime
     mlms_version: str = mlms.__version__
 

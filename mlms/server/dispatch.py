@@ -132,7 +132,7 @@ class Dispatcher:
         get_model(request.model)  # an unknown model fails before anything is recorded
         parse_framework(request.framework)
         job_id = job_id or uuid.uuid4().hex
-        job = self.jobs.start(job_id, request.model, kind)
+        job = None
         failed: list[str] = []
         reasons: list[str] = []  # why each failed agent did, for the error that ends it all
         try:
@@ -144,7 +144,13 @@ class Dispatcher:
                         raise
                     # "No live agents" alone hid what happened to the one that had it.
                     raise type(exc)(f"{exc}; {kind} {job_id} {'; '.join(reasons)}") from exc
-                job = self.jobs.running(job, agent.id, attempt)
+                # Written once its agent is chosen: one registry write (an etcd commit) on
+                # the way to the agent instead of two.
+                job = (
+                    self.jobs.start(job_id, request.model, kind, agent.id, attempt)
+                    if job is None
+                    else self.jobs.running(job, agent.id, attempt)
+                )
                 yield calls_pb2.EvaluateEvent(
                     assigned=calls_pb2.Assigned(
                         evaluation_id=job_id,
@@ -182,7 +188,8 @@ class Dispatcher:
                 f"({'; '.join(reasons)}); the fleet may be going down"
             )
         finally:
-            self.jobs.finish(job_id)
+            if job is not None:
+                self.jobs.finish(job_id)
 
     def predict(
         self, request: calls_pb2.PredictRequest, parent: otel_context.Context | None = None

@@ -176,9 +176,9 @@ class FleetCells:
         record = self._stored(evaluation_id)
         if record is not None:
             return record
-        job = jobs.find(self.registry, evaluation_id, "evaluation")
-        if job is not None:  # another dispatch of it (a run the caller left) is still going
-            assigned(job.agent_id or "")
+        agent = self._in_flight(evaluation_id)
+        if agent is not None:  # from a run the caller left, or whose server died
+            assigned(agent)
             record = self._await(evaluation_id)
             if record is not None:
                 return record
@@ -195,9 +195,19 @@ class FleetCells:
             return None
         return load_record(self.store, evaluation_id)
 
+    def _in_flight(self, evaluation_id: str) -> str | None:
+        """The agent running the evaluation (its record says so), else, while a live server
+        dispatches it, that job's agent ("" before one is chosen); None when neither."""
+        for agent in self.fleet.agents():
+            if evaluation_id in agent.running:
+                return agent.id
+        job = jobs.find(self.registry, evaluation_id, "evaluation")
+        return None if job is None else job.agent_id or ""
+
     def _await(self, evaluation_id: str) -> EvaluationRecord | None:
-        """The record once stored, or None when its job went away without one."""
-        while jobs.find(self.registry, evaluation_id, "evaluation") is not None:
+        """The record once stored, or None when the evaluation went away without one (its
+        agent died, or its dispatch ended without it)."""
+        while self._in_flight(evaluation_id) is not None:
             record = self._stored(evaluation_id)
             if record is not None:
                 return record

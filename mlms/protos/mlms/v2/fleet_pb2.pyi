@@ -72,7 +72,7 @@ class HardwareInfo(_message.Message):
     def __init__(self, host: _Optional[str] = ..., cpu_brand: _Optional[str] = ..., cpu_cores_logical: _Optional[int] = ..., cpu_cores_physical: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., machine: _Optional[str] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ...) -> None: ...
 
 class AgentRecord(_message.Message):
-    __slots__ = ("agent_id", "address", "framework", "framework_version", "hardware", "models", "in_flight", "started_at", "mlms_version")
+    __slots__ = ("agent_id", "address", "framework", "framework_version", "hardware", "models", "in_flight", "started_at", "mlms_version", "running")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
@@ -82,6 +82,7 @@ class AgentRecord(_message.Message):
     IN_FLIGHT_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     MLMS_VERSION_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     address: str
     framework: str
@@ -91,7 +92,8 @@ class AgentRecord(_message.Message):
     in_flight: int
     started_at: _timestamp_pb2.Timestamp
     mlms_version: str
-    def __init__(self, agent_id: _Optional[str] = ..., address: _Optional[str] = ..., framework: _Optional[str] = ..., framework_version: _Optional[str] = ..., hardware: _Optional[_Union[HardwareInfo, _Mapping]] = ..., models: _Optional[_Iterable[str]] = ..., in_flight: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., mlms_version: _Optional[str] = ...) -> None: ...
+    running: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, agent_id: _Optional[str] = ..., address: _Optional[str] = ..., framework: _Optional[str] = ..., framework_version: _Optional[str] = ..., hardware: _Optional[_Union[HardwareInfo, _Mapping]] = ..., models: _Optional[_Iterable[str]] = ..., in_flight: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., mlms_version: _Optional[str] = ..., running: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Job(_message.Message):
     __slots__ = ("evaluation_id", "kind", "server", "model", "state", "agent_id", "attempt", "started_at", "updated_at")
