@@ -121,6 +121,22 @@ def test_a_stopped_sweep_finishes_the_running_cells_and_starts_no_more(store) ->
     assert load_sweep(store, final.id).count("completed") == 2
 
 
+def test_a_stopped_run_does_not_undo_the_resumed_one(store) -> None:
+    """The caller of a sweep went away (its run stopped, a cell still running) and resumed
+    it: when the old run's cell ends, it stores that cell only, not its stale view."""
+    slow = FakeCells(seconds=0.5)
+    old = SweepRun(new_sweep(SPEC), store, slow.run, lambda c: c.framework, lambda _lane: 1)
+    updates = old.start().updates()
+    wait_for(lambda: next(updates).count("running") == 2, 10, "two cells running")
+    old.stop()
+    resumed = _run(load_sweep(store, old.sweep.id), store, FakeCells(seconds=0), {
+        "torch": 1, "onnxruntime": 1})  # fmt: skip
+    assert resumed.count("completed") == 12
+    *_, last = updates  # the old run's two cells end after the resumed run
+    assert last.count("completed") == 2
+    assert load_sweep(store, resumed.id).count("completed") == 12
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -25,7 +25,7 @@ from typing import Any
 from mlms.errors import MlmsError, Unavailable
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.records import load_record
-from mlms.evaluation.sweep import SweepCell, SweepState, save_sweep
+from mlms.evaluation.sweep import SweepCell, SweepState, load_sweep, save_sweep
 from mlms.registry.base import Registry
 from mlms.rpc.convert import from_proto
 from mlms.server import jobs
@@ -140,10 +140,21 @@ class SweepRun:
             self.sweep = self.sweep.model_copy(update={"cells": cells})
             self._version += 1
             try:
-                save_sweep(self.store, self.sweep)
+                self._store(index)
             except MlmsError as exc:  # the next change stores it again
                 log.warning("sweep %s: could not store its state: %s", self.sweep.id, exc)
             self._changed.notify_all()
+
+    def _store(self, index: int) -> None:
+        """The whole sweep; once stopped, only this cell into what is stored: a resumed run
+        may be storing the rest by now, and this run's view of it is stale."""
+        if not self._stop.is_set():
+            save_sweep(self.store, self.sweep)
+            return
+        stored = load_sweep(self.store, self.sweep.id)
+        cells = list(stored.cells)
+        cells[index] = self.sweep.cells[index]
+        save_sweep(self.store, stored.model_copy(update={"cells": cells}))
 
 
 class FleetCells:
