@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -9,6 +10,7 @@ import click
 from mlms.cli.files import writable, write_file
 from mlms.cli.options import client_for, server_option, spans_for
 from mlms.cli.render import err
+from mlms.client import Client
 
 
 @click.command()
@@ -27,7 +29,11 @@ def report(evaluation_ids: tuple[str, ...], output: Path, server: str | None) ->
     bounds (`mlms bound`) measured against them and, for several IDs, how they differ. The
     file needs no network (plotly.js is inside it)."""
     writable(output)
-    client = client_for(server)
+    write_report(client_for(server), evaluation_ids, output)
+
+
+def write_report(client: Client, evaluation_ids: Sequence[str], output: Path) -> None:
+    """The report of the evaluations (each once) to ``output``, checked writable already."""
     records = list({r.id: r for r in map(client.get_evaluation, evaluation_ids)}.values())
     from mlms.report import bounds_for, build_report  # plotly loads only for this command
 

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from mlms.cli.compare import parse_frameworks
+from mlms.cli.files import writable
 from mlms.cli.options import client_for, server_option
 from mlms.cli.render import err, out
+from mlms.cli.report import write_report
 from mlms.errors import InvalidArgument
 from mlms.evaluation.sweep import SweepSpec, SweepState
 from mlms.user_input import parse_batch_sizes, validated
@@ -42,6 +45,12 @@ def parse_names(text: str, what: str) -> list[str]:
 @click.option("--warmup", default=3, show_default=True, type=int)
 @click.option("--min-seconds", default=1.0, show_default=True, type=float)
 @click.option("--resume", "resume", default=None, metavar="ID", help="Resume the sweep ID.")
+@click.option(
+    "--report",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the HTML report of the completed evaluations (mlms report) to this file.",
+)
 @server_option
 def sweep(
     models: str | None,
@@ -52,6 +61,7 @@ def sweep(
     warmup: int,
     min_seconds: float,
     resume: str | None,
+    report: Path | None,
     server: str | None,
 ) -> None:
     """Evaluate every combination of models, frameworks, batch sizes and hardware: in
@@ -77,9 +87,15 @@ def sweep(
             f"--resume {resume} runs the stored sweep as it was given: expected no --models "
             "or --frameworks with it"
         )
+    if report is not None:
+        writable(report)  # checked before the evaluations, which take minutes
+    client = client_for(server)
     with sweep_progress() as changed:
-        final = client_for(server).sweep(spec, resume, changed)
+        final = client.sweep(spec, resume, changed)
     out.print(summary(final))
+    done = [cell.evaluation_id for cell in final.cells if cell.state == "completed"]
+    if report is not None and done:
+        write_report(client, done, report)
     failed = final.count("failed")
     if failed:
         raise click.ClickException(
