@@ -188,8 +188,8 @@ def predict_round_trip(model: str, calls: int) -> None:
     from mlms.config import default_store, mlms_home
     from mlms.predictors.base import PredictorOptions
     from mlms.predictors.registry import predictor_class
-    from mlms.protos.inference import grpc_predict_v2_pb2 as oip
-    from mlms.protos.inference import grpc_predict_v2_pb2_grpc as oip_grpc
+    from mlms.protos.inference import grpc_service_pb2 as oip
+    from mlms.protos.inference import grpc_service_pb2_grpc as oip_grpc
     from mlms.protos.mlms.v2 import calls_pb2, predictor_pb2, predictor_pb2_grpc, types_pb2
     from mlms.rpc import tensors
     from mlms.rpc.options import CHANNEL_OPTIONS

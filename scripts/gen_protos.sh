@@ -23,6 +23,7 @@ done
 "$PY" -m grpc_tools.protoc -I protos \
     --python_out="$OUT" --pyi_out="$OUT" --grpc_python_out="$OUT" \
     protos/inference/*.proto
+# grpc_service.proto imports model_config.proto: the same absolute imports as above.
 sed -i -E 's/^from inference import/from mlms.protos.inference import/' \
-    "$OUT"/inference/*_pb2_grpc.py
+    "$OUT"/inference/*_pb2.py "$OUT"/inference/*_pb2_grpc.py "$OUT"/inference/*.pyi
 [ -f "$OUT/inference/__init__.py" ] || : > "$OUT/inference/__init__.py"

@@ -1,6 +1,7 @@
 """The Open Inference Protocol on agents: the servicer over real gRPC on loopback (metadata,
-inference with raw and typed contents, bad requests and their statuses, trace context from
-the call's metadata), and Triton's own client against a real agent process."""
+inference with raw and typed contents, Triton's ModelConfig and ModelStatistics, bad requests
+and their statuses, trace context from the call's metadata), and Triton's own client against
+a real agent process."""
 
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ from mlms.agent.open_inference import SERVICE_NAME, OpenInferenceService, add_to
 from mlms.config import mlms_home
 from mlms.predictors.base import PredictorOptions
 from mlms.predictors.registry import predictor_class
-from mlms.protos.inference import grpc_predict_v2_pb2 as oip
-from mlms.protos.inference import grpc_predict_v2_pb2_grpc as oip_grpc
+from mlms.protos.inference import grpc_service_pb2 as oip
+from mlms.protos.inference import grpc_service_pb2_grpc as oip_grpc
+from mlms.protos.inference import model_config_pb2 as triton_config
 from mlms.rpc.options import CHANNEL_OPTIONS
 from mlms.rpc.serving import Service, start_server
 from mlms.security.ca import issue, make_ca
@@ -142,6 +144,70 @@ def test_infer_gives_the_embedded_predictors_logits(stub, store) -> None:
     np.testing.assert_array_equal(_logits(stub.ModelInfer(typed)), _logits(reply))
 
 
+def test_model_config_is_the_metadata_in_tritons_terms(stub) -> None:
+    config = stub.ModelConfig(oip.ModelConfigRequest(name="digits_cnn")).config
+    assert (config.name, config.platform, config.backend) == (
+        "digits_cnn",
+        "pytorch_libtorch",
+        "pytorch",
+    )
+    assert config.max_batch_size == 4096
+    fp32 = triton_config.TYPE_FP32
+    # Triton's dims leave out the batch axis (max_batch_size > 0); the metadata's have -1.
+    assert [(t.name, t.data_type, list(t.dims)) for t in config.input] == [
+        ("image", fp32, [1, 8, 8])
+    ]
+    assert [(t.name, t.data_type, list(t.dims)) for t in config.output] == [("logits", fp32, [10])]
+    metadata = stub.ModelMetadata(oip.ModelMetadataRequest(name="digits_cnn"))
+    assert list(metadata.inputs[0].shape) == [-1, *config.input[0].dims]
+    assert list(metadata.outputs[0].shape) == [-1, *config.output[0].dims]
+
+
+def _statistics(stub, name: str = "digits_cnn") -> oip.ModelStatistics:
+    (stats,) = stub.ModelStatistics(oip.ModelStatisticsRequest(name=name)).model_stats
+    return stats
+
+
+def test_model_statistics_count_the_infers(stub) -> None:
+    before = _statistics(stub)
+    stub.ModelInfer(_request(_batch(3)))
+    stub.ModelInfer(_request(_batch(2)))
+    with pytest.raises(grpc.RpcError):
+        stub.ModelInfer(_request(_batch(1), datatype="INT64"))
+    with pytest.raises(grpc.RpcError):  # no model of ours: no model's statistics count it
+        stub.ModelInfer(oip.ModelInferRequest(model_name="resnet5"))
+    after = _statistics(stub)
+    assert (after.name, after.version) == ("digits_cnn", "1.0.0")
+    assert after.inference_count - before.inference_count == 5  # samples
+    assert after.execution_count - before.execution_count == 2  # calls
+    stats, was = after.inference_stats, before.inference_stats
+    assert stats.success.count - was.success.count == 2
+    assert stats.fail.count - was.fail.count == 1
+    assert stats.success.ns > was.success.ns and stats.fail.ns > was.fail.ns
+    for phase in ("queue", "compute_input", "compute_infer", "compute_output"):
+        assert getattr(stats, phase).count - getattr(was, phase).count == 2, phase
+    # The phases are parts of the calls' durations.
+    assert stats.compute_infer.ns < stats.success.ns
+    sizes = {batch.batch_size: batch.compute_infer.count for batch in after.batch_stats}
+    assert sizes[3] >= 1 and sizes[2] >= 1
+    assert after.last_inference > 1.7e12  # milliseconds since the epoch
+    every = stub.ModelStatistics(oip.ModelStatisticsRequest()).model_stats
+    assert [model.name for model in every] == ["digits_cnn", "resnet18"]
+    assert every[1].execution_count == 0
+
+
+def test_tritons_other_extensions_are_unimplemented(channel) -> None:
+    for method in ("RepositoryIndex", "SystemSharedMemoryStatus", "CudaSharedMemoryRegister"):
+        call = channel.unary_unary(f"/inference.GRPCInferenceService/{method}")
+        code, details = _status(lambda call=call: call(b"", timeout=10))
+        assert code == grpc.StatusCode.UNIMPLEMENTED
+        assert details.startswith(f"{method} is a Triton extension that mlms agents do not serve")
+        assert "ModelConfig, ModelStatistics" in details
+    stream = channel.stream_stream("/inference.GRPCInferenceService/ModelStreamInfer")
+    code, details = _status(lambda: list(stream(iter([b""]), timeout=10)))
+    assert code == grpc.StatusCode.UNIMPLEMENTED and details.startswith("ModelStreamInfer ")
+
+
 def test_infer_joins_the_callers_trace(stub, exporter) -> None:
     exporter.clear()
     stub.ModelInfer(_request(_batch(1)), metadata=[("traceparent", TRACEPARENT)])
@@ -153,11 +219,23 @@ def test_infer_joins_the_callers_trace(stub, exporter) -> None:
 
 
 def test_repository_load_and_unload(stub) -> None:
-    loaded = stub.RepositoryModelLoad(oip.RepositoryModelLoadRequest(model_name="digits_cnn"))
-    assert loaded.isLoaded
-    unloaded = stub.RepositoryModelUnload(oip.RepositoryModelUnloadRequest(model_name="digits_cnn"))
-    assert unloaded.isUnloaded
+    stub.RepositoryModelLoad(oip.RepositoryModelLoadRequest(model_name="digits_cnn"))
+    stub.RepositoryModelUnload(oip.RepositoryModelUnloadRequest(model_name="digits_cnn"))
     assert _logits(stub.ModelInfer(_request(_batch(2)))).shape == (2, 10)  # loads it again
+
+
+def test_repository_calls_still_speak_kserves_messages(channel) -> None:
+    """KServe's load and unload messages differ from Triton's: the request's model_name is
+    field 1 (Triton's repository_name), and the reply says model_name (1) and isLoaded or
+    isUnloaded (2) where Triton's is empty."""
+    kserve_request = b"\x0a\x0adigits_cnn"
+    kserve_reply = b"\x0a\x0adigits_cnn\x10\x01"
+    for method in ("RepositoryModelLoad", "RepositoryModelUnload"):
+        call = channel.unary_unary(f"/inference.GRPCInferenceService/{method}")
+        assert call(kserve_request, timeout=60) == kserve_reply
+    unknown = channel.unary_unary("/inference.GRPCInferenceService/RepositoryModelLoad")
+    code, details = _status(lambda: unknown(b"\x0a\x07resnet5", timeout=10))
+    assert code == grpc.StatusCode.NOT_FOUND and details.startswith("model 'resnet5'")
 
 
 def test_bad_requests_get_their_status_and_one_line(stub) -> None:
@@ -216,6 +294,28 @@ def test_bad_requests_get_their_status_and_one_line(stub) -> None:
             lambda: stub.ModelInfer(oip.ModelInferRequest(model_name="digits_cnn")),
             invalid,
             "0 inputs: model 'digits_cnn' takes 1 ('image')",
+        ),
+    ]
+    cases += [
+        (
+            lambda: stub.ModelConfig(oip.ModelConfigRequest(name="resnet5")),
+            not_found,
+            "model 'resnet5' is not served by this torch agent: expected one of digits_cnn, "
+            "resnet18",
+        ),
+        (
+            lambda: stub.ModelStatistics(
+                oip.ModelStatisticsRequest(name="digits_cnn", version="7")
+            ),
+            not_found,
+            "model 'digits_cnn' version '7': this agent serves version '1.0.0' (or leave the "
+            "version empty)",
+        ),
+        (
+            lambda: stub.ModelStatistics(oip.ModelStatisticsRequest(version="1.0.0")),
+            invalid,
+            "version '1.0.0' without a model name: name the model, or leave both empty for "
+            "every model",
         ),
     ]
     wrong_output = _request(batch)
@@ -289,7 +389,15 @@ def test_fuzzed_infer_requests_never_break_the_agent(stub, request) -> None:
 @settings(max_examples=100, deadline=None, derandomize=True)
 @given(
     method=st.sampled_from(
-        ["ModelInfer", "ModelMetadata", "ModelReady", "RepositoryModelLoad", "ServerLive"]
+        [
+            "ModelInfer",
+            "ModelMetadata",
+            "ModelReady",
+            "ModelConfig",
+            "ModelStatistics",
+            "RepositoryModelLoad",
+            "ServerLive",
+        ]
     ),
     body=st.binary(max_size=200),
 )
@@ -369,6 +477,27 @@ def test_tritonclient_drives_a_real_agent(
         "message": "input 'image' datatype 'INT64': model 'digits_cnn' expects 'FP32'",
     }
     assert report["wrong_shape"]["status"] == "StatusCode.INVALID_ARGUMENT"
+    # Triton's extensions, as perf_analyzer starts with them: the configuration says what the
+    # metadata says (dims without the batch axis), the statistics count this client's infers.
+    config = report["config"]["config"]
+    assert (config["name"], config["platform"]) == ("digits_cnn", "pytorch_libtorch")
+    assert config["max_batch_size"] == 4096
+    shapes = {t["name"]: t["shape"] for t in report["model"]["inputs"] + report["model"]["outputs"]}
+    datatypes = {
+        t["name"]: t["datatype"] for t in report["model"]["inputs"] + report["model"]["outputs"]
+    }
+    for tensor in config["input"] + config["output"]:
+        assert ["-1", *tensor["dims"]] == shapes[tensor["name"]]
+        assert tensor["data_type"] == f"TYPE_{datatypes[tensor['name']]}"
+    assert [t["name"] for t in config["input"] + config["output"]] == ["image", "logits"]
+    assert report["unknown_config"]["status"] == "StatusCode.NOT_FOUND"
+    assert report["shared_memory"]["status"] == "StatusCode.UNIMPLEMENTED"
+    (stats,) = report["statistics"]["model_stats"]
+    assert (stats["name"], stats["version"]) == ("digits_cnn", "1.0.0")
+    assert (stats["inference_count"], stats["execution_count"]) == ("4", "1")
+    assert stats["inference_stats"]["success"]["count"] == "1"
+    assert stats["inference_stats"]["fail"]["count"] == "2"  # the wrong datatype and shape
+    assert int(stats["inference_stats"]["compute_infer"]["ns"]) > 0
     # The agent's span of the infer joined the trace that tritonclient's header named.
     (span,) = wait_for(
         lambda: [s for s in receiver.of_trace(TRACE_ID) if s.name == "agent.infer"],

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,9 +43,9 @@ def test_generated_code_imports_as_a_package() -> None:
 def test_open_inference_protocol_is_the_standard_service() -> None:
     """Triton's and KServe's clients call these paths: the package, service and method names
     are the protocol's, not ours to change."""
-    from mlms.protos.inference import grpc_predict_v2_pb2
+    from mlms.protos.inference import grpc_service_pb2
 
-    service = grpc_predict_v2_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"]
+    service = grpc_service_pb2.DESCRIPTOR.services_by_name["GRPCInferenceService"]
     assert service.full_name == "inference.GRPCInferenceService"
     methods = {method.name for method in service.methods}
     assert {
@@ -52,4 +55,40 @@ def test_open_inference_protocol_is_the_standard_service() -> None:
         "ServerMetadata",
         "ModelMetadata",
         "ModelInfer",
+        "ModelConfig",
+        "ModelStatistics",
     } <= methods
+
+
+#: Prints the serialized descriptors of tritonclient's compiled Triton protos, hex-encoded: in a
+#: process of its own, since they register the same names as mlms's.
+_TRITON_DESCRIPTORS = """
+from tritonclient.grpc import model_config_pb2, service_pb2
+print(model_config_pb2.DESCRIPTOR.serialized_pb.hex())
+print(service_pb2.DESCRIPTOR.serialized_pb.hex())
+"""
+
+
+def test_triton_protos_are_the_descriptors_tritonclient_ships() -> None:
+    """protos/inference/*.proto were written back from tritonclient's compiled descriptors:
+    they must compile to those descriptors, but for the file names (ours sit under
+    inference/)."""
+    # Not importorskip: importing tritonclient here would clash with mlms's protos.
+    if importlib.util.find_spec("tritonclient") is None:
+        pytest.skip("tritonclient is not installed")
+    from google.protobuf import descriptor_pb2
+
+    from mlms.protos.inference import grpc_service_pb2, model_config_pb2
+
+    printed = subprocess.run(
+        [sys.executable, "-c", _TRITON_DESCRIPTORS], capture_output=True, text=True, check=True
+    ).stdout.split()
+    for ours, theirs in zip((model_config_pb2, grpc_service_pb2), printed, strict=True):
+        mine = descriptor_pb2.FileDescriptorProto.FromString(ours.DESCRIPTOR.serialized_pb)
+        upstream = descriptor_pb2.FileDescriptorProto.FromString(bytes.fromhex(theirs))
+        assert mine.name == f"inference/{upstream.name}"
+        assert list(mine.dependency) == [f"inference/{name}" for name in upstream.dependency]
+        mine.name = upstream.name
+        mine.ClearField("dependency")
+        mine.dependency.extend(upstream.dependency)
+        assert mine == upstream, upstream.name

@@ -3,7 +3,8 @@ tritonclient's generated code registers the same protobuf names (``inference.*``
 default descriptor pool as mlms's, and one process can hold only one of them.
 
 Usage: python tests/triton_client.py ADDRESS MODEL INPUT.npy OUTPUT.npy TRACEPARENT
-Prints JSON: server and model metadata, and the status of bad requests.
+Prints JSON: server and model metadata, Triton's model configuration and statistics (taken
+after the infers), and the status of bad requests.
 """
 
 from __future__ import annotations
@@ -46,7 +47,12 @@ def main(address: str, model: str, input_path: str, output_path: str, traceparen
         "unknown_model": _error(lambda: client.get_model_metadata("resnet5")),
         "wrong_datatype": _error(lambda: client.infer(model, [wrong_type])),
         "wrong_shape": _error(lambda: client.infer(model, [wrong_shape])),
+        "config": client.get_model_config(model, as_json=True),
+        "unknown_config": _error(lambda: client.get_model_config("resnet5")),
+        "shared_memory": _error(client.get_system_shared_memory_status),
     }
+    # Last: the statistics count the infers above, the failed ones too.
+    report["statistics"] = client.get_inference_statistics(model, as_json=True)
     client.close()
     print(json.dumps(report))
 
