@@ -35,6 +35,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.processes import ChildProcess
+
 PREFIX = "mlmsnet"
 _NAME = re.compile(rf"^{PREFIX}-(\d+)-([0-9a-f]{{6}})-")
 #: ``mb<tag><pid>``: 15 characters at most, the kernel's limit for a link's name.
@@ -119,38 +121,13 @@ def _free_subnet() -> ipaddress.IPv4Network:
 
 
 @dataclass
-class HostProcess:
+class HostProcess(ChildProcess):
     """A program running inside a host, its output in ``log``."""
 
     host: Host
     argv: list[str]
     log: Path
     popen: subprocess.Popen
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
-
-    def kill(self) -> None:
-        """kill -9: no goodbye to the registry, no flush."""
-        if self.alive():
-            os.kill(self.pid, signal.SIGKILL)
-        self.popen.wait(10)
-
-    def terminate(self, timeout: float = 20.0) -> int:
-        if self.alive():
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.popen.returncode
 
 
 @dataclass

@@ -34,7 +34,39 @@ def wait_for(condition: Callable[[], T], timeout: float, what: str, every: float
         time.sleep(every)
 
 
-class MlmsProcess:
+class ChildProcess:
+    """A child process (``popen``) whose output goes to ``log``: what a test does to it."""
+
+    popen: subprocess.Popen
+    log: Path
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def kill(self) -> None:
+        """``kill -9``: no goodbye to the registry, no flush."""
+        if self.alive():
+            os.kill(self.pid, signal.SIGKILL)
+        self.popen.wait(10)
+
+    def terminate(self, timeout: float = 30) -> int:
+        if self.alive():
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.popen.returncode
+
+
+class MlmsProcess(ChildProcess):
     """``python -m mlms ARGS`` with its output in a log file."""
 
     def __init__(self, args: list[str], log: Path, env: dict[str, str] | None = None) -> None:
@@ -47,31 +79,6 @@ class MlmsProcess:
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
         )
-
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def alive(self) -> bool:
-        return self.popen.poll() is None
-
-    def kill(self) -> None:
-        """``kill -9``: no goodbye to the registry, no flush."""
-        if self.alive():
-            os.kill(self.pid, signal.SIGKILL)
-            self.popen.wait(10)
-
-    def terminate(self, timeout: float = 30) -> int:
-        if self.alive():
-            self.popen.send_signal(signal.SIGTERM)
-            try:
-                self.popen.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.popen.returncode
 
     def stop(self) -> None:
         self.terminate()
