@@ -1,6 +1,6 @@
-"""Issue 15's numbers on a GPU: what mlms measures against what users would, and transformers
-in half precision. Run by benchmarks/transformers_gpu.sh on the lent H100; prints one table
-per part and writes them (and the records' numbers) as JSON under --out.
+"""GPU pipeline and transformer numbers: what mlms measures against what users would, and
+transformers in half precision. Run by benchmarks/transformers_gpu.sh on the lent H100; prints
+one table per part and writes them (and the records' numbers) as JSON under --out.
 
 1. resnet50 batch 64 fp32 with the inputs on the device: mlms's measured loop against a bare
    torch loop on the same module and the same device tensor, timed with CUDA events,
