@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU pipeline and transformer numbers on the lent H100 (the device tool), in one call:
-# resnet50 batch 64 fp32 with --input-on-device against a bare torch loop timed with CUDA events (target: within 2%),
+# resnet50 batch 64 fp32 with --input-on-device against a bare torch loop timed with CUDA
+# events (target: within 2%),
 # the pinned input copy's GB/s (target: >= 20) against a pageable one, and BERT-base and GPT-2
 # small at fp32/tf32/fp16/bf16 (speed-up over fp32; GPT-2's time to first token and per output
 # token); benchmarks/transformers_gpu.py prints the tables and writes them under OUT_DIR.
