@@ -58,6 +58,20 @@ fi
     || { echo "setup: playwright did not install in $VENV" >&2; exit 1; }
 # --- end browser ---------------------------------------------------------------------------
 
+# --- Network-namespace hosts: tests/test_multihost.py and benchmarks/chaos.py use `ip netns`
+# and veth pairs (iproute2), as root. Without them those tests skip with the reason.
+if ! command -v ip >/dev/null 2>&1; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q iproute2 >/dev/null \
+            || { apt-get update -q >/dev/null && \
+                 DEBIAN_FRONTEND=noninteractive apt-get install -y -q iproute2 >/dev/null; }
+    else
+        echo "setup: iproute2 is not installed and this is not root with apt-get:" \
+            "the network-namespace tests will skip"
+    fi
+fi
+# --- end network namespaces ------------------------------------------------------------------
+
 # --- MXNet (issue 4) ------------------------------------------------------------------------
 # mxnet 1.9.1 imports only with numpy 1.23.5, so it gets its own virtualenv, .venv-mxnet, with
 # mlms but without torch; `mlms agent --framework mxnet` and the embedded
