@@ -140,10 +140,11 @@ def agent(
 
     exec_in_own_interpreter(framework)  # mxnet: continue as this command in its own virtualenv
     from mlms.agent.process import Agent, AgentConfig
-    from mlms.rpc.serving import serve_until_signalled
+    from mlms.rpc.serving import StopSignal
     from mlms.security.tls import TlsFiles
 
     _logging()
+    signalled = StopSignal()
     process = Agent(
         AgentConfig(
             framework=framework,
@@ -158,7 +159,7 @@ def agent(
             insecure=insecure,
         )
     ).start()
-    serve_until_signalled(process.stop)
+    signalled.wait_then(process.stop)
 
 
 @click.command()
@@ -191,11 +192,12 @@ def server(
     insecure: bool,
 ) -> None:
     """Serve the Evaluator API: route evaluations and predicts to the fleet's agents."""
-    from mlms.rpc.serving import serve_until_signalled
+    from mlms.rpc.serving import StopSignal
     from mlms.security.tls import TlsFiles
     from mlms.server.process import Server, ServerConfig
 
     _logging()
+    signalled = StopSignal()
     process = Server(
         ServerConfig(
             listen=listen,
@@ -210,4 +212,4 @@ def server(
             agent_tls_name=agent_tls_name,
         )
     ).start()
-    serve_until_signalled(process.stop)
+    signalled.wait_then(process.stop)

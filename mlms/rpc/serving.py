@@ -99,16 +99,21 @@ def start_server(
     return RunningServer(server, port, health_servicer, names)
 
 
-def serve_until_signalled(stop: Callable[[], None]) -> None:
-    """Block until SIGTERM or SIGINT, then call ``stop`` (the process's graceful shutdown)."""
-    done = threading.Event()
+class StopSignal:
+    """SIGTERM and SIGINT caught from the moment this is made, so a signal that arrives while
+    the process starts (after it registered, before it serves) still stops it gracefully."""
 
-    def handle(signum: int, _frame: object) -> None:
+    def __init__(self) -> None:
+        self._received = threading.Event()
+        signal.signal(signal.SIGTERM, self._handle)
+        signal.signal(signal.SIGINT, self._handle)
+
+    def _handle(self, signum: int, _frame: object) -> None:
         log.info("received %s", signal.Signals(signum).name)
-        done.set()
+        self._received.set()
 
-    signal.signal(signal.SIGTERM, handle)
-    signal.signal(signal.SIGINT, handle)
-    while not done.wait(0.5):  # a timed wait lets the handler run promptly
-        pass
-    stop()
+    def wait_then(self, stop: Callable[[], None]) -> None:
+        """Block until a signal came (or had come), then call ``stop``, the graceful shutdown."""
+        while not self._received.wait(0.5):  # a timed wait lets the handler run promptly
+            pass
+        stop()
