@@ -543,48 +543,15 @@ def _p50_loop(predictor, batch, iterations: int) -> float:
 
 
 def part_profiler(args) -> None:
-    """Same predictor, interleaved blocks: no profiler, ours, torch.profiler (CUDA activities)."""
-    from contextlib import ExitStack
+    """Collection costs beside torch.profiler: ``layer_capture_overhead.py`` on cuda:0."""
+    from layer_capture_overhead import measure, table
 
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    def ours_cupti(predictor):
-        return [CuptiCollector(sync=torch.cuda.synchronize)]
-
-    def ours_full(predictor):
-        return [predictor.profile_layers(), CuptiCollector(sync=torch.cuda.synchronize)]
-
-    configs = {
-        "plain": lambda p: [],
-        "mlms cupti": ours_cupti,
-        "mlms framework+cupti": ours_full,
-        "torch.profiler cuda": lambda p: [profile(activities=[ProfilerActivity.CUDA])],
-        "torch.profiler cpu+cuda": lambda p: [
-            profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
-        ],
-    }
     out = {}
     for bs in [int(b) for b in args.batch_sizes.split(",")]:
-        predictor = _predictor("resnet50")
-        batch = _batch("resnet50", bs)
-        _p50_loop(predictor, batch, 10)
-        samples: dict[str, list[float]] = defaultdict(list)
-        for _round in range(3):
-            for label, contexts in configs.items():
-                with ExitStack() as stack:
-                    for context in contexts(predictor):
-                        stack.enter_context(context)
-                    samples[label] += _times(predictor, batch, 25)
-        base = statistics.median(samples["plain"])
-        print(f"bs {bs}: 3 interleaved rounds of 25 predicts per configuration")
-        rows = {}
-        for label, values in samples.items():
-            p50 = statistics.median(values)
-            rows[label] = {"p50_ms": p50, "slowdown": p50 / base}
-            print(f"  {label:26} p50 {p50:8.3f} ms  slowdown {p50 / base:6.3f}")
+        rows = measure("resnet50", "cuda:0", bs, rounds=3, block=25)
+        print(f"bs {bs}: 3 rotating rounds of 25 predicts per configuration")
+        print("\n".join(table(rows)))
         out[str(bs)] = rows
-        predictor.close()
     RESULTS["profiler"] = out
 
 

@@ -14,7 +14,7 @@ fi
 # imports together here, see README), ONNX Runtime, tensorflow-cpu 2.21 (it installs beside
 # torch, onnxruntime and protobuf 7), the test tools, and grpcio-tools pinned to the version
 # that generated mlms/protos (tests/test_protos.py regenerates the code and compares).
-"$VENV/bin/pip" install -q --disable-pip-version-check \
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check \
     "torch==2.14.1" "torchvision==0.29.1" \
     -e ".[torch,onnxruntime,tensorflow,test,protos]"
 
@@ -80,9 +80,9 @@ MXNET_VENV=.venv-mxnet
 if [ ! -x "$MXNET_VENV/bin/python" ]; then
     "$PY" -m venv "$MXNET_VENV"
 fi
-"$MXNET_VENV/bin/pip" install -q --disable-pip-version-check -e ".[mxnet]"
+"$MXNET_VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[mxnet]"
 "$MXNET_VENV/bin/python" -c "import mxnet, numpy; assert numpy.__version__ == '1.23.5'" \
     || { echo "setup: mxnet did not install in $MXNET_VENV" >&2; exit 1; }
 # --- end MXNet -----------------------------------------------------------------------------
 
-echo "setup: done ($("$VENV/bin/python" --version), $("$VENV/bin/pip" --version | cut -d' ' -f2) pip)"
+echo "setup: done ($("$VENV/bin/python" --version), $("$VENV/bin/python" -m pip --version | cut -d' ' -f2) pip)"

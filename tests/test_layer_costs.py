@@ -24,7 +24,7 @@ from mlms.evaluation.runner import evaluate
 from mlms.predictors.base import PredictorOptions
 from mlms.predictors.onnx_layer_costs import GraphCosts
 from mlms.predictors.torch_layer_costs import LayerCosts, leaf_paths
-from mlms.predictors.torch_layer_hooks import hook_layer_events
+from mlms.predictors.torch_layer_hooks import HookedLayers
 from mlms.predictors.torch_predictor import TorchPredictor
 from mlms.tracer.archive import read_spans
 from mlms.tracer.levels import TraceLevel
@@ -135,9 +135,9 @@ def test_the_hooks_path_gives_the_profiler_paths_costs(store, mlms_home) -> None
     with TorchPredictor(manifest, asset.path, PredictorOptions()) as predictor:
         with predictor.profile_layers() as profiled:
             predictor.predict(batch)
-        hooks = contextlib.contextmanager(hook_layer_events)
         costs = LayerCosts(torch, predictor.module, lambda: next(readings))
-        with hooks(torch, predictor.module, costs) as hooked:
+        hooks = contextlib.contextmanager(HookedLayers(torch, predictor.module, costs).capture)
+        with hooks() as hooked:
             predictor.predict(batch)
         paths = set(leaf_paths(predictor.module))
     keys = ("params", "flops", "output_shapes", "activation_bytes")

@@ -3,24 +3,39 @@
 Why not torch.profiler there: its library (Kineto) takes over CUPTI's activity buffers whenever
 a profile starts, CPU-only too, so with it running our CUPTI collector receives nothing (seen on
 the H100 with torch 2.11: Kineto logs "bufferCompleted called with unknown buffer" for ours).
-So on a CUDA device the layers come from forward hooks reading the host clock (``time.time_ns``,
-the clock every span uses), and the operators that run outside any leaf module (a residual add,
-a flatten) from a ``TorchFunctionMode`` that is switched off inside each leaf (the pre-hook leaves
-it, the post-hook re-enters it), so the functional calls inside layers pay nothing. The events
-have the same names as the profiler path's leaf layers; such an operator is named
-``<module path>/<function>``. The events carry the same costs as the profiler path's
-(``torch_layer_costs``); what a leaf allocated comes from the untimed counting pass, where
-reading the allocator costs the measured run nothing.
+
+So on a CUDA device the layers come from the host clock (``time.time_ns``, the clock every span
+uses), read around each leaf module's ``forward``, which is replaced on the instance for the
+block by a wrapper. The operators that run outside any leaf module (a residual add, a flatten)
+are timed by a ``TorchFunctionMode`` that is switched off inside each leaf, so the functional
+calls inside layers pay nothing. The events have the same names as the profiler path's leaf
+layers; such an operator is named ``<module path>/<function>``, and they carry the same costs
+(``torch_layer_costs``).
+
+The measured run pays as little per layer as it can, since at small batch sizes the host is the
+bottleneck and every microsecond of ours lands in the layer's latency:
+
+- No module hooks: registering any sends every module call, containers too, down
+  ``Module._call_impl``'s slow path. On a 2-core CI VM (resnet50, batch 1, CPU) hooks that do
+  nothing cost 5.8 us a leaf, a replaced ``forward`` reading the clock 1.2 us, with the mode
+  switched around it 2.8 us; a mode left on inside leaves with a flag check 11 us.
+  ``benchmarks/layer_capture_overhead.py`` measures it side by side with torch.profiler.
+- Nothing but the clock on the measured path: what each call was (its type, input and output
+  shapes) comes from one untimed pass per batch shape (``LayerCalls``), and the measured run's
+  calls are matched to it in order. A model whose calls differ between the two passes (control
+  flow on the data) is an error naming the first call that differs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
+from mlms.errors import MlmsError
 from mlms.predictors.base import LayerCapture
 from mlms.predictors.torch_layer_costs import Batch, Counted, LayerCosts, OutputMeta, output_meta
 from mlms.tracer.layer_kinds import normalise_kind
@@ -31,117 +46,262 @@ from mlms.tracer.spans import TimedEvent
 _METADATA = {"size", "dim", "shape", "__get__", "__len__", "numel", "stride", "is_contiguous"}
 
 
-class _Seen(NamedTuple):
-    """What the hooks record of one layer call: raw values, converted after the block."""
+#: Makes the stand-in for a module's forward from that forward.
+Wrapper = Callable[[Callable[..., Any]], Callable[..., Any]]
 
-    name: str  # "" for a predict's root module: layer indices restart there
-    op_type: str
+
+class LayerCall(NamedTuple):
+    """One layer call of a predict, as the untimed pass saw it."""
+
+    name: str  # the leaf's path, or "<container path>/<function>" for an operator
+    op_type: str  # the leaf's class name, or the function's name
     path: str | None  # the leaf module's path; None for an operator outside every leaf
-    start: int
-    end: int
     input_shapes: list[Any]
     outputs: OutputMeta
-    batch: Batch | None = None  # a root's: what the predict's costs are counted for
 
 
-def hook_layer_events(torch: Any, model: Any, costs: LayerCosts) -> Iterator[LayerCapture]:
-    """Generator body of ``profile_layers`` for a module on a CUDA device."""
-    from torch.overrides import TorchFunctionMode
+class _Timed(NamedTuple):
+    """What the measured run records of one call: which one, and two clock readings."""
 
-    capture = LayerCapture()
-    clock, thread = time.time_ns, threading.get_ident()
-    stack: list[tuple[str, bool, int]] = []  # (module path, is leaf, start ns)
-    seen: list[_Seen] = []
+    path: str | None
+    function: str  # an operator's function name; "" for a leaf
+    start: int
+    end: int
 
-    def pre_hook(path: str, leaf: bool):
-        def hook(_module: Any, _inputs: Any) -> None:
-            if leaf:
-                mode.__exit__(None, None, None)
-            stack.append((path, leaf, clock()))
 
-        return hook
+class _Root(NamedTuple):
+    start: int
+    end: int
+    batch: Batch
 
-    def post_hook(module: Any, inputs: Any, output: Any) -> None:
-        end = clock()
-        path, leaf, start = stack.pop()
-        if leaf:
-            outputs = output_meta(output)  # before the mode is back: shape reads go through it
-            seen.append(
-                _Seen(path, type(module).__name__, path, start, end, _shapes(inputs), outputs)
-            )
-            mode.__enter__()
-        elif not stack:
-            first = inputs[0]
-            batch = (first.shape, first.dtype, first.device)
-            seen.append(_Seen("", "", None, start, end, [], (), batch))
 
-    class OutsideLeaves(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            kwargs = kwargs or {}
-            name = getattr(func, "__name__", "")
-            if not stack or name in _METADATA:
-                return func(*args, **kwargs)
-            start = clock()
-            result = func(*args, **kwargs)
-            end = clock()
-            path = stack[-1][0]
-            label = f"{path}/{name}" if path else name
-            seen.append(_Seen(label, name, None, start, end, _shapes(args), output_meta(result)))
-            return result
+class HookedLayers:
+    """Layer events of ``model`` on a CUDA device: ``capture()`` is the generator body of
+    ``profile_layers``; the untimed passes' results are kept per batch shape."""
 
-    handles = []
-    for path, module in model.named_modules():
-        leaf = bool(path) and next(module.children(), None) is None
-        handles.append(module.register_forward_pre_hook(pre_hook(path, leaf)))
-        handles.append(module.register_forward_hook(post_hook))
-    mode = OutsideLeaves()
-    try:
-        with mode:
+    def __init__(self, torch: Any, model: Any, costs: LayerCosts) -> None:
+        self._torch = torch
+        self._model = model
+        self._costs = costs
+        self._calls: dict[tuple[Any, ...], list[LayerCall]] = {}
+        self._leaves: list[tuple[str, Any]] = []
+        self._containers: list[str] = []  # the root ("") included
+        for path, module in model.named_modules():
+            if path and next(module.children(), None) is None:
+                self._leaves.append((path, module))
+            else:
+                self._containers.append(path)
+
+    def capture(self) -> Iterator[LayerCapture]:
+        from torch.overrides import TorchFunctionMode
+
+        capture = LayerCapture()
+        clock, thread = time.time_ns, threading.get_ident()
+        timed: list[_Timed] = []
+        roots: list[_Root] = []
+        depth = [0]  # predicts (root forwards) running: operators outside them are not layers
+
+        class OutsideLeaves(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                name = getattr(func, "__name__", "")
+                if not depth[0] or name in _METADATA:
+                    return func(*args, **kwargs)
+                start = clock()
+                result = func(*args, **kwargs)
+                timed.append(_Timed(None, name, start, clock()))
+                return result
+
+        mode = OutsideLeaves()
+
+        def leaf(path: str) -> Wrapper:
+            def wrap(forward: Callable[..., Any]) -> Callable[..., Any]:
+                def timed_forward(*args: Any, **kwargs: Any) -> Any:
+                    start = clock()
+                    mode.__exit__(None, None, None)
+                    try:
+                        return forward(*args, **kwargs)
+                    finally:
+                        mode.__enter__()
+                        timed.append(_Timed(path, "", start, clock()))
+
+                return timed_forward
+
+            return wrap
+
+        def root(forward: Callable[..., Any]) -> Callable[..., Any]:
+            def timed_forward(*args: Any, **kwargs: Any) -> Any:
+                start = clock()
+                depth[0] += 1
+                try:
+                    return forward(*args, **kwargs)
+                finally:
+                    depth[0] -= 1
+                    first = args[0]
+                    roots.append(_Root(start, clock(), (first.shape, first.dtype, first.device)))
+
+            return timed_forward
+
+        wrappers = {path: leaf(path) for path, _ in self._leaves}
+        with _forwards_replaced(self._model, {**wrappers, "": root}), mode:
             yield capture
-    finally:
-        for handle in handles:
-            handle.remove()
-    capture.events.extend(_events(seen, thread, costs))
+        capture.events.extend(self._events(timed, roots, thread))
 
+    def calls(self, batch: Batch) -> list[LayerCall]:
+        """The layer calls of one predict on ``batch``'s shape, in the order they start."""
+        shape, dtype, device = batch
+        key = (tuple(shape), dtype, device)
+        if key not in self._calls:
+            inputs = self._torch.zeros(key[0], dtype=dtype, device=device)
+            self._calls[key] = self._describe(inputs)
+        return self._calls[key]
 
-def _events(seen: list[_Seen], thread: int, costs: LayerCosts) -> list[TimedEvent]:
-    """Layer events in execution order, indexed from 0 within each predict, with their costs
-    (counted for each predict's batch)."""
-    events: list[TimedEvent] = []
-    kinds: dict[str, str] = {}
-    index = 0
-    counted = Counted({}, {})
-    calls: Counter[str] = Counter()  # of each leaf, within the predict
-    for item in sorted(seen, key=lambda item: item.start):
-        if not item.name:
-            index = 0
-            counted, calls = costs.count(item.batch), Counter()
-            continue
-        attributes: dict[str, Any] = {"op_type": item.op_type}
-        if item.input_shapes:
-            attributes["input_shapes"] = [list(shape) for shape in item.input_shapes]
-        allocated = None
-        if item.path:
-            allocated = counted.allocated_bytes(item.path, calls[item.path])
-            calls[item.path] += 1
-        attributes |= costs.attributes(item.path, counted, item.outputs, allocated)
-        kind = kinds.get(item.op_type) or kinds.setdefault(
-            item.op_type, normalise_kind(item.op_type)
-        )
-        events.append(
-            TimedEvent(
-                item.name,
+    def _describe(self, inputs: Any) -> list[LayerCall]:
+        """One untimed forward pass recording each layer call's name, type and shapes."""
+        from torch.overrides import TorchFunctionMode
+
+        slots: list[LayerCall | None] = []  # a call's slot is taken when it starts
+        stack: list[str] = []  # the container paths the running code is in
+
+        class OutsideLeaves(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                kwargs = kwargs or {}
+                name = getattr(func, "__name__", "")
+                if not stack or name in _METADATA:
+                    return func(*args, **kwargs)
+                slot = len(slots)
+                slots.append(None)
+                result = func(*args, **kwargs)
+                label = f"{stack[-1]}/{name}" if stack[-1] else name
+                slots[slot] = LayerCall(label, name, None, _shapes(args), output_meta(result))
+                return result
+
+        mode = OutsideLeaves()
+
+        def leaf(path: str, op_type: str) -> Wrapper:
+            def wrap(forward: Callable[..., Any]) -> Callable[..., Any]:
+                def described(*args: Any, **kwargs: Any) -> Any:
+                    slot = len(slots)
+                    slots.append(None)
+                    mode.__exit__(None, None, None)
+                    try:
+                        output = forward(*args, **kwargs)
+                    finally:
+                        mode.__enter__()
+                    call = LayerCall(path, op_type, path, _shapes(args), output_meta(output))
+                    slots[slot] = call
+                    return output
+
+                return described
+
+            return wrap
+
+        def container(path: str) -> Wrapper:
+            def wrap(forward: Callable[..., Any]) -> Callable[..., Any]:
+                def described(*args: Any, **kwargs: Any) -> Any:
+                    stack.append(path)
+                    try:
+                        return forward(*args, **kwargs)
+                    finally:
+                        stack.pop()
+
+                return described
+
+            return wrap
+
+        wrappers = {path: leaf(path, type(module).__name__) for path, module in self._leaves}
+        wrappers |= {path: container(path) for path in self._containers}
+        with self._torch.inference_mode(), _forwards_replaced(self._model, wrappers), mode:
+            self._model(inputs)
+        return [call for call in slots if call is not None]
+
+    def _events(self, timed: list[_Timed], roots: list[_Root], thread: int) -> list[TimedEvent]:
+        """Layer events in execution order, indexed from 0 within each predict, with their
+        costs (counted for each predict's batch)."""
+        timed.sort(key=lambda t: t.start)
+        roots.sort(key=lambda r: r.start)
+        events: list[TimedEvent] = []
+        kinds: dict[str, str] = {}
+        position = 0
+        for root in roots:
+            while position < len(timed) and timed[position].start < root.start:
+                position += 1  # a call outside every predict: not a layer
+            first = position
+            while position < len(timed) and timed[position].end <= root.end:
+                position += 1
+            calls = self.calls(root.batch)
+            counted = self._costs.count(root.batch)
+            events.extend(self._predict(timed[first:position], calls, counted, kinds, thread))
+        return events
+
+    def _predict(
+        self,
+        timed: list[_Timed],
+        calls: list[LayerCall],
+        counted: Counted,
+        kinds: dict[str, str],
+        thread: int,
+    ) -> Iterator[TimedEvent]:
+        if len(timed) != len(calls):
+            raise MlmsError(
+                f"the measured predict made {len(timed)} layer calls where the untimed pass on "
+                f"the same input shape made {len(calls)}: layer events need a model whose "
+                "layers do not depend on the input's values"
+            )
+        called: Counter[str] = Counter()  # of each leaf, within the predict
+        for index, (seen, call) in enumerate(zip(timed, calls, strict=True)):
+            if seen.path != call.path or (seen.path is None and seen.function != call.op_type):
+                raise MlmsError(
+                    f"layer call {index} of the measured predict was "
+                    f"{seen.path or seen.function!r} where the untimed pass on the same input "
+                    f"shape ran {call.name!r}: layer events need a model whose layers do not "
+                    "depend on the input's values"
+                )
+            attributes: dict[str, Any] = {"op_type": call.op_type}
+            if call.input_shapes:
+                attributes["input_shapes"] = [list(shape) for shape in call.input_shapes]
+            allocated = None
+            if call.path:
+                allocated = counted.allocated_bytes(call.path, called[call.path])
+                called[call.path] += 1
+            attributes |= self._costs.attributes(call.path, counted, call.outputs, allocated)
+            kind = kinds.get(call.op_type) or kinds.setdefault(
+                call.op_type, normalise_kind(call.op_type)
+            )
+            yield TimedEvent(
+                call.name,
                 kind,
                 TraceLevel.FRAMEWORK,
-                item.start,
-                item.end,
+                seen.start,
+                seen.end,
                 thread,
                 layer_index=index,
                 attributes=attributes,
             )
-        )
-        index += 1
-    return events
+
+
+@contextlib.contextmanager
+def _forwards_replaced(model: Any, wrappers: dict[str, Wrapper]) -> Iterator[None]:
+    """Each module named in ``wrappers`` (by path) runs ``wrapper(its forward)`` instead of its
+    forward while the block runs; put back afterwards, an instance's own forward included."""
+    saved: list[tuple[Any, Any]] = []
+    try:
+        for path, module in model.named_modules():
+            wrap = wrappers.get(path)
+            if wrap is None:
+                continue
+            saved.append((module, module.__dict__.get("forward", _NONE)))
+            module.forward = wrap(module.forward)
+        yield
+    finally:
+        for module, own in reversed(saved):
+            if own is _NONE:
+                del module.forward
+            else:
+                module.forward = own
+
+
+_NONE = object()
 
 
 def _shapes(values: Any) -> list[Any]:

@@ -31,7 +31,7 @@ import numpy as np
 from mlms.errors import InvalidArgument, ManifestError, UnsupportedFramework
 from mlms.predictors.base import InputCopy, LayerCapture, PredictAnchor, Predictor, anchor
 from mlms.predictors.torch_layer_costs import Batch, LayerCosts, OutputMeta, output_meta
-from mlms.predictors.torch_layer_hooks import hook_layer_events
+from mlms.predictors.torch_layer_hooks import HookedLayers
 from mlms.tracer.layer_kinds import normalise_kind
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.spans import TimedEvent
@@ -118,6 +118,7 @@ class TorchPredictor(Predictor):
         # While the profiler path runs: where each predict sat and what its batch was.
         self._predicts: list[tuple[PredictAnchor, Batch]] | None = None
         self._costs: LayerCosts | None = None
+        self._hooked: HookedLayers | None = None
 
     @classmethod
     def framework_version(cls) -> str:
@@ -220,7 +221,7 @@ class TorchPredictor(Predictor):
             self._torch.cuda.synchronize(self.device)
 
     def close(self) -> None:
-        self.module = self._forward = self._costs = None
+        self.module = self._forward = self._costs = self._hooked = None
         self._pinned.clear()
         if self.device.type == "cuda":
             self._torch.cuda.empty_cache()
@@ -236,7 +237,9 @@ class TorchPredictor(Predictor):
             self._costs = LayerCosts(torch, self.module, allocated)
         if cuda:
             # torch.profiler would take CUPTI's buffers from the GPU levels (torch_layer_hooks).
-            yield from hook_layer_events(torch, self.module, self._costs)
+            if self._hooked is None:
+                self._hooked = HookedLayers(torch, self.module, self._costs)
+            yield from self._hooked.capture()
             return
         capture = LayerCapture()
         outputs: dict[str, list[OutputMeta]] = {}

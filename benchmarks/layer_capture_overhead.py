@@ -1,0 +1,158 @@
+"""What collecting layers and GPU activities costs the predicts it measures, beside
+torch.profiler, side by side in one run.
+
+One predictor; rounds that run a block of predicts under each configuration in turn (the
+order rotates each round), timed on the host around ``predict``:
+
+  plain                    nothing collected
+  mlms layers              the layer events of the framework level on CUDA (``HookedLayers``),
+                           run on whatever device is asked for
+  torch.profiler cpu       ProfilerActivity.CPU with shapes (the CPU framework level's source)
+  on a CUDA device also:
+  mlms cupti               CuptiCollector at hardware (API calls + kernels, copies, sets)
+  mlms layers+cupti        the hardware level: both
+  torch.profiler cuda      ProfilerActivity.CUDA
+  torch.profiler cpu+cuda  both activities
+
+Prints each configuration's p50, its slowdown over plain and what it added per layer call.
+
+    .venv/bin/python benchmarks/layer_capture_overhead.py [--model resnet50] [--device cpu]
+        [--batch-sizes 1] [--rounds 6] [--block 20] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from mlms.config import default_store, mlms_home
+from mlms.predictors.base import PredictorOptions
+from mlms.predictors.registry import predictor_class
+from mlms.predictors.torch_layer_costs import LayerCosts
+from mlms.predictors.torch_layer_hooks import HookedLayers
+from mlms.zoo.assets import AssetManager
+from mlms.zoo.catalog import get_model
+
+Contexts = Callable[[Any], list[AbstractContextManager[Any]]]
+
+
+def configurations(device: str) -> dict[str, Contexts]:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    def layers(predictor: Any) -> AbstractContextManager[Any]:
+        hooked = HookedLayers(torch, predictor.module, LayerCosts(torch, predictor.module))
+        return contextlib.contextmanager(hooked.capture)()
+
+    configs: dict[str, Contexts] = {
+        "plain": lambda p: [],
+        "mlms layers": lambda p: [layers(p)],
+        "torch.profiler cpu": lambda p: [
+            profile(activities=[ProfilerActivity.CPU], record_shapes=True)
+        ],
+    }
+    if device.startswith("cuda"):
+        from mlms.tracer.cupti import CuptiCollector
+
+        def cupti(p: Any) -> AbstractContextManager[Any]:
+            return CuptiCollector(sync=torch.cuda.synchronize)
+
+        configs |= {
+            "mlms cupti": lambda p: [cupti(p)],
+            "mlms layers+cupti": lambda p: [layers(p), cupti(p)],
+            "torch.profiler cuda": lambda p: [profile(activities=[ProfilerActivity.CUDA])],
+            "torch.profiler cpu+cuda": lambda p: [
+                profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+            ],
+        }
+    return configs
+
+
+def measure(
+    model: str, device: str, batch_size: int, rounds: int, block: int
+) -> dict[str, dict[str, float]]:
+    """p50 ms, slowdown over plain and microseconds added per layer call, per configuration."""
+    manifest = get_model(model)
+    asset = AssetManager(default_store(), mlms_home() / "cache").ensure(manifest, "torch")
+    spec = manifest.inputs[0]
+    batch = np.random.default_rng(0).standard_normal((batch_size, *spec.shape)).astype(spec.dtype)
+    configs = configurations(device)
+    samples: dict[str, list[float]] = defaultdict(list)
+    calls = 0
+    with predictor_class("torch")(manifest, asset.path, PredictorOptions(device=device)) as p:
+        for _ in range(3):
+            p.predict(batch)
+        labels = list(configs)
+        for round_ in range(rounds):
+            turn = labels[round_ % len(labels) :] + labels[: round_ % len(labels)]
+            for label in turn:
+                with ExitStack() as stack:
+                    entered = [stack.enter_context(c) for c in configs[label](p)]
+                    samples[label] += _times(p, batch, block)
+                if label == "mlms layers":
+                    calls = len(entered[0].events) // block
+    base = statistics.median(samples["plain"])
+    rows = {}
+    for label, values in samples.items():
+        p50 = statistics.median(values)
+        rows[label] = {
+            "p50_ms": p50,
+            "slowdown": p50 / base,
+            "us_per_layer_call": (p50 - base) * 1e3 / calls if calls else float("nan"),
+            "samples": len(values),
+        }
+    rows["plain"]["layer_calls"] = calls
+    return rows
+
+
+def _times(predictor: Any, batch: np.ndarray, iterations: int) -> list[float]:
+    times = []
+    for _ in range(iterations):
+        began = time.perf_counter_ns()
+        predictor.predict(batch)
+        times.append((time.perf_counter_ns() - began) / 1e6)
+    return times
+
+
+def table(rows: dict[str, dict[str, float]]) -> Iterator[str]:
+    yield f"  {'configuration':24} {'p50 ms':>9} {'slowdown':>9} {'us/layer call':>14}"
+    for label, row in rows.items():
+        extra = row["us_per_layer_call"] if label != "plain" else 0.0
+        yield f"  {label:24} {row['p50_ms']:9.3f} {row['slowdown']:9.3f} {extra:14.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="resnet50")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--batch-sizes", default="1")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--block", type=int, default=20)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    out = {}
+    for batch_size in (int(b) for b in args.batch_sizes.split(",")):
+        rows = measure(args.model, args.device, batch_size, args.rounds, args.block)
+        calls = rows["plain"]["layer_calls"]
+        print(
+            f"{args.model} on {args.device}, batch {batch_size}: {calls} layer calls a predict, "
+            f"{args.rounds} rounds of {args.block} predicts per configuration"
+        )
+        print("\n".join(table(rows)))
+        out[str(batch_size)] = rows
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""The CUDA path's layer events (``HookedLayers``), run on the CPU: the measured run reads only
+the clock and its calls are matched to an untimed pass over the same input shape."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+
+import pytest
+import torch
+
+from mlms.errors import MlmsError
+from mlms.predictors.torch_layer_costs import LayerCosts
+from mlms.predictors.torch_layer_hooks import HookedLayers
+
+
+class Block(torch.nn.Module):
+    """A residual block whose ReLU runs twice and whose add runs outside every leaf."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+        self.relu = torch.nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.relu(self.linear(x))
+        return self.relu(out + x)
+
+
+class Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.block = Block()
+        self.head = torch.nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.flatten(self.block(x), 1))
+
+
+class ByValue(torch.nn.Module):
+    """Takes another path when the input's values say so: its calls differ between passes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+        self.b = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.a(x) if bool(x.sum() == 0) else self.b(x)
+
+
+def _capture(model: torch.nn.Module, *inputs: torch.Tensor):
+    hooked = HookedLayers(torch, model, LayerCosts(torch, model))
+    with torch.inference_mode(), contextlib.contextmanager(hooked.capture)() as capture:
+        torch.ones(3).add(1)  # outside every predict: not a layer
+        for x in inputs:
+            model(x)
+    return capture.events
+
+
+def test_events_name_every_call_in_order_within_their_predict() -> None:
+    model = Net().eval()
+    events = _capture(model, torch.randn(3, 8), torch.randn(5, 8))
+    names = ["block.linear", "block.relu", "block/add", "block.relu", "flatten", "head"]
+    assert [e.name for e in events] == names * 2
+    assert [e.layer_index for e in events] == list(range(6)) * 2
+    kinds = [e.kind for e in events[:6]]
+    assert kinds == ["gemm", "relu", "add", "relu", "reshape", "gemm"]
+    assert [e.attributes["output_shapes"] for e in events[6:]] == [[[5, 8]]] * 5 + [[[5, 2]]]
+    assert events[0].attributes["params"] == 72 and events[2].attributes["params"] == 0
+    assert events[0].attributes["flops"] == 2 * 3 * 8 * 8
+    assert events[6].attributes["flops"] == 2 * 5 * 8 * 8  # counted for that predict's batch
+    for before, after in itertools.pairwise(events):
+        if after.layer_index:
+            assert before.end_ns <= after.start_ns  # one after another, never overlapping
+
+
+def test_forwards_are_put_back_even_when_the_predict_fails() -> None:
+    model = Net().eval()
+    own = model.head.forward  # an instance's own forward is kept, too
+    model.head.forward = own
+    hooked = HookedLayers(torch, model, LayerCosts(torch, model))
+    with pytest.raises(RuntimeError), contextlib.contextmanager(hooked.capture)():
+        model(torch.randn(3, 7))  # the wrong width fails inside the first leaf
+    assert "forward" not in model.block.linear.__dict__ and "forward" not in model.__dict__
+    assert model.head.__dict__["forward"] is own
+    assert torch.equal(model(torch.ones(1, 8)), Net.forward(model, torch.ones(1, 8)))
+
+
+def test_calls_that_depend_on_the_inputs_values_are_one_clear_error() -> None:
+    with pytest.raises(MlmsError, match=r"layer call \d+ .* was 'b' where .* ran 'a'"):
+        _capture(ByValue().eval(), torch.ones(2, 4))
