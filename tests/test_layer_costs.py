@@ -123,8 +123,9 @@ def test_onnxruntime_layers_add_up_to_the_published_cost(store) -> None:
 
 
 def test_the_hooks_path_gives_the_profiler_paths_costs(store, mlms_home) -> None:
-    """The CUDA path (forward hooks) run on the CPU: same layers, same costs; each leaf call's
-    allocation is the change of the device reading across that call in the counting pass."""
+    """The CUDA path (replaced leaf forwards) run on the CPU: same layers, same costs; each
+    leaf call's allocation is the change of the device reading across that call in the
+    counting pass."""
     import torch
 
     manifest = get_model("resnet18")

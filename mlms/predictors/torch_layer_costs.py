@@ -1,8 +1,8 @@
 """What each layer of a torch module costs: parameters, flops, output shapes and bytes, memory.
 
-Both torch layer paths (torch.profiler on the CPU, forward hooks on CUDA) record only raw values
-on the measured path (an output's shape and dtype objects) and turn them into the same span
-attributes here, after the profiled block.
+Both torch layer paths (torch.profiler on the CPU, replaced leaf forwards on CUDA) keep the
+measured path lean (the CPU path records an output's shape and dtype objects, the CUDA path
+only the clock) and turn what they saw into the same span attributes here, after the block.
 
 Flops are torch's own count (``torch.utils.flop_counter.FlopCounterMode``: 2 per multiply-add of
 convolutions and matrix products, the ops nearly all the work is in), taken in one extra forward

@@ -5,14 +5,14 @@ use TF32 (GPUs from compute capability 8.0); fp16 and bf16 convert the weights a
 Inputs on a CUDA device are staged in pinned host memory and copied asynchronously (``stage``),
 the copy timed with device events.
 
-Layer profiling: every module gets forward hooks that open a ``record_function`` range named
-after its path, then ``torch.profiler`` (CPU activities, input shapes, memory) records the
-stretch. A FRAMEWORK event is a leaf module's range, or an operator that runs outside any leaf
-module (a residual add, a flatten), named after the module that runs it. Each carries its costs
-(``torch_layer_costs``): the leaf's parameters and flops, its outputs' shapes and bytes (the
-forward hook sees them; the profiler records input shapes only) and the memory the profiler saw
-it allocate, net of what it freed. The hooks exist only while profiling, so the model-level run
-carries none.
+Layer profiling on a CUDA device: ``torch_layer_hooks`` (torch.profiler would take CUPTI from the
+GPU levels). On the CPU: every module gets forward hooks that open a ``record_function`` range named
+after its path, then ``torch.profiler`` (CPU activities, input shapes, memory) records the stretch.
+A FRAMEWORK event is a leaf module's range, or an operator that runs outside any leaf module (a
+residual add, a flatten), named after the module that runs it. Each carries its costs
+(``torch_layer_costs``): the leaf's parameters and flops, its outputs' shapes and bytes (the forward
+hook sees them; the profiler records input shapes only) and the memory the profiler saw it allocate,
+net of what it freed. The hooks exist only while profiling, so the model-level run carries none.
 """
 
 from __future__ import annotations
