@@ -1,20 +1,43 @@
 """Every model of the zoo builds and runs in both main frameworks: torch from torchvision
 (``weights=None``, seeded) or transformers' configurations, ONNX Runtime from the same weights
-exported with ``torch.export``.
-Both must give the same logits for one input, which checks the export, not only that it ran."""
+exported with ``torch.export``, and TensorFlow where the manifest lists it (the transformers'
+Keras twins hold the torch weights, converted by KerasHub).
+All must give the same logits for one input, which checks the export, not only that it ran.
+TensorFlow runs in a fresh interpreter, never in the test process (``mlms.isolation``)."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from mlms.evaluation.inputs import open_inputs
+from mlms.isolation import call_in_own_process
 from mlms.predictors.base import PredictorOptions
 from mlms.predictors.registry import predictor_class
 from mlms.zoo.assets import AssetManager
 from mlms.zoo.catalog import all_models, get_model, labels_of
+from mlms.zoo.keras_models import TRANSFORMERS
+from mlms.zoo.manifest import ModelManifest
+
+#: The transformers' TensorFlow twins are KerasHub backbones; KerasHub is outside the tensorflow
+#: extra (mlms.zoo.keras_models says why).
+HAS_KERAS_HUB = importlib.util.find_spec("keras_hub") is not None
+
+
+def _predict(framework: str, manifest: ModelManifest, asset: Path, batch: np.ndarray):
+    with predictor_class(framework)(manifest, asset, PredictorOptions("cpu")) as model:
+        return np.asarray(model.predict(batch), dtype=np.float64)
+
+
+def _frameworks(manifest: ModelManifest) -> list[str]:
+    """torch, ONNX Runtime, and TensorFlow where the Keras twin holds the torch weights."""
+    listed = {f.name for f in manifest.frameworks}
+    transformer = getattr(manifest.sources[0], "builder", None) in TRANSFORMERS
+    tensorflow = "tensorflow" in listed and transformer and HAS_KERAS_HUB
+    return ["torch", "onnxruntime", *(["tensorflow"] if tensorflow else [])]
 
 
 @pytest.mark.slow
@@ -27,10 +50,14 @@ def test_model_builds_and_torch_and_onnxruntime_agree(name: str, store, mlms_hom
     source = open_inputs(manifest, ["synthetic"], seed=0, seq_len=8 if tokens else None)
     batch = source.take(0, 1).tensor
     logits = {}
-    for framework in ("torch", "onnxruntime"):
+    for framework in _frameworks(manifest):
         asset = manager.ensure(manifest, framework)
-        with predictor_class(framework)(manifest, asset.path, PredictorOptions("cpu")) as model:
-            logits[framework] = np.asarray(model.predict(batch), dtype=np.float64)
+        if framework == "tensorflow":
+            logits[framework] = call_in_own_process(
+                _predict, framework, manifest, asset.path, batch, what="the TensorFlow predictor"
+            )
+        else:
+            logits[framework] = _predict(framework, manifest, asset.path, batch)
     torch_logits, ort_logits = logits["torch"], logits["onnxruntime"]
     assert torch_logits.shape == ort_logits.shape and torch_logits.shape[0] == 1
     next_token = manifest.outputs[0].type == "next_token"
@@ -38,5 +65,19 @@ def test_model_builds_and_torch_and_onnxruntime_agree(name: str, store, mlms_hom
     assert torch_logits.shape[1] == classes, torch_logits.shape
     assert np.isfinite(torch_logits).all() and np.ptp(torch_logits) > 0  # not a constant output
     scale = float(np.abs(torch_logits).max())
-    np.testing.assert_allclose(ort_logits, torch_logits, rtol=1e-3, atol=1e-3 * scale)
-    assert ort_logits.argmax() == torch_logits.argmax()
+    for framework, other in logits.items():
+        np.testing.assert_allclose(
+            other, torch_logits, rtol=1e-3, atol=1e-3 * scale, err_msg=framework
+        )
+        assert other.argmax() == torch_logits.argmax(), framework
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(HAS_KERAS_HUB, reason="keras-hub is installed here")
+def test_transformer_on_tensorflow_without_keras_hub_is_one_clear_error(store, mlms_home) -> None:
+    from mlms.errors import AssetError
+
+    manager = AssetManager(store, mlms_home / "cache")
+    with pytest.raises(AssetError, match=r"needs keras-hub, which is not installed") as info:
+        manager.ensure(get_model("bert_base"), "tensorflow")
+    assert "\n" not in str(info.value)

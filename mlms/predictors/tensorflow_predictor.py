@@ -5,7 +5,8 @@ Layer profiling starts TensorFlow's profiler for the stretch and reads its XPlan
 TensorFlow's own protobufs: on the host plane, each executed graph node is an event named
 "<node name>:<op type>", and each predict call is wrapped in a ``Trace`` named ``mlms::predict``
 whose start is matched to the host clock taken at the call (the anchor) to map the profiler's
-clock onto the host clock. A node's layer is the Keras layer of its name scope.
+clock onto the host clock. A node's layer is the innermost Keras layer of its name scope, named
+by its path through nested layers (a KerasHub backbone's blocks and their sublayers).
 """
 
 from __future__ import annotations
@@ -57,11 +58,13 @@ class TensorFlowPredictor(Predictor):
             self.model = keras.models.load_model(asset_path, compile=False)
         spec = manifest.inputs[0]
         model = self.model
+        # Token ids come at the length --seq-len asks for; the manifest's is only the default.
+        shape = [None] * len(spec.shape) if spec.layout == "tokens" else list(spec.shape)
         self._function = tf.function(
             lambda batch: model(batch, training=False),
-            input_signature=[tf.TensorSpec([None, *spec.shape], spec.dtype)],
+            input_signature=[tf.TensorSpec([None, *shape], spec.dtype)],
         )
-        self._layers = {layer.name: type(layer).__name__ for layer in model.layers}
+        self._layers = _sublayers(model)
         self._anchors: list[PredictAnchor] | None = None
 
     @classmethod
@@ -141,14 +144,17 @@ class TensorFlowPredictor(Predictor):
 
     def _timed(self, node: HostEvent, index: int, offset_ns: int, thread: int) -> TimedEvent:
         node_name, _, op_type = node.name.rpartition(":")
-        layer = self._layer_of(node_name)
+        layer, layer_class, scopes = self._layer_of(node_name)
         kind = normalise_kind(op_type)
-        layer_kind = normalise_kind(self._layers.get(layer, ""))
-        if kind in GENERIC_KINDS and layer_kind != "other":
-            # Elementwise and shape ops serve their layer: Keras's inference BatchNormalization
-            # is Mul/AddV2/Rsqrt, a Conv2D's bias a BiasAdd, a Flatten's size a StridedSlice.
+        if kind in GENERIC_KINDS:
+            # Elementwise and shape ops serve what holds them: Keras's inference
+            # BatchNormalization is Mul/AddV2/Rsqrt, a Conv2D's bias a BiasAdd, a Flatten's size
+            # a StridedSlice, a Dense's tanh-approximated GELU Mul/Pow/Tanh in a "Gelu" scope.
             # A fused op (conv+relu) keeps its op's kind even when named after the relu.
-            kind = layer_kind
+            for name in (*reversed(scopes), layer_class):
+                if normalise_kind(name) not in GENERIC_KINDS:
+                    kind = normalise_kind(name)
+                    break
         return TimedEvent(
             name=layer,
             kind=kind,
@@ -160,15 +166,32 @@ class TensorFlowPredictor(Predictor):
             attributes={"op_type": op_type, "node": node_name, "tf_thread": node.line},
         )
 
-    def _layer_of(self, node_name: str) -> str:
-        """The Keras layer whose name scope holds the node ("model_1/conv1_1/Conv2D" ->
-        "conv1"); nodes outside any layer keep their own name."""
-        parts = node_name.split("/")
-        if len(parts) > 1:
-            for candidate in (parts[1], _CALL_SUFFIX.sub("", parts[1])):
-                if candidate in self._layers:
-                    return candidate
-        return node_name
+    def _layer_of(self, node_name: str) -> tuple[str, str, list[str]]:
+        """(layer, its class, the name scopes below it) of a node: the innermost Keras layer
+        whose name scope holds it, as its path ("model_1/conv1_1/Conv2D" -> "conv1";
+        "m_1/bert_backbone_1/transformer_layer_0_1/.../Gelu/Tanh" ->
+        "bert_backbone/transformer_layer_0/..."); a node outside any layer keeps its name."""
+        scopes = node_name.split("/")[1:-1]
+        path: list[str] = []
+        layer_class = ""
+        children = self._layers
+        for scope in scopes:
+            name = next((c for c in (scope, _CALL_SUFFIX.sub("", scope)) if c in children), None)
+            if name is None:
+                break
+            path.append(name)
+            layer_class, children = children[name]
+        if not path:
+            return node_name, "", []
+        return "/".join(path), layer_class, scopes[len(path) :]
+
+
+def _sublayers(layer: Any) -> dict[str, tuple[str, dict]]:
+    """Layer name -> (class name, its own sublayers), for the layers ``layer`` holds."""
+    return {
+        child.name: (type(child).__name__, _sublayers(child))
+        for child in layer._flatten_layers(include_self=False, recursive=False)
+    }
 
 
 @dataclass(frozen=True)

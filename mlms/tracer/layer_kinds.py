@@ -31,7 +31,7 @@ _RULES: tuple[tuple[str, str], ...] = (
     (r"conv", "conv"),
     # (torch's MultiheadAttention names its output projection NonDynamicallyQuantizableLinear)
     (
-        r"^(linear|gemm|matmul|dense|fullyconnected|addmm|mm|bmm|fc)$|quantizablelinear$|matmul|gemm",
+        r"^(linear|gemm|matmul|dense|fullyconnected|addmm|mm|bmm|fc)$|quantizablelinear$|matmul|gemm|einsum",
         "gemm",
     ),
     (r"relu", "relu"),

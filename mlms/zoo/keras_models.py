@@ -6,13 +6,20 @@ layout transposes (OIHW -> HWIO kernels; a Dense after a Flatten gets its rows r
 torch's CHW to Keras's HWC order), so both frameworks compute the same function. The ImageNet
 architectures come from ``keras.applications`` (weights=None, seeded): their layouts differ from
 torchvision's (e.g. ResNet-50 v1 against v1.5), so their weights are Keras's own, not torch's.
-Every model takes the manifest's CHW input and permutes it to NHWC first, because TensorFlow's
-CPU kernels run NHWC only.
+Every image model takes the manifest's CHW input and permutes it to NHWC first, because
+TensorFlow's CPU kernels run NHWC only.
+
+The transformers (BERT, GPT-2) are KerasHub backbones whose weights KerasHub's own Hugging Face
+converter ports from the torch model's ``save_pretrained`` folder, so no per-layer mapping lives
+here; only the heads that the converter leaves out are added. KerasHub is not in the tensorflow
+extra: every release requires tensorflow-text, which requires ``tensorflow`` and would install
+that full wheel beside tensorflow-cpu; without KerasHub these models have no TensorFlow asset.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import Any
 
 import numpy as np
@@ -33,6 +40,8 @@ APPLICATIONS = {
 }
 #: zoo builders whose torch module converts layer by layer, weights included.
 TORCH_TWINS = ("digits_cnn",)
+#: zoo builders from transformers -> their KerasHub backbone (converted by KerasHub, torch weights).
+TRANSFORMERS = {"bert_base": "BertBackbone", "gpt2_small": "GPT2Backbone"}
 
 
 def import_tensorflow() -> Any:
@@ -51,6 +60,8 @@ def keras_model(module: Any, manifest: ModelManifest) -> Any:
 
     source = next(s for s in manifest.sources if isinstance(s, BuildSource))
     spec = manifest.inputs[0]
+    if source.builder in TRANSFORMERS:
+        return _from_transformers(module, manifest, TRANSFORMERS[source.builder])
     inputs = keras.Input(shape=tuple(spec.shape), name=spec.name, dtype=spec.dtype)
     nhwc = keras.layers.Permute((2, 3, 1), name="to_nhwc")(inputs)
     if source.builder in TORCH_TWINS:
@@ -63,8 +74,50 @@ def keras_model(module: Any, manifest: ModelManifest) -> Any:
         )
     raise AssetError(
         f"model {manifest.name!r}: no Keras twin of builder {source.builder!r}; expected one of: "
-        f"{', '.join(sorted((*APPLICATIONS, *TORCH_TWINS)))}"
+        f"{', '.join(sorted((*APPLICATIONS, *TORCH_TWINS, *TRANSFORMERS)))}"
     )
+
+
+def import_keras_hub(what: str) -> Any:
+    """``keras_hub``, or an AssetError naming ``what`` needs it and why it is not installed."""
+    try:
+        import keras_hub
+    except ImportError as exc:
+        raise AssetError(
+            f"{what} needs keras-hub, which is not installed: it requires tensorflow-text and "
+            "so the full tensorflow wheel beside tensorflow-cpu (pip install --no-deps keras-hub "
+            "sentencepiece gives the backbones without them)"
+        ) from exc
+    return keras_hub
+
+
+def _from_transformers(module: Any, manifest: ModelManifest, backbone_class: str) -> Any:
+    """The KerasHub twin of a transformers network: one int64 token-id input of any length,
+    the torch model's logits out."""
+    import keras
+
+    keras_hub = import_keras_hub(f"the TensorFlow asset of {manifest.name!r}")
+    spec = manifest.inputs[0]
+    with tempfile.TemporaryDirectory() as folder:
+        module.pretrained.save_pretrained(folder, safe_serialization=True)
+        backbone = getattr(keras_hub.models, backbone_class).from_preset(folder)
+    if backbone_class == "BertBackbone":
+        classifier = module.pretrained.classifier
+        head = keras.layers.Dense(classifier.out_features, name="classifier")
+        logits = head(backbone.output["pooled_output"])
+        head.set_weights([classifier.weight.detach().numpy().T, classifier.bias.detach().numpy()])
+    else:
+        # GPT-2's head is its token embedding, tied; run on the last position as torch does.
+        # The head joins the backbone's own graph: a layer shared across two graphs would be
+        # saved in one and found without weights in the other.
+        logits = backbone.token_embedding(backbone.output[:, -1, :], reverse=True)
+    network = keras.Model(backbone.input, logits, name=backbone.name)
+    ids = keras.Input(shape=(None,), dtype=spec.dtype, name=spec.name)
+    # The torch models are called with token ids only: no padding, one segment.
+    features = {"token_ids": ids, "padding_mask": keras.ops.ones_like(ids)}
+    if "segment_ids" in network.input:
+        features["segment_ids"] = keras.ops.zeros_like(ids)
+    return keras.Model(ids, network(features), name=manifest.name)
 
 
 def _from_sequential(module: Any, inputs: Any, x: Any, name: str) -> Any:

@@ -34,6 +34,11 @@ class SequenceClassifier(torch.nn.Module):
         config = transformers.BertConfig(num_labels=2, attn_implementation="sdpa")
         self.bert = transformers.BertForSequenceClassification(config)
 
+    @property
+    def pretrained(self) -> Any:
+        """The transformers model, whose ``save_pretrained`` folder other frameworks convert."""
+        return self.bert
+
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         return self.bert(input_ids=input_ids).logits
 
@@ -45,6 +50,11 @@ class NextTokenModel(torch.nn.Module):
         super().__init__()
         transformers = _transformers()
         self.gpt = transformers.GPT2LMHeadModel(transformers.GPT2Config(attn_implementation="sdpa"))
+
+    @property
+    def pretrained(self) -> Any:
+        """The transformers model, whose ``save_pretrained`` folder other frameworks convert."""
+        return self.gpt
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         # The head runs on the last position only: the others' logits would be thrown away.
