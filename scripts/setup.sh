@@ -17,8 +17,15 @@ fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
     "torch==2.14.1" "torchvision==0.29.1" \
     -e ".[torch,onnxruntime,tensorflow,test,protos]"
+# KerasHub, the maintained Keras 3 home of BERT and GPT-2 (the zoo's TensorFlow transformers),
+# without its declared tensorflow-text: every tensorflow-text 2.21 wheel requires the full
+# tensorflow wheel, which would install a second TensorFlow over tensorflow-cpu, and the
+# backbones mlms builds never import it (so `pip check` names that one requirement missing).
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "keras-hub==0.32.0"
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+    "sentencepiece==0.2.3" "kagglehub>=0.3,!=1.0.1" "kagglesdk==0.1.28"
 
-# --- Fleet infrastructure (issue 3): etcd and S3 for the registry and store tests -----------
+# --- Fleet infrastructure: etcd and S3 for the registry and store tests -----------
 # The Python side (etcd3gw, minio; moto[s3], flask, flask-cors for the test S3 server) comes
 # with the pyproject dependencies installed above. The etcd server is Debian's etcd-server
 # (it serves the /v3 HTTP gateway); tests start the binary themselves, since systemd does not
@@ -72,7 +79,7 @@ if ! command -v ip >/dev/null 2>&1; then
 fi
 # --- end network namespaces ------------------------------------------------------------------
 
-# --- MXNet (issue 4) ------------------------------------------------------------------------
+# --- MXNet ------------------------------------------------------------------------
 # mxnet 1.9.1 imports only with numpy 1.23.5, so it gets its own virtualenv, .venv-mxnet, with
 # mlms but without torch; `mlms agent --framework mxnet` and the embedded
 # `mlms eval --framework mxnet` run from it (mlms/predictors/registry.py names it).

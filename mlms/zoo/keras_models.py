@@ -13,7 +13,8 @@ The transformers (BERT, GPT-2) are KerasHub backbones whose weights KerasHub's o
 converter ports from the torch model's ``save_pretrained`` folder, so no per-layer mapping lives
 here; only the heads that the converter leaves out are added. KerasHub is not in the tensorflow
 extra: every release requires tensorflow-text, which requires ``tensorflow`` and would install
-that full wheel beside tensorflow-cpu; without KerasHub these models have no TensorFlow asset.
+that full wheel over tensorflow-cpu; ``scripts/setup.sh`` installs it without that requirement
+(the backbones never import it). Without KerasHub these models have no TensorFlow asset.
 """
 
 from __future__ import annotations
@@ -85,8 +86,8 @@ def import_keras_hub(what: str) -> Any:
     except ImportError as exc:
         raise AssetError(
             f"{what} needs keras-hub, which is not installed: it requires tensorflow-text and "
-            "so the full tensorflow wheel beside tensorflow-cpu (pip install --no-deps keras-hub "
-            "sentencepiece gives the backbones without them)"
+            "so the full tensorflow wheel over tensorflow-cpu; scripts/setup.sh installs it "
+            "with --no-deps"
         ) from exc
     return keras_hub
 
