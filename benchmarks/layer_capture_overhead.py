@@ -17,7 +17,7 @@ order rotates each round), timed on the host around ``predict``:
 Prints each configuration's p50, its slowdown over plain and what it added per layer call.
 
     .venv/bin/python benchmarks/layer_capture_overhead.py [--model resnet50] [--device cpu]
-        [--batch-sizes 1] [--rounds 6] [--block 20] [--json FILE]
+        [--batch-sizes 1] [--rounds 6] [--block 20] [--threads N] [--json FILE]
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def configurations(device: str) -> dict[str, Contexts]:
 
 
 def measure(
-    model: str, device: str, batch_size: int, rounds: int, block: int
+    model: str, device: str, batch_size: int, rounds: int, block: int, threads: int | None = None
 ) -> dict[str, dict[str, float]]:
     """p50 ms, slowdown over plain and microseconds added per layer call, per configuration."""
     manifest = get_model(model)
@@ -89,7 +89,8 @@ def measure(
     configs = configurations(device)
     samples: dict[str, list[float]] = defaultdict(list)
     calls = 0
-    with predictor_class("torch")(manifest, asset.path, PredictorOptions(device=device)) as p:
+    options = PredictorOptions(device=device, intra_op_threads=threads)
+    with predictor_class("torch")(manifest, asset.path, options) as p:
         for _ in range(3):
             p.predict(batch)
         labels = list(configs)
@@ -138,11 +139,14 @@ def main() -> None:
     parser.add_argument("--batch-sizes", default="1")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--block", type=int, default=20)
+    parser.add_argument(
+        "--threads", type=int, help="intra-op threads (default: torch's); 1 steadies a CPU run"
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     out = {}
     for batch_size in (int(b) for b in args.batch_sizes.split(",")):
-        rows = measure(args.model, args.device, batch_size, args.rounds, args.block)
+        rows = measure(args.model, args.device, batch_size, args.rounds, args.block, args.threads)
         calls = rows["plain"]["layer_calls"]
         print(
             f"{args.model} on {args.device}, batch {batch_size}: {calls} layer calls a predict, "
