@@ -539,7 +539,9 @@ def _layer_check(spans, run: int) -> dict[str, Any]:
 
 
 def _p50_loop(predictor, batch, iterations: int) -> float:
-    return statistics.median(_times(predictor, batch, iterations))
+    from layer_capture_overhead import predict_times
+
+    return statistics.median(predict_times(predictor, batch, iterations))
 
 
 def part_profiler(args) -> None:
@@ -553,15 +555,6 @@ def part_profiler(args) -> None:
         print("\n".join(table(rows)))
         out[str(bs)] = rows
     RESULTS["profiler"] = out
-
-
-def _times(predictor, batch, iterations: int) -> list[float]:
-    times = []
-    for _ in range(iterations):
-        began = time.perf_counter_ns()
-        predictor.predict(batch)
-        times.append((time.perf_counter_ns() - began) / 1e6)
-    return times
 
 
 def part_conflict(args) -> None:

@@ -99,7 +99,7 @@ def measure(
             for label in turn:
                 with ExitStack() as stack:
                     entered = [stack.enter_context(c) for c in configs[label](p)]
-                    samples[label] += _times(p, batch, block)
+                    samples[label] += predict_times(p, batch, block)
                 if label == "mlms layers":
                     calls = len(entered[0].events) // block
     base = statistics.median(samples["plain"])
@@ -116,7 +116,8 @@ def measure(
     return rows
 
 
-def _times(predictor: Any, batch: np.ndarray, iterations: int) -> list[float]:
+def predict_times(predictor: Any, batch: np.ndarray, iterations: int) -> list[float]:
+    """Milliseconds of each of ``iterations`` predicts, timed on the host."""
     times = []
     for _ in range(iterations):
         began = time.perf_counter_ns()
