@@ -13,14 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mlms.analysis.compare import run_options
 from mlms.client import EmbeddedClient
-from mlms.errors import UnsupportedFramework
+from mlms.errors import InvalidArgument, UnsupportedFramework
 from mlms.evaluation.record import EvaluationRequest
 from mlms.isolation import call_in_own_process
 from mlms.predictors.base import PredictorOptions
 from mlms.store.base import ObjectStore
 from mlms.tracer.archive import read_spans
 from mlms.tracer.layer_kinds import normalise_kind
+from mlms.tracer.levels import TraceLevel
 from mlms.tracer.spans import TimedEvent
 from mlms.zoo.assets import AssetManager
 from mlms.zoo.catalog import get_model
@@ -74,6 +76,28 @@ def test_eval_on_tensorflow_nests_layer_spans_in_model_spans(store) -> None:
     assert {"to_nhwc", "4"} <= set(layers["name"])
     ops = set(layers["op_type"])
     assert any("Conv2D" in op for op in ops), ops
+
+
+def test_compile_runs_the_tensorflow_function_through_xla(store) -> None:
+    request = EvaluationRequest(
+        model="digits_cnn",
+        framework="tensorflow",
+        batch_sizes=[4],
+        iterations=3,
+        warmup=1,
+        min_seconds=0,
+        inputs=["dataset"],
+        compile="default",
+    )
+    record = EmbeddedClient(store).evaluate(request)
+    assert record.settings["mode"] == "tf.function + XLA (jit_compile), Keras inference"
+    assert record.accuracy is not None and record.accuracy.top1 > 0.95  # same function
+    assert run_options(record) == "fp32, compile: tf.function + XLA (jit_compile), Keras inference"
+    framework = request.model_copy(update={"compile": "xla", "trace_level": TraceLevel.FRAMEWORK})
+    with pytest.raises(InvalidArgument, match=r"tensorflow's compiled graph has no layers"):
+        EmbeddedClient(store).evaluate(framework)
+    with pytest.raises(InvalidArgument, match=r"--compile all: tensorflow takes xla \(a bare"):
+        EmbeddedClient(store).evaluate(request.model_copy(update={"compile": "all"}))
 
 
 def _mobilenet_layer_events(

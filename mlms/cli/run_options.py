@@ -25,8 +25,9 @@ def run_options(command: F) -> F:
                      help="What the model computes in, where device and framework support it."),
         click.option("--compile", is_flag=False, flag_value="default", default=None,
                      metavar="[MODE]",
-                     help="torch.compile (default, reduce-overhead, max-autotune) or ONNX "
-                          "Runtime's graph optimisation level (all, extended, basic, disable)."),
+                     help="torch.compile (default, reduce-overhead, max-autotune), ONNX "
+                          "Runtime's graph optimisation level (all, extended, basic, disable) "
+                          "or TensorFlow's XLA (xla)."),
         click.option("--channels-last", is_flag=True,
                      help="CNNs on torch: the NHWC memory format."),
         click.option("--input-on-device", is_flag=True,

@@ -19,7 +19,8 @@ def compile_mode(request: EvaluationRequest, cls: type[Predictor]) -> str | None
     if not modes:
         raise InvalidArgument(
             f"--compile {request.compile}: framework {cls.framework!r} has no compiled mode "
-            "here; expected torch (torch.compile) or onnxruntime (graph optimisation levels)"
+            "here; expected torch (torch.compile), onnxruntime (graph optimisation levels) or "
+            "tensorflow (xla)"
         )
     mode = modes[0] if request.compile == "default" else request.compile
     if mode not in modes:

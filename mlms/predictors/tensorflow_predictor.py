@@ -7,6 +7,9 @@ TensorFlow's own protobufs: on the host plane, each executed graph node is an ev
 whose start is matched to the host clock taken at the call (the anchor) to map the profiler's
 clock onto the host clock. A node's layer is the innermost Keras layer of its name scope, named
 by its path through nested layers (a KerasHub backbone's blocks and their sublayers).
+
+``--compile`` (mode ``xla``) compiles the function with XLA (``jit_compile``): the graph becomes
+fused XLA clusters, so no layer is left to trace, and only the model level runs compiled.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ _CALL_SUFFIX = re.compile(r"_\d+$")  # Keras names a layer's call scope "<layer>
 
 class TensorFlowPredictor(Predictor):
     framework = "tensorflow"
+    compile_modes = ("xla",)
+    layers_when_compiled = False
 
     def __init__(self, manifest, asset_path, options):
         super().__init__(manifest, asset_path, options)
@@ -63,6 +68,7 @@ class TensorFlowPredictor(Predictor):
         self._function = tf.function(
             lambda batch: model(batch, training=False),
             input_signature=[tf.TensorSpec([None, *shape], spec.dtype)],
+            jit_compile=options.compile == "xla",
         )
         self._layers = _sublayers(model)
         self._anchors: list[PredictAnchor] | None = None
@@ -79,7 +85,9 @@ class TensorFlowPredictor(Predictor):
             "intra_op_threads": threading.get_intra_op_parallelism_threads() or "default",
             "inter_op_threads": threading.get_inter_op_parallelism_threads() or "default",
             "dtype": "float32",
-            "mode": "tf.function, Keras inference",
+            "mode": "tf.function + XLA (jit_compile), Keras inference"
+            if self.options.compile == "xla"
+            else "tf.function, Keras inference",
             "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"),
         }
 
