@@ -1,4 +1,4 @@
-"""Validate the GPU levels on a real GPU (issue 5): CUPTI vs ncu, leveled runs, layer joins.
+"""Validate the GPU levels on a real GPU: CUPTI vs ncu, leveled runs, layer joins.
 
 Parts, each printed as a table and written to ``--out``/gpu_validation.json:
   env        versions, GPU, ncu, and this GPU's measured peaks (cached under MLMS_HOME)
