@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -25,10 +25,12 @@ from mlms.zoo.manifest import ModelManifest
 
 @dataclass(frozen=True)
 class Evaluations:
-    records: list[EvaluationRecord]  # stored, oldest first
+    records: list[EvaluationRecord]  # stored, oldest first; not those the caller said it knew
     # Dispatched by a live server, no record yet. The embedded platform runs evaluations in
     # the caller's process, so it never reports any.
     in_flight: list[Job] = field(default_factory=list)
+    # Every stored record's id, the known ones included: what a caller's copy should hold.
+    stored_ids: list[str] = field(default_factory=list)
 
 
 class Client(Protocol):
@@ -42,7 +44,10 @@ class Client(Protocol):
         """The stored record; ``EvaluationInFlight`` while a server still dispatches it."""
         ...
 
-    def list_evaluations(self) -> Evaluations: ...
+    def list_evaluations(self, known: Collection[str] = ()) -> Evaluations:
+        """The stored records but those in ``known`` (records never change once stored, so a
+        caller that keeps copies asks only for the new ones), and what is in flight."""
+        ...
 
     def spans(self, trace_id: str) -> pa.Table:
         """The archived span table of a trace (``mlms.tracer.archive.SCHEMA``)."""
@@ -115,10 +120,12 @@ class EmbeddedClient:
 
         return load_record(self.store, evaluation_id)
 
-    def list_evaluations(self) -> Evaluations:
-        from mlms.evaluation.records import list_records
+    def list_evaluations(self, known: Collection[str] = ()) -> Evaluations:
+        from mlms.evaluation.records import known_ids, list_records, record_ids
 
-        return Evaluations(list_records(self.store))
+        skip = known_ids(known)
+        stored = record_ids(self.store)
+        return Evaluations(list_records(self.store, skip), stored_ids=stored)
 
     def spans(self, trace_id: str) -> pa.Table:
         from mlms.tracer.archive import read_table

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import os
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
@@ -139,15 +139,13 @@ class RemoteClient:
             )
         return self._decode(reply.record, EvaluationRecord)
 
-    def list_evaluations(self) -> Evaluations:
-        reply = self._call(
-            lambda: self._stub.ListEvaluations(
-                evaluator_pb2.ListEvaluationsRequest(), timeout=CALL_TIMEOUT_S
-            )
-        )
+    def list_evaluations(self, known: Collection[str] = ()) -> Evaluations:
+        request = evaluator_pb2.ListEvaluationsRequest(known_ids=sorted(known))
+        reply = self._call(lambda: self._stub.ListEvaluations(request, timeout=CALL_TIMEOUT_S))
         return Evaluations(
             [self._decode(r, EvaluationRecord) for r in reply.records],
             [self._decode(j, Job) for j in reply.jobs],
+            list(reply.stored_ids),
         )
 
     def spans(self, trace_id: str) -> pa.Table:

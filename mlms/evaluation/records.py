@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 
 from mlms.errors import InvalidArgument, UnknownEvaluation
 from mlms.evaluation.record import EvaluationRecord
@@ -12,6 +13,7 @@ from mlms.store.json_records import JsonRecords
 PREFIX = "evaluations/"
 #: Ids are uuid4 hex; checked before one becomes part of a store key or a path.
 _ID_PREFIX = re.compile(r"[0-9a-f]{1,32}")
+_FULL_ID = re.compile(r"[0-9a-f]{32}")
 _RECORDS = JsonRecords(PREFIX, EvaluationRecord, "evaluation", "mlms evals", UnknownEvaluation)
 
 
@@ -29,5 +31,20 @@ def load_record(store: ObjectStore, evaluation_id: str) -> EvaluationRecord:
     return _RECORDS.load(store, evaluation_id.lower())
 
 
-def list_records(store: ObjectStore) -> list[EvaluationRecord]:
-    return _RECORDS.all(store)
+def list_records(store: ObjectStore, skip: Collection[str] = ()) -> list[EvaluationRecord]:
+    """The stored records but those ``skip`` names, oldest first."""
+    return _RECORDS.all(store, skip)
+
+
+def record_ids(store: ObjectStore) -> list[str]:
+    return _RECORDS.ids(store)
+
+
+def known_ids(ids: Collection[str]) -> set[str]:
+    """Ids a caller says it holds the records of, each checked to be a full id."""
+    for record_id in ids:
+        if not _FULL_ID.fullmatch(record_id):
+            raise InvalidArgument(
+                f"known evaluation id {record_id[:40]!r}: expected a full id, 32 hex digits"
+            )
+    return set(ids)

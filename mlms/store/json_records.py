@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -41,10 +42,20 @@ class JsonRecords(Generic[Record]):
         except StoreError as exc:
             raise self.missing(f"no {self.noun} {record_id!r} in {store.url}") from exc
 
-    def all(self, store: ObjectStore) -> list[Record]:
-        records = [
-            self.model.model_validate_json(store.get_bytes(key))
+    def ids(self, store: ObjectStore) -> list[str]:
+        """Every stored record's id (a listing of keys: no record is read)."""
+        return [
+            key[len(self.prefix) : -len(".json")]
             for key in store.list(self.prefix)
             if key.endswith(".json")
+        ]
+
+    def all(self, store: ObjectStore, skip: Collection[str] = ()) -> list[Record]:
+        """The stored records but those whose ids are in ``skip`` (a caller's copies: records
+        are written once), oldest first."""
+        records = [
+            self.model.model_validate_json(store.get_bytes(f"{self.prefix}{record_id}.json"))
+            for record_id in self.ids(store)
+            if record_id not in skip
         ]
         return sorted(records, key=lambda r: r.created_at)  # type: ignore[attr-defined]

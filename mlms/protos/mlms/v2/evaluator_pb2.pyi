@@ -47,16 +47,20 @@ class GetEvaluationResponse(_message.Message):
     def __init__(self, record: _Optional[_Union[_evaluation_pb2.EvaluationRecord, _Mapping]] = ..., job: _Optional[_Union[_fleet_pb2.Job, _Mapping]] = ...) -> None: ...
 
 class ListEvaluationsRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("known_ids",)
+    KNOWN_IDS_FIELD_NUMBER: _ClassVar[int]
+    known_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, known_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListEvaluationsResponse(_message.Message):
-    __slots__ = ("records", "jobs")
+    __slots__ = ("records", "jobs", "stored_ids")
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
+    STORED_IDS_FIELD_NUMBER: _ClassVar[int]
     records: _containers.RepeatedCompositeFieldContainer[_evaluation_pb2.EvaluationRecord]
     jobs: _containers.RepeatedCompositeFieldContainer[_fleet_pb2.Job]
-    def __init__(self, records: _Optional[_Iterable[_Union[_evaluation_pb2.EvaluationRecord, _Mapping]]] = ..., jobs: _Optional[_Iterable[_Union[_fleet_pb2.Job, _Mapping]]] = ...) -> None: ...
+    stored_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, records: _Optional[_Iterable[_Union[_evaluation_pb2.EvaluationRecord, _Mapping]]] = ..., jobs: _Optional[_Iterable[_Union[_fleet_pb2.Job, _Mapping]]] = ..., stored_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListBoundsRequest(_message.Message):
     __slots__ = ()
