@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import threading
 import uuid
 from collections.abc import Collection
 
@@ -62,3 +64,39 @@ def test_known_ids_are_checked(tmp_path) -> None:
     client = EmbeddedClient(LocalStore(tmp_path / "store"))
     with pytest.raises(InvalidArgument, match=r"known evaluation id 'ABC': expected a full id"):
         client.list_evaluations(["ABC"])
+
+
+def test_a_page_waits_for_the_warm_listing_instead_of_listing_again(record, tmp_path) -> None:
+    store = LocalStore(tmp_path / "store")
+    stored = _copy(record)
+    save_record(store, stored)
+    client = EmbeddedClient(store)
+    started, release = threading.Event(), threading.Event()
+    calls: list[set[str]] = []
+
+    def listing(known: Collection[str]) -> Evaluations:
+        calls.append(set(known))
+        started.set()
+        release.wait(30)  # held until the page below has asked
+        return client.list_evaluations(known)
+
+    index = EvaluationIndex(listing)
+    index.warm()
+    assert started.wait(30)
+    pages: list[set[str]] = []
+    page = threading.Thread(target=lambda: pages.append({r.id for r in index.snapshot().rows}))
+    page.start()
+    wait_for(lambda: _inside(page, "_first_listing"), 30, "the page waiting on the first listing")
+    release.set()
+    page.join(30)
+    assert pages == [{stored.id}] and calls == [set()]  # one listing, the warm one
+
+
+def _inside(thread: threading.Thread, function: str) -> bool:
+    """Whether ``thread`` is running ``function`` now (somewhere on its stack)."""
+    frame = sys._current_frames().get(thread.ident or 0)
+    while frame is not None:
+        if frame.f_code.co_name == function:
+            return True
+        frame = frame.f_back
+    return False

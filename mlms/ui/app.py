@@ -45,6 +45,7 @@ REPORT_POLICY = "frame-ancestors 'self'; base-uri 'none'"
 def create_app(config: UiConfig, remote: Callable[[str | None], Client] | None = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.connections.warm()
         yield
         app.state.connections.close()  # clients' channels and the runs' threads
 

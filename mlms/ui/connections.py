@@ -89,6 +89,12 @@ class Connections:
                 )
             return self._shared
 
+    def warm(self) -> None:
+        """Embedded, every visitor shares one store: list it before the first page asks. (A
+        server's listing waits for the first visitor: it may want their token.)"""
+        if self.config.server is None:
+            self.for_session(None).index.warm()
+
     def login(self, token: str) -> str:
         """A new session for ``token`` once the server accepted it; its id for the cookie."""
         token = token.strip()

@@ -10,6 +10,7 @@ the moment it finishes.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -147,6 +148,16 @@ class EvaluationIndex:
         self._added: dict[str, Summary] = {}  # finished since the last listing began
         self._refreshing = False
         self._error: Exception | None = None
+        self._first = threading.Lock()  # held by the first listing, which pages wait for
+
+    def warm(self) -> None:
+        """Start the first listing in the background now, so that the first page finds it
+        done instead of reading every record itself."""
+        threading.Thread(target=self._warm, name="ui-index-warm", daemon=True).start()
+
+    def _warm(self) -> None:
+        with contextlib.suppress(Exception):  # a page's own first listing reports the error
+            self._first_listing()
 
     def snapshot(self) -> Snapshot:
         """The latest listing; the first call lists, later ones start a refresh when stale.
@@ -160,7 +171,13 @@ class EvaluationIndex:
                 threading.Thread(target=self._refresh, name="ui-index", daemon=True).start()
         if error is not None:
             raise error
-        return current if current is not None else self._load()
+        return current if current is not None else self._first_listing()
+
+    def _first_listing(self) -> Snapshot:
+        with self._first:
+            with self._lock:
+                current = self._snapshot
+            return current if current is not None else self._load()
 
     def add(self, record: EvaluationRecord) -> None:
         summary = Summary.of(record)
