@@ -7,6 +7,16 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 VENV=.venv
 
+# Debian packages as root (with an index refresh if the first try fails); returns 1 when this
+# is not root with apt-get (the caller says what will skip); a failed install ends the setup.
+apt_install() {
+    [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 || return 1
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >/dev/null \
+        || { apt-get update -q >/dev/null && \
+             DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >/dev/null; } \
+        || { echo "setup: apt-get could not install $*" >&2; exit 1; }
+}
+
 if [ ! -x "$VENV/bin/python" ]; then
     "$PY" -m venv "$VENV"
 fi
@@ -32,10 +42,7 @@ fi
 # run in containers. Without root it is skipped with a message and the etcd tests skip.
 if command -v etcd >/dev/null 2>&1; then
     :
-elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server >/dev/null \
-        || { apt-get update -q >/dev/null && \
-             DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server >/dev/null; }
+elif apt_install etcd-server; then
     # The package enables a systemd unit; stop it where systemd runs so port 2379 stays free.
     if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet etcd 2>/dev/null; then
         systemctl disable --now etcd >/dev/null 2>&1 || true
@@ -53,11 +60,7 @@ fi
 # downloads). Without root it is skipped with a message and those tests skip.
 if [ -x /usr/bin/chromium ]; then
     :
-elif [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null \
-        || { apt-get update -q >/dev/null && \
-             DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }
-else
+elif ! apt_install chromium; then
     echo "setup: chromium is not installed and this is not root with apt-get:" \
         "run 'apt-get install -y chromium' as root; the report's browser tests will skip"
 fi
@@ -67,15 +70,9 @@ fi
 
 # --- Network-namespace hosts: tests/test_multihost.py and benchmarks/chaos.py use `ip netns`
 # and veth pairs (iproute2), as root. Without them those tests skip with the reason.
-if ! command -v ip >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -q iproute2 >/dev/null \
-            || { apt-get update -q >/dev/null && \
-                 DEBIAN_FRONTEND=noninteractive apt-get install -y -q iproute2 >/dev/null; }
-    else
-        echo "setup: iproute2 is not installed and this is not root with apt-get:" \
-            "the network-namespace tests will skip"
-    fi
+if ! command -v ip >/dev/null 2>&1 && ! apt_install iproute2; then
+    echo "setup: iproute2 is not installed and this is not root with apt-get:" \
+        "the network-namespace tests will skip"
 fi
 # --- end network namespaces ------------------------------------------------------------------
 
