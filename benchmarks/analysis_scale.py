@@ -136,11 +136,9 @@ def main() -> None:
         print(json.dumps(analyse(args.measure)))
         return
 
-    import pyarrow.parquet as pq
+    from mlms.tracer.archive import read_parquet, to_parquet
 
-    from mlms.tracer.archive import to_parquet
-
-    base = pq.read_table(args.archive) if args.archive else fixture_archive()
+    base = read_parquet(args.archive) if args.archive else fixture_archive()
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "spans.parquet"
         started = time.perf_counter()

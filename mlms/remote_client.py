@@ -7,7 +7,6 @@ and the agent's spans join the caller's trace; spans are exported over OTLP when
 
 from __future__ import annotations
 
-import io
 import os
 import tempfile
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -18,7 +17,6 @@ from typing import TypeVar
 import grpc
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 from google.protobuf.message import Message
 from pydantic import BaseModel
 
@@ -40,7 +38,7 @@ from mlms.rpc.serving import split_address
 from mlms.rpc.status import error_from_rpc
 from mlms.security.tls import TlsFiles, open_channel
 from mlms.server.jobs import Job
-from mlms.tracer.archive import cached_archive, upgrade
+from mlms.tracer.archive import cached_archive, read_parquet, upgrade
 from mlms.zoo.manifest import ModelManifest
 
 T = TypeVar("T")
@@ -149,7 +147,7 @@ class RemoteClient:
         )
 
     def spans(self, trace_id: str) -> pa.Table:
-        return upgrade(pq.read_table(io.BytesIO(self._archive_bytes(trace_id))))
+        return upgrade(read_parquet(self._archive_bytes(trace_id)))
 
     def span_archive(self, trace_id: str) -> Path:
         path = cached_archive(trace_id)

@@ -140,7 +140,7 @@ def test_trace_export(evaluated: dict, tmp_path: Path) -> None:
     )
     import pyarrow.parquet as pq
 
-    assert pq.read_table(parquet).num_rows == len(events)
+    assert pq.ParquetFile(parquet).read().num_rows == len(events)
 
 
 def test_errors_are_one_line(tmp_path: Path, evaluated: dict) -> None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 
 from mlms.store.local import LocalStore
-from mlms.tracer.archive import read_spans, read_table, records_of, write_spans
+from mlms.tracer.archive import archive_key, read_spans, read_table, records_of, write_spans
 from mlms.tracer.chrome import to_chrome
 from mlms.tracer.hierarchy import innermost_containers
 from mlms.tracer.levels import TraceLevel
@@ -96,3 +98,24 @@ def test_profiler_events_become_children_and_survive_the_archive(tmp_path) -> No
     names = {e["name"] for e in chrome["traceEvents"] if e["ph"] == "X"}
     assert names == {"model", "layer1.conv"}
     json.dumps(chrome)
+
+
+def test_a_process_that_reads_an_archive_and_exits_at_once_exits_cleanly(tmp_path) -> None:
+    """What every short CLI command does (``mlms trace export``, ``mlms analyze``): read a
+    trace's archive and exit. A reader that leaves work on Arrow's thread pools aborts such a
+    process at exit in most runs, after its output was written."""
+    tracer = Tracer(TraceLevel.MODEL)
+    with tracer.run(0, TraceLevel.MODEL), tracer.span("model", TraceLevel.MODEL):
+        pass
+    tracer.shutdown()
+    (model,) = tracer.records()
+    store = LocalStore(tmp_path)
+    write_spans(store, model.trace_id, [model])
+    archive = store.path_of(archive_key(model.trace_id))
+    script = (
+        "import sys; from mlms.tracer.archive import read_parquet; "
+        "data = open(sys.argv[1], 'rb').read(); read_parquet(data)"
+    )
+    for _ in range(10):
+        run = subprocess.run([sys.executable, "-c", script, str(archive)], capture_output=True)
+        assert run.returncode == 0, run.stderr.decode()

@@ -57,7 +57,7 @@ import pyarrow.parquet as pq
 
 from mlms.analysis.names import short_kernel_name
 from mlms.store.base import ObjectStore
-from mlms.tracer.archive import SCHEMA, TYPED_COLUMNS, local_archive, upgrade
+from mlms.tracer.archive import SCHEMA, TYPED_COLUMNS, local_archive, read_parquet, upgrade
 from mlms.tracer.levels import TraceLevel
 
 FRAMEWORK, MODEL, API, HARDWARE = (
@@ -200,7 +200,7 @@ class Spans:
         paths = list(dict.fromkeys(paths))
         typed = {column.name for column in TYPED_COLUMNS}
         if not paths or any(not typed <= set(pq.read_schema(p).names) for p in paths):
-            return cls.from_tables(pq.read_table(p) for p in paths)  # older archives: upgrade
+            return cls.from_tables(read_parquet(p) for p in paths)  # older archives: upgrade
         spans = cls.__new__(cls)
         spans.table = None
         spans._connection = _connect()
