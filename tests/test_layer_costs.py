@@ -158,6 +158,12 @@ def test_the_hooks_path_gives_the_profiler_paths_costs(store, mlms_home) -> None
             assert attributes["output_shapes"] and "allocated_bytes" not in attributes
     assert {e.name for e in hooked.events if e.name in paths} == set(leaves)
 
+    # Operators outside every leaf (the residual adds, the flatten) named as the profiler does.
+    def named(events):
+        return [(e.name, e.kind, e.attributes["op_type"]) for e in events]
+
+    assert named(hooked.events) == named(profiled.events)
+
 
 def test_a_layer_that_runs_twice_counts_each_call_once() -> None:
     import torch

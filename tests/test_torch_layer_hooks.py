@@ -61,7 +61,7 @@ def _capture(model: torch.nn.Module, *inputs: torch.Tensor):
 def test_events_name_every_call_in_order_within_their_predict() -> None:
     model = Net().eval()
     events = _capture(model, torch.randn(3, 8), torch.randn(5, 8))
-    names = ["block.linear", "block.relu", "block/add", "block.relu", "flatten", "head"]
+    names = ["block.linear", "block.relu", "block/aten::add", "block.relu", "aten::flatten", "head"]
     assert [e.name for e in events] == names * 2
     assert [e.layer_index for e in events] == list(range(6)) * 2
     kinds = [e.kind for e in events[:6]]

@@ -9,8 +9,11 @@ uses), read around each leaf module's ``forward``, which is replaced on the inst
 block by a wrapper. The operators that run outside any leaf module (a residual add, a flatten)
 are timed by a ``TorchFunctionMode`` that is switched off inside each leaf, so the functional
 calls inside layers pay nothing. The events have the same names as the profiler path's leaf
-layers; such an operator is named ``<module path>/<function>``, and they carry the same costs
-(``torch_layer_costs``).
+layers; such an operator is named ``<module path>/aten::<operator>`` as the profiler names it
+where its function has an ATen operator's name, and they carry the same costs
+(``torch_layer_costs``). The operators outside leaves can still differ in number from the
+profiler's: it records ATen operators, this path Python calls (one that dispatches nothing is
+an event here; operators run under ``torch.vmap`` are one call here, several there).
 
 The measured run pays as little per layer as it can, since at small batch sizes the host is the
 bottleneck and every microsecond of ours lands in the layer's latency:
@@ -53,9 +56,10 @@ Wrapper = Callable[[Callable[..., Any]], Callable[..., Any]]
 class LayerCall(NamedTuple):
     """One layer call of a predict, as the untimed pass saw it."""
 
-    name: str  # the leaf's path, or "<container path>/<function>" for an operator
-    op_type: str  # the leaf's class name, or the function's name
+    name: str  # the leaf's path, or "<container path>/<operator>" for an operator
+    op_type: str  # the leaf's class name, or the operator's ("aten::add_")
     path: str | None  # the leaf module's path; None for an operator outside every leaf
+    function: str  # the Python function an operator was called through; "" for a leaf
     input_shapes: list[Any]
     outputs: OutputMeta
 
@@ -157,9 +161,16 @@ class HookedLayers:
         return self._calls[key]
 
     def _describe(self, inputs: Any) -> list[LayerCall]:
-        """One untimed forward pass recording each layer call's name, type and shapes."""
+        """One untimed forward pass recording each layer call's name, type and shapes.
+
+        An operator outside every leaf is named as torch.profiler names it on the CPU path
+        where ATen has an operator of its function's name (``aten::add_``, ``aten::flatten``),
+        else by the function (``__getitem__``: the profiler shows the ``aten::slice`` or
+        ``aten::select`` it ran, which only a dispatch mode would see, and one changes what
+        some models call)."""
         from torch.overrides import TorchFunctionMode
 
+        operator_of = _AtenNames(self._torch)
         slots: list[LayerCall | None] = []  # a call's slot is taken when it starts
         stack: list[str] = []  # the container paths the running code is in
 
@@ -172,8 +183,11 @@ class HookedLayers:
                 slot = len(slots)
                 slots.append(None)
                 result = func(*args, **kwargs)
-                label = f"{stack[-1]}/{name}" if stack[-1] else name
-                slots[slot] = LayerCall(label, name, None, _shapes(args), output_meta(result))
+                operator = operator_of(name)
+                label = f"{stack[-1]}/{operator}" if stack[-1] else operator
+                slots[slot] = LayerCall(
+                    label, operator, None, name, _shapes(args), output_meta(result)
+                )
                 return result
 
         mode = OutsideLeaves()
@@ -188,7 +202,7 @@ class HookedLayers:
                         output = forward(*args, **kwargs)
                     finally:
                         mode.__enter__()
-                    call = LayerCall(path, op_type, path, _shapes(args), output_meta(output))
+                    call = LayerCall(path, op_type, path, "", _shapes(args), output_meta(output))
                     slots[slot] = call
                     return output
 
@@ -250,7 +264,7 @@ class HookedLayers:
             )
         called: Counter[str] = Counter()  # of each leaf, within the predict
         for index, (seen, call) in enumerate(zip(timed, calls, strict=True)):
-            if seen.path != call.path or (seen.path is None and seen.function != call.op_type):
+            if seen.path != call.path or seen.function != call.function:
                 raise MlmsError(
                     f"layer call {index} of the measured predict was "
                     f"{seen.path or seen.function!r} where the untimed pass on the same input "
@@ -278,6 +292,22 @@ class HookedLayers:
                 layer_index=index,
                 attributes=attributes,
             )
+
+
+class _AtenNames:
+    """``aten::<name>`` for a function name ATen has an operator of, else the name itself."""
+
+    def __init__(self, torch: Any) -> None:
+        self._torch = torch
+        self._known: dict[str, str] = {}
+
+    def __call__(self, function: str) -> str:
+        if function not in self._known:
+            # A dunder the namespace object has itself (``__eq__``) is Python's, not an operator.
+            found = getattr(self._torch.ops.aten, function, None)
+            is_operator = isinstance(found, self._torch._ops.OpOverloadPacket)
+            self._known[function] = f"aten::{function}" if is_operator else function
+        return self._known[function]
 
 
 @contextlib.contextmanager
