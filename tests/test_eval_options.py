@@ -19,9 +19,12 @@ from mlms.evaluation.feed import ON_DEVICE, PINNED, Feed, placement
 from mlms.evaluation.inputs import open_inputs
 from mlms.evaluation.record import EvaluationRequest
 from mlms.evaluation.runner import _copy_result, evaluate
-from mlms.predictors.base import InputCopy
+from mlms.predictors.base import InputCopy, PredictorOptions
+from mlms.predictors.onnxruntime_predictor import OnnxRuntimePredictor
+from mlms.tracer.archive import read_table
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.tracer import Tracer
+from mlms.zoo.assets import AssetManager
 from mlms.zoo.catalog import get_model
 
 
@@ -52,13 +55,43 @@ def test_onnxruntime_optimisation_level_is_its_compile_mode(store) -> None:
     assert run_options(record) == "fp32, compile: ORT_ENABLE_BASIC"
 
 
+def test_onnxruntime_fp16_runs_the_converted_graph(store, mlms_home) -> None:
+    """fp16 on ONNX Runtime: the stored graph converted at load, fp32 inputs and outputs kept;
+    its layers named as the fp32 graph's (plus the output's cast), its answers close to them."""
+    runs = {
+        precision: evaluate(
+            _request(framework="onnxruntime", precision=precision, trace_level="framework"),
+            store=store,
+        )
+        for precision in ("fp32", "fp16")
+    }
+    assert runs["fp16"].settings["dtype"] == "float16" and run_options(runs["fp16"]) == "fp16"
+
+    def layers(record) -> set[str]:
+        table = read_table(store, record.trace_id).to_pandas()
+        return set(table.name[table.level == int(TraceLevel.FRAMEWORK)])
+
+    assert layers(runs["fp16"]) - layers(runs["fp32"]) == {"graph_output_cast0"}
+    manifest = get_model("digits_cnn")
+    asset = AssetManager(store, mlms_home / "cache").ensure(manifest, "onnxruntime")
+    batch = np.random.default_rng(0).standard_normal((4, 1, 8, 8)).astype(np.float32)
+    logits = {}
+    for precision in ("fp32", "fp16"):
+        options = PredictorOptions(precision=precision)
+        with OnnxRuntimePredictor(manifest, asset.path, options) as predictor:
+            logits[precision] = predictor.predict(batch)
+    assert logits["fp16"].dtype == np.float32
+    scale = np.abs(logits["fp32"]).max()
+    np.testing.assert_allclose(logits["fp16"], logits["fp32"], atol=1e-2 * scale)
+
+
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
         ({"precision": "fp16"}, r"--precision fp16: torch on cpu supports fp32, bf16$"),
         (
             {"precision": "bf16", "framework": "onnxruntime"},
-            r"--precision bf16: onnxruntime on cpu supports fp32$",
+            r"--precision bf16: onnxruntime on cpu supports fp32, fp16$",
         ),
         (
             {"compile": "turbo"},

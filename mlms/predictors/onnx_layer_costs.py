@@ -76,10 +76,12 @@ class GraphCosts:
     def origin(self, node_name: str) -> str | None:
         """The model's node an executed node is named after: itself, the node it was fused
         from ("fused <node>") or the node writing the tensor it is named after
-        ("<tensor>_nchwc"); None for a node ONNX Runtime added (a layout reorder)."""
+        ("<tensor>_nchwc", "InsertedPrecisionFreeCast_<tensor>": a node that lost its fp16
+        casts to its neighbours); None for a node ONNX Runtime added (a layout reorder)."""
         if node_name in self._nodes:
             return node_name
-        base = node_name.removeprefix("fused ").removesuffix("_nchwc")
+        base = node_name.removeprefix("fused ").removeprefix("InsertedPrecisionFreeCast_")
+        base = base.removesuffix("_nchwc")
         if base in self._nodes:
             return base
         return self._producers.get(base)
