@@ -94,6 +94,10 @@ def test_onnxruntime_fp16_runs_the_converted_graph(store, mlms_home) -> None:
             r"--precision bf16: onnxruntime on cpu supports fp32, fp16$",
         ),
         (
+            {"precision": "bf16", "framework": "tensorflow"},
+            r"--precision bf16: tensorflow on cpu supports fp32$",
+        ),
+        (
             {"compile": "turbo"},
             r"--compile turbo: torch takes default, reduce-overhead, max-autotune \(a bare",
         ),

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from mlms.client import EmbeddedClient
-from mlms.errors import UnsupportedFramework
+from mlms.errors import InvalidArgument, UnsupportedFramework
 from mlms.evaluation.record import EvaluationRequest
 from mlms.predictors.mxnet_predictor import BULK, GraphNode, OpEvent, align
 from mlms.predictors.registry import own_interpreter
@@ -159,6 +159,15 @@ def test_embedded_eval_runs_mxnet_in_a_child_agent_of_its_own_env(
     # The child agent is stopped afterwards: its port no longer accepts connections.
     host, port = record.agent["address"].rsplit(":", 1)
     wait_for(lambda: not _accepts(host, int(port)), 30, "the child agent to stop")
+
+
+def test_a_precision_mxnet_cannot_compute_in_is_one_clear_error(mxnet_python: Path, store) -> None:
+    """Through the child agent of MXNet's own env: the error crosses gRPC with its type."""
+    request = EvaluationRequest(
+        model="digits_cnn", framework="mxnet", batch_sizes=[1], precision="fp16"
+    )
+    with pytest.raises(InvalidArgument, match=r"^--precision fp16: mxnet on cpu supports fp32$"):
+        EmbeddedClient(store).evaluate(request, lambda _: None)
 
 
 def test_mlms_agent_for_mxnet_runs_from_its_own_env(mxnet_python: Path, tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
+from mlms.errors import InvalidArgument
 from mlms.tracer.spans import TimedEvent
 from mlms.zoo.manifest import ModelManifest
 from mlms.zoo.preprocess import preprocess, top_k
@@ -76,6 +77,16 @@ class Predictor(ABC):
         self.manifest = manifest
         self.asset_path = asset_path
         self.options = options
+
+    def require_precision(self, supported: Sequence[str]) -> None:
+        """One error naming ``--precision`` and what this framework takes on this device,
+        unless it is one of ``supported``: a run must never be recorded as a precision it did
+        not compute in."""
+        if self.options.precision not in supported:
+            raise InvalidArgument(
+                f"--precision {self.options.precision}: {self.framework} on "
+                f"{self.options.device} supports {', '.join(supported)}"
+            )
 
     @classmethod
     @abstractmethod

@@ -62,6 +62,7 @@ class MXNetPredictor(Predictor):
 
     def __init__(self, manifest, asset_path, options):
         super().__init__(manifest, asset_path, options)
+        self.require_precision(("fp32",))
         import mxnet as mx
 
         self._mx = mx

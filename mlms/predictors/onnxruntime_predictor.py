@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from mlms.errors import InvalidArgument, UnsupportedFramework
+from mlms.errors import UnsupportedFramework
 from mlms.predictors.base import LayerCapture, PredictAnchor, Predictor, anchor
 from mlms.predictors.onnx_layer_costs import GraphCosts
 from mlms.tracer.layer_kinds import normalise_kind
@@ -71,11 +71,7 @@ class OnnxRuntimePredictor(Predictor):
         else:
             self.providers = ["CPUExecutionProvider"]
             supported = ("fp32", "fp16")
-        if options.precision not in supported:
-            raise InvalidArgument(
-                f"--precision {options.precision}: onnxruntime on {options.device} supports "
-                f"{', '.join(supported)}"
-            )
+        self.require_precision(supported)
         self.level = LEVELS[options.compile or "all"]
         import onnx
 

@@ -48,6 +48,7 @@ class TensorFlowPredictor(Predictor):
 
     def __init__(self, manifest, asset_path, options):
         super().__init__(manifest, asset_path, options)
+        self.require_precision(("fp32",))
         tf = import_tensorflow()
         import keras
 

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from mlms.errors import InvalidArgument, ManifestError, UnsupportedFramework
+from mlms.errors import ManifestError, UnsupportedFramework
 from mlms.predictors.base import InputCopy, LayerCapture, PredictAnchor, Predictor, anchor
 from mlms.predictors.torch_layer_costs import Batch, LayerCosts, OutputMeta, output_meta
 from mlms.predictors.torch_layer_hooks import HookedLayers
@@ -93,12 +93,7 @@ class TorchPredictor(Predictor):
                 torch.set_num_interop_threads(options.inter_op_threads)
         self._torch = torch
         self.device = torch.device(options.device)
-        supported = supported_precisions(torch, self.device)
-        if options.precision not in supported:
-            raise InvalidArgument(
-                f"--precision {options.precision}: torch on {options.device} supports "
-                f"{', '.join(supported)}"
-            )
+        self.require_precision(supported_precisions(torch, self.device))
         self.dtype = getattr(torch, DTYPES[options.precision])
         if self.device.type == "cuda":
             # Process-wide switches: set on every load so that an earlier model's stay out.
