@@ -121,11 +121,10 @@ class EmbeddedClient:
         return load_record(self.store, evaluation_id)
 
     def list_evaluations(self, known: Collection[str] = ()) -> Evaluations:
-        from mlms.evaluation.records import known_ids, list_records, record_ids
+        from mlms.evaluation.records import list_new_records
 
-        skip = known_ids(known)
-        stored = record_ids(self.store)
-        return Evaluations(list_records(self.store, skip), stored_ids=stored)
+        records, stored = list_new_records(self.store, known)
+        return Evaluations(records, stored_ids=stored)
 
     def spans(self, trace_id: str) -> pa.Table:
         from mlms.tracer.archive import read_table

@@ -31,20 +31,21 @@ def load_record(store: ObjectStore, evaluation_id: str) -> EvaluationRecord:
     return _RECORDS.load(store, evaluation_id.lower())
 
 
-def list_records(store: ObjectStore, skip: Collection[str] = ()) -> list[EvaluationRecord]:
-    """The stored records but those ``skip`` names, oldest first."""
-    return _RECORDS.all(store, skip)
+def list_records(store: ObjectStore) -> list[EvaluationRecord]:
+    return _RECORDS.all(store)
 
 
-def record_ids(store: ObjectStore) -> list[str]:
-    return _RECORDS.ids(store)
-
-
-def known_ids(ids: Collection[str]) -> set[str]:
-    """Ids a caller says it holds the records of, each checked to be a full id."""
-    for record_id in ids:
+def list_new_records(
+    store: ObjectStore, known: Collection[str]
+) -> tuple[list[EvaluationRecord], list[str]]:
+    """The stored records but those ``known`` names (a caller's copies: records are written
+    once), oldest first, and every stored id, both from one listing of the store. Each known
+    id must be a full id, 32 hex digits."""
+    for record_id in known:
         if not _FULL_ID.fullmatch(record_id):
             raise InvalidArgument(
                 f"known evaluation id {record_id[:40]!r}: expected a full id, 32 hex digits"
             )
-    return set(ids)
+    skip = set(known)
+    stored = _RECORDS.ids(store)
+    return _RECORDS.read(store, [i for i in stored if i not in skip]), stored

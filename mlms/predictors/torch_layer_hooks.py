@@ -32,6 +32,7 @@ bottleneck and every microsecond of ours lands in the layer's latency:
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections import Counter
@@ -170,7 +171,7 @@ class HookedLayers:
         some models call)."""
         from torch.overrides import TorchFunctionMode
 
-        operator_of = _AtenNames(self._torch)
+        torch = self._torch
         slots: list[LayerCall | None] = []  # a call's slot is taken when it starts
         stack: list[str] = []  # the container paths the running code is in
 
@@ -183,7 +184,7 @@ class HookedLayers:
                 slot = len(slots)
                 slots.append(None)
                 result = func(*args, **kwargs)
-                operator = operator_of(name)
+                operator = _operator_name(torch, name)
                 label = f"{stack[-1]}/{operator}" if stack[-1] else operator
                 slots[slot] = LayerCall(
                     label, operator, None, name, _shapes(args), output_meta(result)
@@ -294,20 +295,12 @@ class HookedLayers:
             )
 
 
-class _AtenNames:
-    """``aten::<name>`` for a function name ATen has an operator of, else the name itself."""
-
-    def __init__(self, torch: Any) -> None:
-        self._torch = torch
-        self._known: dict[str, str] = {}
-
-    def __call__(self, function: str) -> str:
-        if function not in self._known:
-            # A dunder the namespace object has itself (``__eq__``) is Python's, not an operator.
-            found = getattr(self._torch.ops.aten, function, None)
-            is_operator = isinstance(found, self._torch._ops.OpOverloadPacket)
-            self._known[function] = f"aten::{function}" if is_operator else function
-        return self._known[function]
+@functools.cache
+def _operator_name(torch: Any, function: str) -> str:
+    """``aten::<function>`` where ATen has an operator of that name, else the name itself."""
+    # A dunder the namespace object has itself (``__eq__``) is Python's, not an operator.
+    found = getattr(torch.ops.aten, function, None)
+    return f"aten::{function}" if isinstance(found, torch._ops.OpOverloadPacket) else function
 
 
 @contextlib.contextmanager

@@ -12,7 +12,7 @@ from mlms.analysis.catalog import analyze_stored, to_ipc
 from mlms.bounds.record import BoundRequest, list_bounds
 from mlms.errors import InvalidArgument, StoreError, UnknownEvaluation
 from mlms.evaluation.record import EvaluationRequest
-from mlms.evaluation.records import known_ids, list_records, load_record, record_ids
+from mlms.evaluation.records import list_new_records, load_record
 from mlms.evaluation.sweep import SweepSpec, load_sweep, new_sweep
 from mlms.protos.mlms.v2 import (
     bound_pb2,
@@ -126,12 +126,9 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         )
 
     def ListEvaluations(self, request, context):
-        skip = known_ids(request.known_ids)
-        stored = record_ids(self.store)
+        records, stored = list_new_records(self.store, request.known_ids)
         return evaluator_pb2.ListEvaluationsResponse(
-            records=[
-                to_proto(r, evaluation_pb2.EvaluationRecord) for r in list_records(self.store, skip)
-            ],
+            records=[to_proto(r, evaluation_pb2.EvaluationRecord) for r in records],
             stored_ids=stored,
             jobs=[to_proto(j, fleet_pb2.Job) for j in jobs.in_flight(self.registry, "evaluation")],
         )

@@ -50,12 +50,13 @@ class JsonRecords(Generic[Record]):
             if key.endswith(".json")
         ]
 
-    def all(self, store: ObjectStore, skip: Collection[str] = ()) -> list[Record]:
-        """The stored records but those whose ids are in ``skip`` (a caller's copies: records
-        are written once), oldest first."""
+    def all(self, store: ObjectStore) -> list[Record]:
+        return self.read(store, self.ids(store))
+
+    def read(self, store: ObjectStore, ids: Collection[str]) -> list[Record]:
+        """The stored records of ``ids`` (from a listing), oldest first."""
         records = [
             self.model.model_validate_json(store.get_bytes(f"{self.prefix}{record_id}.json"))
-            for record_id in self.ids(store)
-            if record_id not in skip
+            for record_id in ids
         ]
         return sorted(records, key=lambda r: r.created_at)  # type: ignore[attr-defined]
