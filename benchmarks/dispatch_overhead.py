@@ -68,7 +68,7 @@ def percentile(values: list[float], q: float) -> float:
 def in_process_fleet() -> Iterator[object]:
     """Server and agent in this process, sharing one in-memory registry."""
     from mlms.agent.process import Agent, AgentConfig
-    from mlms.registry.base import registry_from_url
+    from mlms.registry.factory import registry_from_url
     from mlms.remote_client import RemoteClient
     from mlms.server.process import Server, ServerConfig
 
@@ -185,7 +185,7 @@ def remote_vs_embedded(
 def predict_round_trip(model: str, calls: int) -> None:
     import grpc
 
-    from mlms.config import default_store, mlms_home
+    from mlms.config import mlms_home
     from mlms.predictors.base import PredictorOptions
     from mlms.predictors.registry import predictor_class
     from mlms.protos.inference import grpc_service_pb2 as oip
@@ -193,6 +193,7 @@ def predict_round_trip(model: str, calls: int) -> None:
     from mlms.protos.mlms.v2 import calls_pb2, predictor_pb2, predictor_pb2_grpc, types_pb2
     from mlms.rpc import tensors
     from mlms.rpc.options import CHANNEL_OPTIONS
+    from mlms.store.factory import default_store
     from mlms.zoo.assets import AssetManager
     from mlms.zoo.catalog import get_model
 
@@ -310,7 +311,7 @@ def _fleet(folder: Path, tls: dict[str, object] | None) -> Iterator[object]:
     """A server and a torch agent in this process; secured when ``tls`` gives their files and
     the client's token."""
     from mlms.agent.process import Agent, AgentConfig
-    from mlms.registry.base import registry_from_url
+    from mlms.registry.factory import registry_from_url
     from mlms.remote_client import RemoteClient
     from mlms.server.process import Server, ServerConfig
 

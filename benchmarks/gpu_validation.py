@@ -36,11 +36,12 @@ from typing import Any
 
 import numpy as np
 
-from mlms.config import default_store, mlms_home
+from mlms.config import mlms_home
 from mlms.evaluation.record import EvaluationRequest
 from mlms.evaluation.runner import evaluate
 from mlms.predictors.base import PredictorOptions
 from mlms.predictors.registry import predictor_class
+from mlms.store.factory import default_store
 from mlms.tracer.archive import read_spans, records_of
 from mlms.tracer.cupti import CuptiCollector
 from mlms.tracer.join import layer_gpu

@@ -14,13 +14,14 @@ import argparse
 import statistics
 import time
 
-from mlms.config import default_store, mlms_home
+from mlms.config import mlms_home
 from mlms.evaluation.feed import Feed
 from mlms.evaluation.inputs import open_inputs
 from mlms.evaluation.record import EvaluationRequest
 from mlms.evaluation.runner import measure_loop
 from mlms.predictors.base import PredictorOptions
 from mlms.predictors.registry import predictor_class
+from mlms.store.factory import default_store
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.tracer import Tracer
 from mlms.zoo.assets import AssetManager

@@ -61,7 +61,8 @@ def fake_hardware(index: int):
 def run(registry_url: str, agents: int, evaluations: int) -> None:
     from mlms.evaluation.record import EvaluationRequest
     from mlms.registry.agents import register_agent
-    from mlms.registry.base import AgentRecord, registry_from_url
+    from mlms.registry.base import AgentRecord
+    from mlms.registry.factory import registry_from_url
     from mlms.server.agents import AgentChannels
     from mlms.server.dispatch import Dispatcher
     from mlms.server.fleet import Fleet

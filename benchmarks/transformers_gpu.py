@@ -22,13 +22,14 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from mlms.config import default_store, mlms_home
+from mlms.config import mlms_home
 from mlms.evaluation.feed import Feed
 from mlms.evaluation.inputs import open_inputs
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.runner import evaluate, measure_loop
 from mlms.predictors.base import PredictorOptions
 from mlms.predictors.torch_predictor import TorchPredictor
+from mlms.store.factory import default_store
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.tracer import Tracer
 from mlms.zoo.assets import AssetManager

@@ -106,8 +106,8 @@ def main() -> None:
     os.environ["MLMS_HOME"] = home
     import requests
 
-    from mlms.config import default_store
     from mlms.evaluation.records import list_records
+    from mlms.store.factory import default_store
 
     started = time.perf_counter()
     kept = list_records(default_store())

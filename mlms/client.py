@@ -9,18 +9,19 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import pandas as pd
-import pyarrow as pa
+if TYPE_CHECKING:  # the CLI imports this module at start: what runs loads on use
+    import pandas as pd
+    import pyarrow as pa
 
-from mlms.bounds.record import BoundRecord, BoundRequest
-from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
-from mlms.evaluation.runner import ProgressCallback
-from mlms.evaluation.sweep import SweepSpec, SweepState
-from mlms.server.jobs import Job
-from mlms.store.base import ObjectStore
-from mlms.zoo.manifest import ModelManifest
+    from mlms.bounds.record import BoundRecord, BoundRequest
+    from mlms.evaluation.progress import ProgressCallback
+    from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
+    from mlms.evaluation.sweep import SweepSpec, SweepState
+    from mlms.server.jobs import Job
+    from mlms.store.base import ObjectStore
+    from mlms.zoo.manifest import ModelManifest
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ class Client(Protocol):
 
 class EmbeddedClient:
     def __init__(self, store: ObjectStore | None = None) -> None:
-        from mlms.config import default_store
+        from mlms.store.factory import default_store
 
         self.store = store or default_store()
 
@@ -94,7 +95,8 @@ class EmbeddedClient:
         evaluation_id: str | None = None,
     ) -> EvaluationRecord:
         from mlms.evaluation.runner import evaluate
-        from mlms.predictors.registry import choose_framework, own_interpreter, runs_apart
+        from mlms.frameworks import own_interpreter, runs_apart
+        from mlms.predictors.registry import choose_framework
         from mlms.zoo.catalog import get_model
 
         framework = request.framework
@@ -144,9 +146,10 @@ class EmbeddedClient:
         return analyze_stored(self.store, evaluation_ids, analyses, top)
 
     def bound(self, request: BoundRequest, progress: ProgressCallback | None = None) -> BoundRecord:
+        from mlms.agent.child import evaluate_in_child
         from mlms.bounds.run import bound
 
-        return bound(request, store=self.store, progress=progress)
+        return bound(request, store=self.store, progress=progress, apart=evaluate_in_child)
 
     def list_bounds(self) -> list[BoundRecord]:
         from mlms.bounds.record import list_bounds
@@ -160,12 +163,12 @@ class EmbeddedClient:
         changed: Callable[[SweepState], None],
     ) -> SweepState:
         """One cell at a time: every framework here shares this machine's devices."""
-        from mlms.evaluation.records import load_record
+        from mlms.evaluation.records import is_stored, load_record
         from mlms.evaluation.sweep import load_sweep, new_sweep
         from mlms.server.sweeps import SweepRun
 
         def run_cell(cell, request, _assigned) -> EvaluationRecord:
-            if self.store.exists(f"evaluations/{cell.evaluation_id}.json"):
+            if is_stored(self.store, cell.evaluation_id):
                 return load_record(self.store, cell.evaluation_id)
             return self.evaluate(request, evaluation_id=cell.evaluation_id)
 

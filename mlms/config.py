@@ -9,9 +9,3 @@ from pathlib import Path
 def mlms_home() -> Path:
     """``$MLMS_HOME``, default ``~/.mlms``."""
     return Path(os.environ.get("MLMS_HOME", "~/.mlms")).expanduser()
-
-
-def default_store():  # -> ObjectStore; imported lazily so the CLI starts fast
-    from mlms.store.local import LocalStore
-
-    return LocalStore(mlms_home() / "store")

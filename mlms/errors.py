@@ -88,3 +88,20 @@ class Unauthenticated(MlmsError):
 
 class PermissionDenied(MlmsError):
     pass
+
+
+#: What each error is on the wire: its gRPC status code (by name: this module imports nothing)
+#: and its HTTP status (the UI and its API). Most specific first: the first class an error is
+#: an instance of gives both; an error of none of them is INTERNAL / 500.
+STATUS: list[tuple[type[MlmsError], str, int]] = [
+    (InvalidArgument, "INVALID_ARGUMENT", 400),
+    (NotFound, "NOT_FOUND", 404),
+    (UnsupportedFramework, "FAILED_PRECONDITION", 400),
+    (EvaluationInFlight, "FAILED_PRECONDITION", 409),
+    (Unavailable, "UNAVAILABLE", 503),
+    (ManifestError, "FAILED_PRECONDITION", 400),
+    (AssetError, "DATA_LOSS", 502),
+    (StoreError, "UNAVAILABLE", 502),
+    (Unauthenticated, "UNAUTHENTICATED", 401),
+    (PermissionDenied, "PERMISSION_DENIED", 403),
+]

@@ -10,7 +10,7 @@ corrupt the heap and the process dies with SIGSEGV (torch imported first changes
 Triton loads later, on first use). Loading Triton before TensorFlow is no cure either:
 libtriton binds lazily (no BIND_NOW), so its calls not yet made would bind to TensorFlow's copy.
 So in mlms a process runs TensorFlow or torch's compiler stack, never both: TensorFlow
-evaluates in an agent of its own (``mlms.predictors.registry.runs_apart``), model assets are
+evaluates in an agent of its own (``mlms.frameworks.runs_apart``), model assets are
 built in a process of their own (``mlms.zoo.assets``), and a bound asked of a process that
 holds TensorFlow runs in one of its own (``mlms.bounds.run``).
 """

@@ -1,4 +1,5 @@
-"""Short one-line reasons from library exceptions, for the messages adapters raise.
+"""Short one-line reasons and values for error messages (a message is one line; gRPC trailers
+hold 8 KiB).
 
 Connection failures from requests/urllib3 nest the OS error several layers deep in a long
 repr; users need the ``[Errno 111] Connection refused`` part.
@@ -7,6 +8,7 @@ repr; users need the ``[Errno 111] Connection refused`` part.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 _ERRNO = re.compile(r"\[Errno -?\d+\][^'\")]*")
 
@@ -18,3 +20,17 @@ def short_reason(exc: BaseException, text: str | None = None, limit: int = 200) 
     if errno:
         text = f"{type(exc).__name__}: {errno.group(0).strip()}"
     return " ".join(text.split())[:limit]
+
+
+def short(value: object, limit: int = 80) -> str:
+    """A value for a one-line message: its repr on one line, at most ``limit`` characters."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
+def short_numbers(values: Sequence[int], keep: int = 8) -> str:
+    """A list of numbers (a shape, batch sizes) for a message: a hundred axes are not worth a
+    hundred numbers."""
+    if len(values) <= keep:
+        return str(list(values))
+    return f"[{', '.join(map(str, values[:keep]))}, ...] ({len(values)} in all)"

@@ -24,8 +24,8 @@ from mlms.analysis.catalog import from_ipc
 from mlms.bounds.record import BoundRecord, BoundRequest
 from mlms.client import Evaluations
 from mlms.errors import EvaluationInFlight, Unavailable
+from mlms.evaluation.progress import ProgressCallback
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
-from mlms.evaluation.runner import ProgressCallback
 from mlms.evaluation.sweep import SweepSpec, SweepState
 from mlms.protos.mlms.v2 import calls_pb2, evaluator_pb2, evaluator_pb2_grpc, sweep_pb2
 from mlms.registry.base import AgentRecord

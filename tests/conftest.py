@@ -31,7 +31,7 @@ def mlms_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def store(mlms_home: Path):
-    from mlms.config import default_store
+    from mlms.store.factory import default_store
 
     return default_store()
 

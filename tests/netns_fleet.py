@@ -28,7 +28,8 @@ import requests
 
 from mlms import errors
 from mlms.evaluation.record import EvaluationRequest
-from mlms.registry.base import AgentRecord, Registry, registry_from_url
+from mlms.registry.base import AgentRecord, Registry
+from mlms.registry.factory import registry_from_url
 from mlms.remote_client import RemoteClient
 from mlms.security.tls import TlsFiles
 from tests.netns import Host, HostProcess, Network

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlms.registry.base import registry_from_url
+from mlms.registry.factory import registry_from_url
 from mlms.remote_client import RemoteClient
 from mlms.store.factory import store_from_url
 from mlms.zoo.assets import AssetManager

@@ -14,7 +14,7 @@ import pytest
 
 from mlms import errors
 from mlms.bounds.record import BoundRequest
-from mlms.evaluation.runner import Progress
+from mlms.evaluation.progress import Progress
 from mlms.protos.mlms.v2 import (
     bound_pb2,
     calls_pb2,
@@ -22,7 +22,7 @@ from mlms.protos.mlms.v2 import (
     predictor_pb2_grpc,
     types_pb2,
 )
-from mlms.registry.base import registry_from_url
+from mlms.registry.factory import registry_from_url
 from mlms.registry.memory import MemoryRegistry
 from mlms.remote_client import RemoteClient
 from mlms.server import jobs

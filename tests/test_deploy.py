@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from mlms.cli.main import cli
-from mlms.predictors.registry import TABLE
-from mlms.registry.base import parse_registry_url
+from mlms.frameworks import TABLE
+from mlms.registry.factory import parse_registry_url
 from mlms.store.factory import store_from_url
 from mlms.store.s3 import S3Store
 

@@ -31,7 +31,7 @@ from mlms.protos.mlms.v2 import (
     evaluator_pb2_grpc,
     types_pb2,
 )
-from mlms.registry.base import registry_from_url
+from mlms.registry.factory import registry_from_url
 from mlms.remote_client import RemoteClient
 from mlms.rpc import tensors
 from mlms.rpc.options import MAX_MESSAGE_BYTES

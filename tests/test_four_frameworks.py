@@ -18,9 +18,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mlms.frameworks import own_interpreter
 from mlms.isolation import call_in_own_process
 from mlms.predictors.base import PredictorOptions
-from mlms.predictors.registry import own_interpreter, predictor_class
+from mlms.predictors.registry import predictor_class
 from mlms.zoo.assets import AssetManager
 from mlms.zoo.catalog import get_model
 from mlms.zoo.digits import load_split

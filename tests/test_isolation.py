@@ -110,14 +110,16 @@ _BOUND_IN_A_TENSORFLOW_PROCESS = """
 import json, sys
 import tensorflow  # what a TensorFlow agent holds once it has served an evaluation
 from mlms.bounds.record import BoundRequest
+from mlms.agent.child import evaluate_in_child
 from mlms.bounds.run import bound
-from mlms.config import default_store
+from mlms.store.factory import default_store
 steps = []
 record = bound(
     BoundRequest(model="digits_cnn", framework="tensorflow", repeats=3, iterations=2,
                  min_seconds=0),
     store=default_store(),
     step=steps.append,
+    apart=evaluate_in_child,
 )
 print(json.dumps({"framework": record.framework, "evaluation": record.batches[0].evaluation_id,
                   "steps": steps}))

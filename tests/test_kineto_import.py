@@ -321,3 +321,19 @@ def test_imported_trace_is_an_evaluation_to_analyze_and_export(
     result = _mlms(tmp_path, "trace", "export", evaluation, "-o", str(exported))
     assert result.returncode == 0, result.stderr
     assert len(json.loads(exported.read_text())["traceEvents"]) >= record["span_count"]
+
+
+def test_a_trace_without_profiler_steps_says_the_batch_size_it_assumed(tmp_path: Path) -> None:
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1, "tid": 1, "ts": 20.5,
+         "dur": 10.25, "args": {"Input Dims": [[4, 8]]}},
+    ]  # fmt: skip
+    trace = tmp_path / "plain.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    result = _mlms(tmp_path, "import", "kineto", str(trace), "--model", "plain")
+    assert result.returncode == 0, result.stderr
+    assert "no ProfilerStep: the whole trace is one predict" in result.stdout
+    assert "batch size 1 assumed for the trace's one predict" in result.stderr
+    assert "--batch-size" in result.stderr
+    given = _mlms(tmp_path, "import", "kineto", str(trace), "--model", "plain", "--batch-size", "4")
+    assert given.returncode == 0 and "assumed" not in given.stderr, given.stderr

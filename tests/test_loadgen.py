@@ -89,7 +89,7 @@ def test_other_scenarios_run(store, target, scenario: str, tmp_path: Path) -> No
 def test_single_stream_through_a_server(store, tmp_path: Path) -> None:
     from mlms.agent.process import Agent, AgentConfig
     from mlms.config import mlms_home
-    from mlms.registry.base import registry_from_url
+    from mlms.registry.factory import registry_from_url
     from mlms.remote_client import RemoteClient
     from mlms.server.process import Server, ServerConfig
     from mlms.zoo.assets import AssetManager

@@ -1,4 +1,4 @@
-"""Statistics and the per-device queue: the measurement rules of DESIGN.md."""
+"""Statistics and the per-device queue: docs/DESIGN.md, "Measurement rules"."""
 
 from __future__ import annotations
 

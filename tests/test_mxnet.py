@@ -20,8 +20,8 @@ import pytest
 from mlms.client import EmbeddedClient
 from mlms.errors import InvalidArgument, UnsupportedFramework
 from mlms.evaluation.record import EvaluationRequest
+from mlms.frameworks import own_interpreter
 from mlms.predictors.mxnet_predictor import BULK, GraphNode, OpEvent, align
-from mlms.predictors.registry import own_interpreter
 from mlms.protos.mlms.v2 import predictor_pb2, predictor_pb2_grpc
 from mlms.tracer.archive import read_spans
 from mlms.tracer.layer_kinds import normalise_kind

@@ -20,7 +20,8 @@ import pytest
 
 from mlms.errors import InvalidArgument, Unavailable
 from mlms.registry.agents import list_agents, register_agent
-from mlms.registry.base import AgentRecord, Lease, Registry, registry_from_url
+from mlms.registry.base import AgentRecord, Lease, Registry
+from mlms.registry.factory import registry_from_url
 from mlms.registry.hardware import HardwareInfo
 from tests.processes import free_port, wait_for
 from tests.services import EtcdServer
@@ -313,7 +314,8 @@ _HOLDER = """
 import sys, time
 from datetime import UTC, datetime
 from mlms.registry.agents import register_agent
-from mlms.registry.base import AgentRecord, registry_from_url
+from mlms.registry.base import AgentRecord
+from mlms.registry.factory import registry_from_url
 from mlms.registry.hardware import detect
 record = AgentRecord(agent_id=sys.argv[2], address="127.0.0.1:1", framework="torch",
                      framework_version="2", hardware=detect(), started_at=datetime.now(UTC))

@@ -25,7 +25,7 @@ from mlms import errors
 from mlms.agent.process import Agent, AgentConfig
 from mlms.config import mlms_home
 from mlms.protos.mlms.v2 import calls_pb2, predictor_pb2, predictor_pb2_grpc, types_pb2
-from mlms.registry.base import registry_from_url
+from mlms.registry.factory import registry_from_url
 from mlms.remote_client import RemoteClient
 from mlms.rpc import tensors
 from mlms.security.auth import EVALUATOR_ROLES

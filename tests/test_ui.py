@@ -27,7 +27,7 @@ from playwright.sync_api import Frame, Page, sync_playwright
 
 from mlms.client import EmbeddedClient
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
-from mlms.registry.base import registry_from_url
+from mlms.registry.factory import registry_from_url
 from mlms.security.tokens import Tokens
 from mlms.server.process import Server, ServerConfig
 from mlms.store.local import LocalStore

@@ -28,9 +28,9 @@ from opentelemetry import context as otel_context
 
 from mlms.config import mlms_home
 from mlms.errors import Unavailable, UnsupportedFramework
+from mlms.evaluation.progress import ProgressCallback
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
-from mlms.evaluation.runner import ProgressCallback
-from mlms.predictors.registry import own_interpreter, runs_apart
+from mlms.frameworks import own_interpreter, runs_apart
 from mlms.protos.mlms.v2 import predictor_pb2, predictor_pb2_grpc
 from mlms.rpc.options import CHANNEL_OPTIONS
 from mlms.rpc.payloads import evaluate_message, record_from_events

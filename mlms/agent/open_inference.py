@@ -40,6 +40,7 @@ from mlms.predictors.registry import choose_framework, predictor_class
 from mlms.protos.inference import grpc_service_pb2 as oip
 from mlms.protos.inference import grpc_service_pb2_grpc as oip_grpc
 from mlms.protos.inference import model_config_pb2 as triton_config
+from mlms.reasons import short_numbers
 from mlms.registry import hardware
 from mlms.rpc.propagation import incoming_context
 from mlms.store.base import ObjectStore
@@ -493,7 +494,7 @@ def _input(request: oip.ModelInferRequest, manifest: ModelManifest) -> np.ndarra
     shape = list(tensor.shape)
     if len(shape) != len(spec.shape) + 1 or shape[1:] != spec.shape or shape[0] < 1:
         raise InvalidArgument(
-            f"input {spec.name!r} shape {_short(shape)}: model {manifest.name!r} expects "
+            f"input {spec.name!r} shape {short_numbers(shape)}: model {manifest.name!r} expects "
             f"{[-1, *spec.shape]} with a batch of 1 or more"
         )
     dtype = np.dtype(spec.dtype).newbyteorder("<")
@@ -536,8 +537,3 @@ def _few(names: Sequence[str], most: int = 8) -> str:
     """Names for a one-line message: the first few and how many more."""
     shown = ", ".join(names[:most]) or "none"
     return shown if len(names) <= most else f"{shown} (and {len(names) - most} more)"
-
-
-def _short(shape: list[int]) -> str:
-    """A shape for a message: a hundred axes are not worth a hundred numbers."""
-    return str(shape) if len(shape) <= 8 else f"[{', '.join(map(str, shape[:8]))}, ...]"

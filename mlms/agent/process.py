@@ -20,11 +20,12 @@ from datetime import UTC, datetime
 from mlms.agent import open_inference
 from mlms.agent.service import Load, PredictorService
 from mlms.errors import MlmsError, UnsupportedFramework
-from mlms.predictors.registry import installed_version
+from mlms.frameworks import installed_version
 from mlms.protos.mlms.v2 import predictor_pb2, predictor_pb2_grpc
 from mlms.registry import hardware
 from mlms.registry.agents import AgentRegistration, register_agent
-from mlms.registry.base import AgentRecord, Registry, registry_from_url
+from mlms.registry.base import AgentRecord, Registry
+from mlms.registry.factory import registry_from_url
 from mlms.rpc.otlp import process_provider
 from mlms.rpc.serving import RunningServer, Service, split_address, start_server
 from mlms.security.auth import PeerRoleInterceptor

@@ -31,8 +31,9 @@ from mlms.bounds.record import BoundRecord
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument, NotFound, UnsupportedFramework
 from mlms.evaluation.device_lock import exclusive_device
+from mlms.evaluation.progress import Progress, ProgressCallback
 from mlms.evaluation.record import EvaluationRecord
-from mlms.evaluation.runner import Progress, ProgressCallback, evaluate
+from mlms.evaluation.runner import evaluate
 from mlms.predictors.base import Predictor, PredictorOptions
 from mlms.predictors.registry import choose_framework, predictor_class
 from mlms.protos.mlms.v2 import calls_pb2, fleet_pb2, predictor_pb2, predictor_pb2_grpc
@@ -240,6 +241,7 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
         )
 
     def Bound(self, request, context):
+        from mlms.agent.child import evaluate_in_child
         from mlms.bounds.run import bound
 
         wanted = bound_request(request.spec)
@@ -256,6 +258,7 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
                 parent=trace.set_span_in_context(trace.get_current_span()),
                 agent={"mode": "remote", **self.agent_labels()},
                 bound_id=bound_id,
+                apart=evaluate_in_child,
             )
 
         yield from self._in_thread("agent.bound", "mlms.bound_id", bound_id, work, context)

@@ -158,7 +158,7 @@ def _child(task: BenchTask, results: Any) -> None:
 def benchmark(task: BenchTask) -> Iterator[LayerBench]:
     import torch
 
-    from mlms.predictors.torch_predictor import architecture_of
+    from mlms.zoo.architectures import architecture_of
     from mlms.zoo.catalog import get_model
 
     torch.manual_seed(0)

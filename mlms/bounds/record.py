@@ -6,13 +6,13 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from mlms.evaluation.precisions import PRECISIONS
 from mlms.evaluation.record import MAX_ITERATIONS, MAX_SECONDS, check_batch_sizes
 from mlms.registry.hardware import HardwareInfo
 from mlms.store.base import ObjectStore
 from mlms.store.json_records import JsonRecords
 
 PREFIX = "bounds/"
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 
 
 class BoundRequest(BaseModel):

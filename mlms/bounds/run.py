@@ -19,7 +19,6 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import SpanProcessor
 
-from mlms.agent.child import evaluate_in_child
 from mlms.bounds.fusion import fusable_chains
 from mlms.bounds.graph import LayerGraph, layer_graph
 from mlms.bounds.layer_bench import (
@@ -34,20 +33,29 @@ from mlms.bounds.lower_bound import Measured, batch_bound, framework_precisions,
 from mlms.bounds.perfdb import PerfDB
 from mlms.bounds.record import PRECISIONS, BoundRecord, BoundRequest, save_bound
 from mlms.config import mlms_home
-from mlms.errors import InvalidArgument
+from mlms.errors import InvalidArgument, UnsupportedFramework
 from mlms.evaluation.device_lock import exclusive_device
+from mlms.evaluation.progress import Progress, ProgressCallback
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
-from mlms.evaluation.runner import Progress, ProgressCallback, evaluate
+from mlms.evaluation.runner import evaluate
+from mlms.frameworks import loaded_apart, runs_apart
 from mlms.isolation import call_in_own_process
-from mlms.predictors.registry import choose_framework, loaded_apart, runs_apart
+from mlms.predictors.registry import choose_framework
 from mlms.registry import hardware
-from mlms.rpc.propagation import incoming_context, outgoing_metadata
 from mlms.store.base import ObjectStore
+from mlms.tracer.carrier import context_from_pairs, context_pairs
 from mlms.tracer.levels import TraceLevel
 from mlms.zoo.catalog import get_model
 
 #: Told what the bound is doing now (a line for the terminal).
 StepCallback = Callable[[str], None]
+#: Runs the measured evaluation of a framework that must not share this process
+#: (``mlms.frameworks.runs_apart``) in a child agent: the agent layer's
+#: ``mlms.agent.child.evaluate_in_child``, given by the caller (agents sit above bounds).
+MeasureApart = Callable[
+    [EvaluationRequest, ObjectStore, ProgressCallback | None, otel_context.Context | None],
+    EvaluationRecord,
+]
 
 
 def bound(
@@ -60,6 +68,7 @@ def bound(
     parent: otel_context.Context | None = None,
     agent: dict[str, str] | None = None,
     bound_id: str | None = None,
+    apart: MeasureApart | None = None,
 ) -> BoundRecord:
     """Run a bound in this process (benchmarks in a child process) and store its record.
     ``processors`` and ``parent`` go to the measured evaluation's tracer, as for ``evaluate``.
@@ -68,12 +77,18 @@ def bound(
     (``mlms.isolation``): in a process that holds TensorFlow (its agent) the whole bound runs
     in a process of its own, and a TensorFlow measurement runs in a child agent, its spans in
     the caller's trace and the archive but not given to ``processors`` (they cannot cross a
-    process)."""
+    process). ``apart`` runs such a measurement; without it, a framework that runs apart is
+    refused before any benchmark."""
     say = step or (lambda _line: None)
     report = progress or (lambda _event: None)
     manifest = get_model(request.model)
     # A framework this machine cannot run fails now, not after minutes of benchmarks.
     framework, _version = choose_framework(manifest, request.framework)
+    if apart is None and runs_apart(framework):
+        raise UnsupportedFramework(
+            f"framework {framework!r} runs in a process of its own (a child agent), which "
+            "this caller of the bound does not start; expected an agent or the embedded client"
+        )
     held = loaded_apart()
     if held is not None:
         say(f"this process holds {held}: the bound runs in a process of its own")
@@ -81,16 +96,17 @@ def bound(
             _bound_elsewhere,
             request,
             store.url,
-            outgoing_metadata(parent),
+            context_pairs(parent),
             agent,
             bound_id,
+            apart,
             what=f"the bound of {manifest.name!r}",
             on_note=lambda note: (say if note[0] == "step" else report)(note[1]),
         )
 
     import torch
 
-    from mlms.predictors.torch_predictor import architecture_of
+    from mlms.zoo.architectures import architecture_of
 
     info = hardware.detect()
     device = hardware.resolve(request.hw, info)
@@ -157,7 +173,7 @@ def bound(
         trace_level=TraceLevel.HARDWARE if gpu else TraceLevel.FRAMEWORK,
     )
     if runs_apart(framework):
-        evaluation = evaluate_in_child(measure, store, progress, parent)
+        evaluation = apart(measure, store, progress, parent)
     else:
         evaluation = evaluate(
             measure,
@@ -199,6 +215,7 @@ def _bound_elsewhere(
     caller: list[tuple[str, str]],
     agent: dict[str, str] | None,
     bound_id: str | None,
+    apart: MeasureApart | None,
     *,
     tell: Callable[[tuple[str, Any]], None],
 ) -> BoundRecord:
@@ -210,9 +227,10 @@ def _bound_elsewhere(
         store=store_from_url(store_url),
         step=lambda line: tell(("step", line)),
         progress=lambda event: tell(("progress", event)),
-        parent=incoming_context(caller),
+        parent=context_from_pairs(caller),
         agent=agent,
         bound_id=bound_id,
+        apart=apart,
     )
 
 

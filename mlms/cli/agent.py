@@ -14,7 +14,7 @@ import logging
 import click
 
 from mlms.cli.options import store_option
-from mlms.predictors.registry import TABLE
+from mlms.frameworks import FRAMEWORKS
 
 
 def _common(default_listen: str):
@@ -110,7 +110,7 @@ def _logging() -> None:
     "--framework",
     envvar="MLMS_FRAMEWORK",
     required=True,
-    type=click.Choice(sorted(TABLE)),
+    type=click.Choice(sorted(FRAMEWORKS)),
     help="The framework this agent runs.",
 )
 @click.option(

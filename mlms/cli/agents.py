@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import click
-import pandas as pd
 
 from mlms.cli.options import connect, connection_options
-from mlms.cli.render import frame_table, out
+from mlms.cli.render import out, rows_table
 
 
 @click.command()
@@ -38,4 +37,4 @@ def agents(server: str) -> None:
         }
         for a in fleet
     ]
-    out.print(frame_table(pd.DataFrame(rows), f"agents of {server}"))
+    out.print(rows_table(rows, f"agents of {server}"))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from mlms.analysis.model import latency_by_batch
 from mlms.cli.options import client_for, server_option
 from mlms.cli.render import frame_table, out
 
@@ -27,6 +26,8 @@ def analyze(evaluation_id: str, top: int, server: str | None) -> None:
     its counters under full) and the kernels that take the most GPU time. `mlms report` draws
     all of it (and more) as one HTML page.
     """
+    from mlms.analysis.model import latency_by_batch
+
     if top < 1:
         raise click.BadParameter(f"{top} is not a positive count", param_hint="--top")
     client = client_for(server)

@@ -8,12 +8,11 @@ environment with torch into the shared store, before its MXNet agents start.
 from __future__ import annotations
 
 import click
-import pandas as pd
 
 from mlms.cli.options import store_option
-from mlms.cli.render import frame_table, out
+from mlms.cli.render import out, rows_table
 from mlms.errors import UnsupportedFramework
-from mlms.zoo.manifest import FRAMEWORKS
+from mlms.frameworks import FRAMEWORKS
 
 
 @click.command()
@@ -64,4 +63,4 @@ def assets(frameworks: tuple[str, ...], models: tuple[str, ...], store: str | No
                     "MB": round(asset.size / 1e6, 1),
                 }
             )
-    out.print(frame_table(pd.DataFrame(rows), f"assets in {target.url}"))
+    out.print(rows_table(rows, f"assets in {target.url}"))

@@ -11,9 +11,8 @@ from mlms.cli.options import client_for, server_option, spans_for
 from mlms.cli.render import err, frame_table, out, progress_bar
 from mlms.cli.run_options import run_fields, run_options
 from mlms.errors import InvalidArgument
-from mlms.evaluation.record import EvaluationRequest
+from mlms.frameworks import FRAMEWORKS
 from mlms.user_input import parse_batch_sizes, validated
-from mlms.zoo.manifest import FRAMEWORKS
 
 
 def parse_frameworks(text: str) -> list[str]:
@@ -82,6 +81,7 @@ def compare(
     """Evaluate a model on several frameworks (sequentially) and compare them side by side."""
     from mlms.analysis.compare import compare_frameworks
     from mlms.analysis.plots import framework_comparison_chart
+    from mlms.evaluation.record import EvaluationRequest
 
     names = parse_frameworks(frameworks)
     fields = run_fields(options)

@@ -7,7 +7,6 @@ import click
 from mlms.cli.options import client_for, server_option
 from mlms.cli.render import out, progress_bar, record_summary
 from mlms.cli.run_options import run_fields, run_options
-from mlms.evaluation.record import EvaluationRequest
 from mlms.tracer.levels import TraceLevel
 from mlms.user_input import parse_batch_sizes, validated
 
@@ -103,6 +102,8 @@ def evaluate(
     **options: object,
 ) -> None:
     """Evaluate a model: latency percentiles, throughput and accuracy per batch size."""
+    from mlms.evaluation.record import EvaluationRequest
+
     request = validated(
         EvaluationRequest,
         model=model,

@@ -21,12 +21,11 @@ def import_trace() -> None:
 @click.option("--model", default=None, help="Model name for the record; default: the file's.")
 @click.option(
     "--batch-size",
-    default="1",
-    show_default=True,
-    help="Inputs per ProfilerStep (Kineto does not record it).",
+    default=None,
+    help="Inputs per ProfilerStep (Kineto does not record it); default 1, said when assumed.",
 )
 @store_option
-def kineto(trace: Path, model: str | None, batch_size: str, store: str | None) -> None:
+def kineto(trace: Path, model: str | None, batch_size: str | None, store: str | None) -> None:
     """Import a PyTorch profiler (Kineto) trace, TRACE.json or TRACE.json.gz: its
     ProfilerSteps become predicts, aten ops layers, CUDA calls and kernels the levels below."""
     import pyarrow.compute as pc
@@ -37,7 +36,7 @@ def kineto(trace: Path, model: str | None, batch_size: str, store: str | None) -
     from mlms.store.factory import store_from_url
     from mlms.tracer.archive import write_table
 
-    size = _batch_size(batch_size)
+    size = 1 if batch_size is None else _batch_size(batch_size)
     target = store_from_url(store)
     imported = read_kineto(trace, batch_size=size)
     if imported.table.num_rows == 0:
@@ -64,6 +63,13 @@ def kineto(trace: Path, model: str | None, batch_size: str, store: str | None) -
         f"imported {trace.name}: {imported.table.num_rows:,} spans, {kernels:,} kernels, "
         f"{counted} (p50 {steps.latency_ms.p50:.3f} ms)"
     )
+    if batch_size is None:  # throughput and per-input numbers depend on it: never silently
+        predict = "the trace's one predict" if whole_trace(imported.table) else "each ProfilerStep"
+        click.echo(
+            f"mlms: note: batch size 1 assumed for {predict} (Kineto does not record it); "
+            "give --batch-size N if it held N inputs",
+            err=True,
+        )
     click.echo(f"evaluation {record.id}  trace {record.trace_id}")
 
 

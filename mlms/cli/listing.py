@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import click
-import pandas as pd
 
 from mlms.cli.options import client_for, server_option
-from mlms.cli.render import frame_table, out
+from mlms.cli.render import out, rows_table
 
 
 @click.command()
@@ -24,7 +23,7 @@ def models(server: str | None) -> None:
         }
         for m in client_for(server).list_models()
     ]
-    out.print(frame_table(pd.DataFrame(rows), "model zoo"))
+    out.print(rows_table(rows, "model zoo"))
 
 
 @click.command()
@@ -45,10 +44,11 @@ def evals(server: str | None) -> None:
                 "batch sizes": ",".join(str(r.batch_size) for r in record.results),
                 "p50 first bs (ms)": first.latency_ms.p50 if first else float("nan"),
                 "trace level": record.trace_level,
+                "options": record.request.options(),
             }
         )
     if rows:
-        out.print(frame_table(pd.DataFrame(rows), "evaluations"))
+        out.print(rows_table(rows, "evaluations"))
     if listing.in_flight:
         running = [
             {
@@ -62,6 +62,6 @@ def evals(server: str | None) -> None:
             }
             for job in listing.in_flight
         ]
-        out.print(frame_table(pd.DataFrame(running), "in flight"))
+        out.print(rows_table(running, "in flight"))
     if not rows and not listing.in_flight:
         out.print("no evaluations yet; run 'mlms eval --model resnet50'")

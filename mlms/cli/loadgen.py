@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from mlms.cli.options import connect, server_option
 from mlms.cli.render import err, out
-from mlms.loadgen.record import CurvePoint, LoadRecord
+
+if TYPE_CHECKING:
+    from mlms.loadgen.record import CurvePoint, LoadRecord
 
 SCENARIO_NAMES = ["single-stream", "multi-stream", "server", "offline"]
 
@@ -101,11 +104,11 @@ def loadgen(
     server to an agent. LoadGen's logs and the mlms record go to the local store, under
     loadgen/<id>/.
     """
-    from mlms.config import default_store
     from mlms.loadgen.concurrency import SweepSettings, parse_levels
     from mlms.loadgen.run import run_loadgen, run_sweep
     from mlms.loadgen.scenarios import ScenarioSettings
     from mlms.loadgen.targets import open_target
+    from mlms.store.factory import default_store
 
     store = default_store()
     if concurrency is not None:
@@ -146,7 +149,8 @@ def loadgen(
         return
     _print_mlms(record)
     stored = "record and LoadGen's logs" if record.logs else "record"
-    err.print(f"{stored}: {store.url} loadgen/{record.id}/")
+    # One line however narrow the terminal: the location is copied, not read.
+    err.print(f"{stored}: {store.url}/loadgen/{record.id}/", soft_wrap=True, highlight=False)
 
 
 def _print_mlms(record: LoadRecord) -> None:

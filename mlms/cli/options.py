@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import click
 
-from mlms.analysis.engine import Spans
 from mlms.client import Client, EmbeddedClient
 from mlms.errors import InvalidArgument
-from mlms.evaluation.record import EvaluationRecord
+
+if TYPE_CHECKING:
+    from mlms.analysis.engine import Spans
+    from mlms.evaluation.record import EvaluationRecord
 
 #: Where the connection options are kept in the click context (``ctx.meta``).
 _CONNECTION = "mlms.connection"
@@ -99,4 +102,6 @@ def client_for(server: str | None) -> Client:
 
 def spans_for(client: Client, records: Sequence[EvaluationRecord]) -> Spans:
     """The span archives of ``records`` (those that have a trace), ready for the analyses."""
+    from mlms.analysis.engine import Spans
+
     return Spans.from_parquet([client.span_archive(r.trace_id) for r in records if r.trace_id])

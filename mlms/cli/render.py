@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from mlms.evaluation.record import EvaluationRecord
-from mlms.evaluation.runner import Progress as RunProgress
-from mlms.evaluation.runner import ProgressCallback
+from mlms.evaluation.progress import Progress as RunProgress
+from mlms.evaluation.progress import ProgressCallback
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from mlms.evaluation.record import EvaluationRecord
 
 # Piped output gets room for the wide tables instead of rich's 80-column default.
 out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
@@ -21,18 +25,54 @@ err = Console(stderr=True)
 
 
 def frame_table(frame: pd.DataFrame, title: str, digits: int = 3) -> Table:
+    """A DataFrame (an analysis's result) as a table."""
+    import pandas as pd
+
+    columns = [str(column) for column in frame.columns]
+    numeric = [pd.api.types.is_numeric_dtype(frame[column]) for column in frame.columns]
+    return _table(title, columns, numeric, list(frame.itertuples(index=False)), digits)
+
+
+def rows_table(rows: Sequence[Mapping[str, object]], title: str, digits: int = 3) -> Table:
+    """Rows of plain values (the keys of the first row are the columns) as a table, without
+    pandas: the listing commands stay quick to start."""
+    columns = list(rows[0]) if rows else []
+    values = [tuple(row[column] for column in columns) for row in rows]
+    numeric = [
+        all(isinstance(v, int | float) and not isinstance(v, bool) for v in column if v is not None)
+        for column in zip(*values, strict=True)
+    ] or [False] * len(columns)
+    return _table(title, columns, numeric, values, digits)
+
+
+def _table(
+    title: str,
+    columns: list[str],
+    numeric: list[bool],
+    rows: Sequence[Sequence[object]],
+    digits: int,
+) -> Table:
     table = Table(title=title, title_justify="left")
-    for column in frame.columns:
-        numeric = pd.api.types.is_numeric_dtype(frame[column])
-        table.add_column(str(column), justify="right" if numeric else "left")
-    for row in frame.itertuples(index=False):
-        table.add_row(*(_cell(value, digits) for value in row))
+    for column, is_numeric in zip(columns, numeric, strict=True):
+        table.add_column(column, justify="right" if is_numeric else "left")
+    # A count column with a gap is float in pandas: whole numbers print without decimals.
+    whole = [all(_whole(row[i]) for row in rows) for i in range(len(columns))]
+    for row in rows:
+        table.add_row(*(_cell(value, digits, whole[i]) for i, value in enumerate(row)))
     return table
 
 
-def _cell(value: object, digits: int) -> str:
+def _whole(value: object) -> bool:
+    return not isinstance(value, float) or value != value or value.is_integer()
+
+
+def _cell(value: object, digits: int, whole: bool) -> str:
     if isinstance(value, float):
-        return "" if value != value else f"{value:,.{digits}f}"
+        if value != value:
+            return ""
+        return f"{value:,.0f}" if whole else f"{value:,.{digits}f}"
+    if value is None:
+        return ""
     return str(value)
 
 

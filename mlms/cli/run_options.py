@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
-from mlms.evaluation.record import PRECISIONS
+from mlms.evaluation.precisions import PRECISIONS
 
 F = TypeVar("F", bound=Callable[..., Any])
 

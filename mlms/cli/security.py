@@ -10,11 +10,10 @@ import os
 from pathlib import Path
 
 import click
-import pandas as pd
 
 from mlms.cli.files import writable, write_file
 from mlms.cli.options import store_option
-from mlms.cli.render import frame_table, out
+from mlms.cli.render import out, rows_table
 from mlms.errors import InvalidArgument
 
 
@@ -79,7 +78,7 @@ def list_tokens(store: str | None) -> None:
     if not rows:
         out.print("no tokens ('mlms token create --name NAME --role read,run')")
         return
-    out.print(frame_table(pd.DataFrame(rows), "tokens"))
+    out.print(rows_table(rows, "tokens"))
 
 
 @token.command("revoke")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -17,8 +18,10 @@ from mlms.cli.options import client_for, server_option
 from mlms.cli.render import err, out
 from mlms.cli.report import write_report
 from mlms.errors import InvalidArgument
-from mlms.evaluation.sweep import SweepSpec, SweepState
 from mlms.user_input import parse_batch_sizes, validated
+
+if TYPE_CHECKING:
+    from mlms.evaluation.sweep import SweepState
 
 
 def parse_names(text: str, what: str) -> list[str]:
@@ -68,6 +71,8 @@ def sweep(
     parallel over the server's agents (one evaluation an agent at a time) with --server, one
     after another here without. The sweep is stored as it goes; after a crash of this command
     or of the server, --resume ID runs what is left (nothing twice)."""
+    from mlms.evaluation.sweep import SweepSpec
+
     spec = None
     if resume is None:
         if models is None or frameworks is None:

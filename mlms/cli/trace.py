@@ -11,7 +11,6 @@ from mlms.cli.files import writable, write_file
 from mlms.cli.options import client_for, server_option
 from mlms.cli.render import err
 from mlms.errors import InvalidArgument
-from mlms.tracer.chrome import to_chrome
 
 
 @click.group()
@@ -35,6 +34,8 @@ def export(evaluation_id: str, fmt: str, output: Path, server: str | None) -> No
         raise InvalidArgument(f"evaluation {record.id} has no trace (trace level no_trace)")
     spans = client.spans(record.trace_id)
     if fmt == "chrome":
+        from mlms.tracer.chrome import to_chrome
+
         text = json.dumps(to_chrome(spans))
         write_file(output, lambda path: path.write_text(text))
     else:

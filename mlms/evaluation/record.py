@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mlms.errors import InvalidArgument
+from mlms.evaluation.precisions import PRECISIONS
+from mlms.reasons import short_numbers
 from mlms.registry.hardware import HardwareInfo
 from mlms.tracer.levels import TraceLevel
 
@@ -22,7 +24,6 @@ MAX_THREADS = 1024
 MAX_SEED = 2**32 - 1  # numpy's and torch's generators take 0 .. 2**32 - 1 everywhere
 MAX_SEQ_LEN = 65536
 MAX_NEW_TOKENS = 4096
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
 
 
 def check_batch_sizes(value: list[int]) -> list[int]:
@@ -33,13 +34,9 @@ def check_batch_sizes(value: list[int]) -> list[int]:
     ):
         raise ValueError(
             f"batch sizes must be positive integers up to {MAX_BATCH_SIZE}, 1 to "
-            f"{MAX_BATCH_SIZES} of them, got {_short(value)}"
+            f"{MAX_BATCH_SIZES} of them, got {short_numbers(value)}"
         )
     return value
-
-
-def _short(value: list[int]) -> str:
-    return str(value) if len(value) <= 8 else f"[{', '.join(map(str, value[:8]))}, ...]"
 
 
 class EvaluationRequest(BaseModel):
@@ -91,6 +88,28 @@ class EvaluationRequest(BaseModel):
             return TraceLevel.parse(value)  # type: ignore[arg-type]
         except InvalidArgument as exc:  # pydantic names the field for a ValueError only
             raise ValueError(str(exc)) from None
+
+    def options(self) -> str:
+        """The options that change what runs, for a listing: the precision always, the rest
+        where they differ from the defaults ("fp16, compile max-autotune, inputs dataset")."""
+        parts = [self.precision]
+        if self.compile is not None:
+            parts.append(f"compile {self.compile}")
+        if self.channels_last:
+            parts.append("channels-last")
+        if self.inputs != ["synthetic"]:
+            shown = self.inputs if len(self.inputs) <= 2 else [*self.inputs[:2], "..."]
+            parts.append(f"inputs {' '.join(shown)}")
+        if self.input_on_device:
+            parts.append("input on device")
+        if self.seq_len is not None:
+            parts.append(f"seq len {self.seq_len}")
+        if self.generate is not None:
+            parts.append(f"generate {self.generate}")
+        threads = (self.intra_op_threads, self.inter_op_threads)
+        if threads != (None, None):
+            parts.append(f"threads {'/'.join('-' if t is None else str(t) for t in threads)}")
+        return ", ".join(parts)
 
 
 class LatencyStats(BaseModel):

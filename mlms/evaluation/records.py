@@ -31,6 +31,11 @@ def load_record(store: ObjectStore, evaluation_id: str) -> EvaluationRecord:
     return _RECORDS.load(store, evaluation_id.lower())
 
 
+def is_stored(store: ObjectStore, evaluation_id: str) -> bool:
+    """Whether the record of this full id is stored (a sweep's cell done before a restart)."""
+    return _RECORDS.exists(store, evaluation_id)
+
+
 def list_records(store: ObjectStore) -> list[EvaluationRecord]:
     return _RECORDS.all(store)
 

@@ -1,4 +1,4 @@
-"""The evaluation loop (DESIGN.md, "Leveled measurement" and "Measurement rules").
+"""The evaluation loop (docs/DESIGN.md, "Leveled measurement" and "Measurement rules").
 
 Per batch size: an untraced warm-up, then one measured run per level up to the requested one.
 Run k enables collectors up to level k only, so the model latency always comes from a run with
@@ -12,9 +12,7 @@ import platform
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import numpy as np
@@ -28,6 +26,7 @@ from mlms.evaluation.device_lock import exclusive_device
 from mlms.evaluation.feed import Feed, host_batch, placement
 from mlms.evaluation.inputs import InputSource, dataset_split, open_inputs
 from mlms.evaluation.options import check_options, compile_mode
+from mlms.evaluation.progress import Progress, ProgressCallback
 from mlms.evaluation.record import (
     Accuracy,
     BatchResult,
@@ -72,17 +71,6 @@ COLLECTED_LEVELS = {
         TraceLevel.FULL,
     ),
 }
-
-
-@dataclass(frozen=True)
-class Progress:
-    batch_size: int
-    run: str  # the level label of the run in progress, or "warmup"
-    done: int
-    target: int
-
-
-ProgressCallback = Callable[[Progress], None]
 
 
 def leveled_runs(level: TraceLevel, device: str) -> list[TraceLevel]:

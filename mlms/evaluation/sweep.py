@@ -25,11 +25,12 @@ from mlms.evaluation.record import (
     EvaluationRequest,
     check_batch_sizes,
 )
+from mlms.frameworks import FRAMEWORKS
+from mlms.reasons import short
 from mlms.registry.hardware import GPU_ALIASES
 from mlms.store.base import ObjectStore
 from mlms.store.json_records import JsonRecords
 from mlms.zoo.catalog import get_model
-from mlms.zoo.manifest import FRAMEWORKS
 
 PREFIX = "sweeps/"
 #: Cells of one sweep at most: each is an evaluation of seconds to minutes.
@@ -58,7 +59,7 @@ class SweepSpec(BaseModel):
     @classmethod
     def _distinct(cls, value: list[str]) -> list[str]:
         if len(set(value)) != len(value):
-            raise ValueError(f"expected distinct names, got {_short(value)}")
+            raise ValueError(f"expected distinct names, got {short(value)}")
         return value
 
     @field_validator("models")
@@ -69,7 +70,7 @@ class SweepSpec(BaseModel):
                 get_model(name)
             except UnknownModel:
                 raise ValueError(
-                    f"unknown model {_short(name)}; run 'mlms models' for the list"
+                    f"unknown model {short(name)}; run 'mlms models' for the list"
                 ) from None
         return value
 
@@ -79,7 +80,7 @@ class SweepSpec(BaseModel):
         unknown = [name for name in value if name not in FRAMEWORKS]
         if unknown:
             raise ValueError(
-                f"unknown framework {_short(unknown[0])}: expected some of {', '.join(FRAMEWORKS)}"
+                f"unknown framework {short(unknown[0])}: expected some of {', '.join(FRAMEWORKS)}"
             )
         return value
 
@@ -89,7 +90,7 @@ class SweepSpec(BaseModel):
         known = ["cpu", *GPU_ALIASES]
         unknown = [alias for alias in value if alias.strip().lower() not in known]
         if unknown:
-            raise ValueError(f"unknown hardware {_short(unknown[0])}: expected cpu or a GPU alias")
+            raise ValueError(f"unknown hardware {short(unknown[0])}: expected cpu or a GPU alias")
         return [alias.strip().lower() for alias in value]
 
 
@@ -147,12 +148,6 @@ class SweepState(BaseModel):
 
     def count(self, state: CellState) -> int:
         return sum(cell.state == state for cell in self.cells)
-
-
-def _short(value: object) -> str:
-    """A value for a one-line message (gRPC trailers hold 8 KiB): at most 60 characters."""
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 def new_sweep(spec: SweepSpec) -> SweepState:

@@ -28,15 +28,14 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from mlms.errors import ManifestError, UnsupportedFramework
+from mlms.errors import UnsupportedFramework
 from mlms.predictors.base import InputCopy, LayerCapture, PredictAnchor, Predictor, anchor
 from mlms.predictors.torch_layer_costs import Batch, LayerCosts, OutputMeta, output_meta
 from mlms.predictors.torch_layer_hooks import HookedLayers
 from mlms.tracer.layer_kinds import normalise_kind
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.spans import TimedEvent
-from mlms.zoo.architectures import architecture
-from mlms.zoo.manifest import BuildSource, ModelManifest
+from mlms.zoo.architectures import architecture_of
 
 MARK = "mlms::predict"
 LEAF = "mlms.layer::"
@@ -55,17 +54,6 @@ def supported_precisions(torch: Any, device: Any) -> tuple[str, ...]:
     if torch.cuda.get_device_capability(device) >= (8, 0):
         return ("fp32", "tf32", "fp16", "bf16")
     return ("fp32", "fp16")
-
-
-def architecture_of(manifest: ModelManifest) -> Any:
-    """The manifest's network, untrained: stored weights are loaded into it."""
-    source = next((s for s in manifest.sources if isinstance(s, BuildSource)), None)
-    if source is None:
-        raise ManifestError(
-            f"model {manifest.name!r}: the torch predictor needs a 'build' "
-            "source naming the architecture"
-        )
-    return architecture(source.builder)
 
 
 class TorchPredictor(Predictor):

@@ -108,7 +108,11 @@ def leveled_overheads(table: pd.DataFrame) -> go.Figure:
     fig.add_hline(y=1, line_dash="dot", line_color="#888888")
     fig.update_xaxes(title_text="batch size", type="category")
     fig.update_yaxes(title_text="slowdown vs model-level run (x)", rangemode="tozero")
-    return _styled(fig, "Profiling overhead per trace level", barmode="group", height=330)
+    # Up to five levels: above the plot their legend wraps into the title on a narrow page.
+    legend = {"orientation": "v", "x": 1.02, "y": 1, "yanchor": "top"}
+    return _styled(
+        fig, "Profiling overhead per trace level", barmode="group", height=330, legend=legend
+    )
 
 
 def layer_latency(table: pd.DataFrame) -> go.Figure:

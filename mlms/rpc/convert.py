@@ -38,6 +38,7 @@ from google.protobuf.message import Message
 from pydantic import BaseModel, ValidationError
 
 from mlms.errors import InvalidArgument
+from mlms.reasons import short
 
 M = TypeVar("M", bound=BaseModel)
 P = TypeVar("P", bound=Message)
@@ -69,12 +70,6 @@ def one_line(exc: ValidationError) -> str:
     if first["type"] == "value_error":  # the validator's own message names the value
         return f"{field}: {first['msg'].removeprefix('Value error, ')}"
     return f"{field}: {first['msg']}, got {short(first['input'])}"
-
-
-def short(value: Any) -> str:
-    """A value for a one-line message: at most 80 characters of its repr."""
-    text = repr(value)
-    return text if len(text) <= 80 else f"{text[:77]}..."
 
 
 # -- model -> message ---------------------------------------------------------------------------

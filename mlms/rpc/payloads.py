@@ -7,10 +7,11 @@ from typing import TypeVar
 
 from mlms.bounds.record import BoundRecord, BoundRequest
 from mlms.errors import InvalidArgument, Unavailable
+from mlms.evaluation.progress import Progress, ProgressCallback
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
-from mlms.evaluation.runner import Progress, ProgressCallback
 from mlms.protos.mlms.v2 import bound_pb2, calls_pb2, evaluation_pb2
-from mlms.rpc.convert import from_proto, short, to_proto
+from mlms.reasons import short
+from mlms.rpc.convert import from_proto, to_proto
 
 R = TypeVar("R", EvaluationRecord, BoundRecord)
 

@@ -1,8 +1,4 @@
-"""W3C trace context (``traceparent``/``tracestate``) in gRPC metadata.
-
-The W3C propagator is used directly, not the global one, so that mlms never depends on (or
-changes) process-wide OpenTelemetry configuration.
-"""
+"""W3C trace context (``traceparent``/``tracestate``) in gRPC metadata."""
 
 from __future__ import annotations
 
@@ -10,16 +6,13 @@ from collections.abc import Sequence
 
 import grpc
 from opentelemetry import context as otel_context
-from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-_W3C = TraceContextTextMapPropagator()
+from mlms.tracer.carrier import context_from_pairs, context_pairs
 
 
 def outgoing_metadata(context: otel_context.Context | None = None) -> list[tuple[str, str]]:
     """Metadata carrying the span that is current in ``context`` (or now) to the callee."""
-    carrier: dict[str, str] = {}
-    _W3C.inject(carrier, context=context)
-    return sorted(carrier.items())
+    return context_pairs(context)
 
 
 def incoming_context(
@@ -31,5 +24,4 @@ def incoming_context(
         if isinstance(servicer_context, grpc.ServicerContext)
         else servicer_context
     )
-    carrier = {key: value for key, value in metadata if isinstance(value, str)}
-    return _W3C.extract(carrier)
+    return context_from_pairs(metadata)

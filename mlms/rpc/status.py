@@ -26,17 +26,9 @@ log = logging.getLogger(__name__)
 
 ERROR_KEY = "mlms-error"
 
-#: Most specific first: the first class an error is an instance of gives its code.
+#: ``mlms.errors.STATUS``: the first class an error is an instance of gives its code.
 TO_STATUS: list[tuple[type[errors.MlmsError], grpc.StatusCode]] = [
-    (errors.InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),
-    (errors.NotFound, grpc.StatusCode.NOT_FOUND),
-    (errors.UnsupportedFramework, grpc.StatusCode.FAILED_PRECONDITION),
-    (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),
-    (errors.ManifestError, grpc.StatusCode.FAILED_PRECONDITION),
-    (errors.AssetError, grpc.StatusCode.DATA_LOSS),
-    (errors.StoreError, grpc.StatusCode.UNAVAILABLE),
-    (errors.Unauthenticated, grpc.StatusCode.UNAUTHENTICATED),
-    (errors.PermissionDenied, grpc.StatusCode.PERMISSION_DENIED),
+    (cls, grpc.StatusCode[code]) for cls, code, _http in errors.STATUS
 ]
 
 FROM_STATUS: dict[grpc.StatusCode, type[errors.MlmsError]] = {

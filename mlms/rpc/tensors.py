@@ -8,6 +8,7 @@ import numpy as np
 
 from mlms.errors import InvalidArgument
 from mlms.protos.mlms.v2 import types_pb2
+from mlms.reasons import short_numbers
 
 DTYPES = ("float32", "float16", "uint8", "int64")
 #: Image batches have four; numpy stops at 64.
@@ -32,7 +33,7 @@ def from_proto(tensor: types_pb2.Tensor) -> np.ndarray:
     shape = tuple(tensor.shape)
     if not shape or len(shape) > MAX_AXES or any(d < 0 for d in shape):
         raise InvalidArgument(
-            f"tensor shape {_short(shape)}: expected 1 to {MAX_AXES} non-negative dimensions"
+            f"tensor shape {short_numbers(shape)}: expected 1 to {MAX_AXES} non-negative dimensions"
         )
     dtype = np.dtype(tensor.dtype).newbyteorder("<")
     expected = math.prod(shape) * dtype.itemsize
@@ -49,10 +50,3 @@ def from_proto(tensor: types_pb2.Tensor) -> np.ndarray:
         raise InvalidArgument(
             f"tensor shape {list(shape)} is too large for an array: {exc}"
         ) from None
-
-
-def _short(shape: tuple[int, ...]) -> str:
-    """A shape for a message: a hundred axes are not worth a hundred numbers."""
-    if len(shape) <= MAX_AXES:
-        return str(list(shape))
-    return f"[{', '.join(map(str, shape[:MAX_AXES]))}, ...] ({len(shape)} axes)"

@@ -14,11 +14,10 @@ from collections.abc import Callable, Iterator
 
 from pydantic import ValidationError
 
+from mlms.registry.agents import PREFIX
 from mlms.registry.base import AgentRecord, Registry
 
 log = logging.getLogger(__name__)
-
-PREFIX = "agents/"
 
 
 class Fleet:

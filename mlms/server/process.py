@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from mlms.client_tls import is_loopback
 from mlms.protos.mlms.v2 import evaluator_pb2, evaluator_pb2_grpc
-from mlms.registry.base import Registry, registry_from_url
+from mlms.registry.base import Registry
+from mlms.registry.factory import registry_from_url
 from mlms.rpc.otlp import process_provider
 from mlms.rpc.serving import RunningServer, Service, start_server
 from mlms.security.auth import EVALUATOR_ROLES, TokenInterceptor

@@ -24,7 +24,7 @@ from typing import Any
 
 from mlms.errors import MlmsError, Unavailable
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
-from mlms.evaluation.records import load_record
+from mlms.evaluation.records import is_stored, load_record
 from mlms.evaluation.sweep import SweepCell, SweepState, load_sweep, save_sweep
 from mlms.registry.base import Registry
 from mlms.rpc.convert import from_proto
@@ -202,7 +202,7 @@ class FleetCells:
         raise Unavailable(f"the evaluation of {cell.describe()} ended without a record")
 
     def _stored(self, evaluation_id: str) -> EvaluationRecord | None:
-        if not self.store.exists(f"evaluations/{evaluation_id}.json"):
+        if not is_stored(self.store, evaluation_id):
             return None
         return load_record(self.store, evaluation_id)
 

@@ -1,4 +1,4 @@
-"""The object store interface (DESIGN.md, "Object store layout").
+"""The object store interface (docs/DESIGN.md, "Object store layout").
 
 Keys are '/'-separated paths inside the store's bucket, e.g. ``evaluations/<id>.json``.
 Implementations: ``LocalStore`` (a folder; the embedded default) and ``S3Store``.

@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from mlms.config import mlms_home
 from mlms.errors import InvalidArgument
 from mlms.store.base import ObjectStore
 
@@ -25,8 +26,14 @@ _S3_SCHEMES = {"s3": False, "s3+http": False, "s3+https": True}  # scheme -> TLS
 CA_VARIABLES = ("AWS_CA_BUNDLE", "MLMS_TLS_CA")
 
 
+def default_store() -> ObjectStore:
+    """The embedded default: the local folder ``$MLMS_HOME/store``."""
+    from mlms.store.local import LocalStore
+
+    return LocalStore(mlms_home() / "store")
+
+
 def store_from_url(url: str | None = None) -> ObjectStore:
-    from mlms.config import default_store
     from mlms.store.local import LocalStore
 
     if url is None or not url.strip():

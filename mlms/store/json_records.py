@@ -23,13 +23,20 @@ class JsonRecords(Generic[Record]):
     lister: str | None = None  # the command that lists them, named in errors
     missing: type[NotFound] = NotFound
 
+    def key(self, record_id: str) -> str:
+        return f"{self.prefix}{record_id}.json"
+
+    def exists(self, store: ObjectStore, record_id: str) -> bool:
+        """Whether the record of this full id is stored."""
+        return store.exists(self.key(record_id))
+
     def save(self, store: ObjectStore, record: Record) -> str:
-        key = f"{self.prefix}{record.id}.json"  # type: ignore[attr-defined]
+        key = self.key(record.id)  # type: ignore[attr-defined]
         store.put_bytes(key, record.model_dump_json(indent=1).encode())
         return key
 
     def load(self, store: ObjectStore, record_id: str) -> Record:
-        key = f"{self.prefix}{record_id}.json"
+        key = self.key(record_id)
         if not store.exists(key):
             matches = [k for k in store.list(f"{self.prefix}{record_id}") if k.endswith(".json")]
             if len(matches) != 1:
@@ -56,7 +63,7 @@ class JsonRecords(Generic[Record]):
     def read(self, store: ObjectStore, ids: Collection[str]) -> list[Record]:
         """The stored records of ``ids`` (from a listing), oldest first."""
         records = [
-            self.model.model_validate_json(store.get_bytes(f"{self.prefix}{record_id}.json"))
+            self.model.model_validate_json(store.get_bytes(self.key(record_id)))
             for record_id in ids
         ]
         return sorted(records, key=lambda r: r.created_at)  # type: ignore[attr-defined]

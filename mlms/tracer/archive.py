@@ -1,6 +1,6 @@
 """The trace archive: one Parquet file of span rows per trace (``traces/<id>/spans.parquet``).
 
-What the analyses filter, join or sum on is a typed column (DESIGN.md, "Span record"): the
+What the analyses filter, join or sum on is a typed column (docs/DESIGN.md, "Span record"): the
 batch size of the predict a span belongs to, a layer's operator type, shapes, parameters,
 framework-counted flops and bytes, a kernel's hardware counters. The writer moves those
 attributes out of the JSON ``attributes`` string into their columns; ``SpanRecord.from_row``

@@ -1,4 +1,4 @@
-"""Parents by time containment (DESIGN.md, "Leveled measurement").
+"""Parents by time containment (docs/DESIGN.md, "Leveled measurement").
 
 A span's parent is the smallest span that contains it in time on the same thread. Intervals on
 one thread nest (a call stack), so one sweep over them sorted by start (longest first on ties)

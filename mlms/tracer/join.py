@@ -1,4 +1,4 @@
-"""Joining CUPTI records to the layers that caused them (DESIGN.md, "Leveled measurement").
+"""Joining CUPTI records to the layers that caused them (docs/DESIGN.md, "Leveled measurement").
 
 A kernel's (or copy's) parent is the API call with its CUPTI correlation id; an API call's
 parent is the innermost layer (or model) span that contains it in time on the same thread.

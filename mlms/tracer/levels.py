@@ -1,4 +1,4 @@
-"""Trace levels: the MLModelScope enum (DESIGN.md, "Trace levels")."""
+"""Trace levels: the MLModelScope enum (docs/DESIGN.md, "Trace levels")."""
 
 from __future__ import annotations
 

@@ -9,13 +9,13 @@ with every CUDA toolkit, and its ``gpu__time_duration`` is the reference the val
 our CUPTI durations against. It runs with ``--cache-control none --clock-control none`` so the
 GPU keeps its own clocks and caches, as in the traced runs.
 
-The child loads the same model asset on the same device, runs the warm-up predicts, and opens
-the profiled range (cudaProfilerStart/Stop) around exactly one predict of the given batch.
+The child (``mlms.evaluation.counter_predict``, a program run by name: predictors sit above the
+tracer) loads the same model asset on the same device, runs the warm-up predicts, and opens the
+profiled range (cudaProfilerStart/Stop) around exactly one predict of the given batch.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shutil
@@ -95,7 +95,7 @@ def collect(
         "--csv", "--page", "raw", "--print-units", "base",
         "--print-kernel-base", "mangled",
         "--log-file", str(log_path),
-        sys.executable, "-m", "mlms.tracer.ncu",
+        sys.executable, "-m", "mlms.evaluation.counter_predict",
         "--model", model, "--framework", framework, "--asset", str(asset_path),
         "--device", device, "--batch", str(batch_path), "--warmup", str(max(warmup, 1)),
     ]  # fmt: skip
@@ -117,33 +117,3 @@ def collect(
         )
     rows = parse_ncu_csv(log_path.read_text())
     return CounterRun(rows, int(result["latency_ns"]), wall, metrics, command)
-
-
-def _child(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="python -m mlms.tracer.ncu")
-    for name in ("--model", "--framework", "--asset", "--device", "--batch"):
-        parser.add_argument(name, required=True)
-    parser.add_argument("--warmup", type=int, default=3)
-    args = parser.parse_args(argv)
-    import torch
-
-    from mlms.predictors.base import PredictorOptions
-    from mlms.predictors.registry import predictor_class
-    from mlms.zoo.catalog import get_model
-
-    batch = np.load(args.batch)
-    options = PredictorOptions(device=args.device)
-    with predictor_class(args.framework)(get_model(args.model), Path(args.asset), options) as p:
-        for _ in range(args.warmup):
-            p.predict(batch)
-        torch.cuda.synchronize()
-        torch.cuda.profiler.start()
-        began = time.perf_counter_ns()
-        p.predict(batch)
-        latency = time.perf_counter_ns() - began
-        torch.cuda.profiler.stop()
-    print(MARK + json.dumps({"latency_ns": latency}), flush=True)
-
-
-if __name__ == "__main__":
-    _child(sys.argv[1:])

@@ -1,4 +1,4 @@
-"""The span record: one row of the trace archive (DESIGN.md, "Span record").
+"""The span record: one row of the trace archive (docs/DESIGN.md, "Span record").
 
 Collectors that read a profiler after the fact (torch.profiler, ONNX Runtime's JSON, CUPTI)
 produce ``TimedEvent`` values already mapped onto the host clock (``time.time_ns``); the tracer

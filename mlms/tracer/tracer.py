@@ -5,8 +5,8 @@ whose level is above the active level is a shared no-op context: it costs one co
 Finished spans become ``SpanRecord`` rows through ``RecordCollector``; other sinks (OTLP) are
 ordinary OpenTelemetry span processors passed in.
 
-Leveled runs (DESIGN.md): ``with tracer.run(k, level):`` makes ``level`` the active level and
-tags every span started inside with run ``k``.
+Leveled runs (docs/DESIGN.md, "Leveled measurement"): ``with tracer.run(k, level):`` makes
+``level`` the active level and tags every span started inside with run ``k``.
 """
 
 from __future__ import annotations

@@ -23,18 +23,11 @@ from mlms.ui.html import frame, message
 
 STATIC = Path(__file__).parent / "static"
 
-#: HTTP status of each error mlms raises; the first class that matches wins.
+#: HTTP status of each error mlms raises (``mlms.errors.STATUS``, after the UI's own); the
+#: first class that matches wins.
 STATUS: list[tuple[type[errors.MlmsError], int]] = [
     (LoginRequired, 401),
-    (errors.Unauthenticated, 401),
-    (errors.PermissionDenied, 403),
-    (errors.InvalidArgument, 400),
-    (errors.UnsupportedFramework, 400),
-    (errors.NotFound, 404),
-    (errors.EvaluationInFlight, 409),
-    (errors.Unavailable, 503),
-    (errors.StoreError, 502),
-    (errors.AssetError, 502),
+    *((cls, http) for cls, _code, http in errors.STATUS),
 ]
 #: The app's own pages load only from here; the embedded report inlines its plotly.js and
 #: styles, so it is only kept from being framed by other sites.

@@ -7,8 +7,9 @@ from collections.abc import Mapping, Sequence
 
 from mlms.errors import InvalidArgument, UnknownModel
 from mlms.evaluation.record import EvaluationRequest
+from mlms.frameworks import FRAMEWORKS
 from mlms.user_input import parse_batch_sizes, validated
-from mlms.zoo.manifest import FRAMEWORKS, ModelManifest
+from mlms.zoo.manifest import ModelManifest
 
 FIELDS = ("model", "framework", "hw", "batch_sizes", "trace_level", "iterations", "warmup",
           "min_seconds")  # fmt: skip

@@ -39,6 +39,7 @@ class Summary:
     hardware: str  # the requested alias and the device's name: "cpu", "h100 NVIDIA H100 ..."
     device: str
     trace_level: str
+    options: str  # precision, compile mode, input options (``EvaluationRequest.options``)
     batch_sizes: tuple[int, ...]
     p50_ms: float | None  # at the first batch size
     throughput: float | None  # inputs/s at the first batch size
@@ -57,6 +58,7 @@ class Summary:
             hardware=alias if name == alias else f"{alias} {name}",
             device=record.device,
             trace_level=record.trace_level,
+            options=record.request.options(),
             batch_sizes=tuple(r.batch_size for r in record.results),
             p50_ms=first.latency_ms.p50 if first else None,
             throughput=first.throughput if first else None,
@@ -129,7 +131,7 @@ def _day(name: str, text: str) -> date | None:
 def _haystack(row: Summary) -> str:
     return (
         f"{row.id} {row.model} {row.framework} {row.framework_version} {row.hardware} "
-        f"{row.device} {row.trace_level} {row.status}"
+        f"{row.device} {row.trace_level} {row.options} {row.status}"
     ).lower()
 
 

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from urllib.parse import quote
 
 from mlms.evaluation.record import EvaluationRecord
+from mlms.frameworks import FRAMEWORKS
 from mlms.report.evaluations import hardware, label
 from mlms.server.jobs import Job
 from mlms.tracer.levels import TraceLevel
@@ -13,7 +14,7 @@ from mlms.ui.fleet import Machine
 from mlms.ui.html import e, link, message, number, table
 from mlms.ui.index import Filters, Snapshot, Summary
 from mlms.ui.runs import Run
-from mlms.zoo.manifest import FRAMEWORKS, ModelManifest
+from mlms.zoo.manifest import ModelManifest
 
 #: Rows the evaluations table shows at most; the search narrows the rest down.
 SHOWN = 200
@@ -139,6 +140,7 @@ def evaluations(
             e(f"{s.framework} {s.framework_version}"),
             e(s.hardware),
             e(s.trace_level),
+            e(s.options),
             e(",".join(map(str, s.batch_sizes))),
             number(s.p50_ms),
             number(s.throughput, 1),
@@ -147,7 +149,8 @@ def evaluations(
         for s in shown
     ]
     headers = ["", "evaluation", "created (UTC)", "model", "framework", "hardware",
-               "trace level", "batch sizes", "p50 first bs (ms)", "inputs/s", "status"]  # fmt: skip
+               "trace level", "options", "batch sizes", "p50 first bs (ms)", "inputs/s",
+               "status"]  # fmt: skip
     listing = (
         table(headers, rows, table_id="evaluations", raw=True)
         if rows

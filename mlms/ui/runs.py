@@ -17,8 +17,8 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from mlms.errors import MlmsError, NotFound
+from mlms.evaluation.progress import Progress, ProgressCallback
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
-from mlms.evaluation.runner import Progress, ProgressCallback
 
 log = logging.getLogger(__name__)
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from mlms.errors import ManifestError
 from mlms.zoo.digits import digits_network, train_digits_cnn
+from mlms.zoo.manifest import BuildSource, ModelManifest
 
 TORCHVISION = (
     "alexnet",
@@ -77,6 +78,17 @@ def architecture(builder: str) -> Any:
             f"unknown builder {builder!r}; expected one of: {', '.join(sorted(ARCHITECTURES))}"
         ) from None
     return factory()
+
+
+def architecture_of(manifest: ModelManifest) -> Any:
+    """The manifest's network, untrained: stored weights are loaded into it."""
+    source = next((s for s in manifest.sources if isinstance(s, BuildSource)), None)
+    if source is None:
+        raise ManifestError(
+            f"model {manifest.name!r}: the torch predictor needs a 'build' "
+            "source naming the architecture"
+        )
+    return architecture(source.builder)
 
 
 def build(builder: str, seed: int) -> Any:

@@ -1,9 +1,9 @@
 """Model assets in the object store: built locally or downloaded once, always sha256-verified.
 
-Layout (DESIGN.md): ``models/<name>/<version>/<framework>/<file>`` beside ``asset.json``, which
-records the file's name, size and sha256. Every load hashes the bytes again and refuses a
-mismatch. A manifest's URL source carries its own sha256; the download is checked against it
-before anything is stored.
+Layout (docs/DESIGN.md, "Object store layout"): ``models/<name>/<version>/<framework>/<file>``
+beside ``asset.json``, which records the file's name, size and sha256. Every load hashes the
+bytes again and refuses a mismatch. A manifest's URL source carries its own sha256; the
+download is checked against it before anything is stored.
 """
 
 from __future__ import annotations
@@ -176,7 +176,7 @@ def canonical_module(manifest: ModelManifest, weights: Path | None) -> Any:
     bare network, or, without them, the network built from its seed (and trained)."""
     import torch
 
-    from mlms.predictors.torch_predictor import architecture_of
+    from mlms.zoo.architectures import architecture_of
 
     if weights is None:
         source = manifest.source_for("torch")

@@ -72,7 +72,7 @@ def export_parameters(module: Any, manifest: ModelManifest, folder: Path) -> str
 
 
 def _write_in_mxnet_interpreter(arguments: list[str]) -> None:
-    from mlms.predictors.registry import own_interpreter
+    from mlms.frameworks import own_interpreter
 
     python = own_interpreter("mxnet")
     if python is None or not python.exists():

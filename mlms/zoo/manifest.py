@@ -18,8 +18,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from mlms.errors import ManifestError
-
-FRAMEWORKS = ("torch", "onnxruntime", "tensorflow", "mxnet")
+from mlms.reasons import short
 
 #: Values that become part of a path (a label file, a downloaded file, a builder's name): one
 #: plain name, never a folder, ``..`` or an absolute path.
@@ -216,13 +215,18 @@ class ModelManifest(_Strict):
         )
 
 
+#: libyaml's safe loader where PyYAML was built with it: the zoo's manifests load ten times
+#: faster, which ``mlms models`` feels at every start.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_manifest(path: Path) -> ModelManifest:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ManifestError(f"{path}: cannot read it as UTF-8 text: {exc}") from exc
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_YAML_LOADER)
     except yaml.YAMLError as exc:
         raise ManifestError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from exc
     except RecursionError as exc:
@@ -234,10 +238,5 @@ def load_manifest(path: Path) -> ModelManifest:
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or "(top)"
-        got = "" if first["type"] == "value_error" else f", got {_short(first['input'])}"
+        got = "" if first["type"] == "value_error" else f", got {short(first['input'])}"
         raise ManifestError(f"{path}: field '{field}': {first['msg']}{got}") from exc
-
-
-def _short(value: object) -> str:
-    text = " ".join(repr(value).split())
-    return text if len(text) <= 80 else f"{text[:77]}..."

@@ -1,0 +1,77 @@
+"""The ``mlms`` command starts light: loading the CLI, or listing the zoo and the stored
+evaluations, loads no framework and none of the heavy data libraries; those load in the command
+that uses them. Each check runs in a fresh interpreter, as a user's shell starts one."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Top-level packages that cost a user's start-up tenths of a second each.
+HEAVY = (
+    "torch",
+    "tensorflow",
+    "keras",
+    "onnxruntime",
+    "onnx",
+    "mxnet",
+    "transformers",
+    "scipy",
+    "pandas",
+    "pyarrow",
+    "duckdb",
+    "polars",
+    "sqlalchemy",
+    "grpc",
+)
+
+#: Runs the CLI as ``mlms ARGS`` would (then imports the module named by the second argument,
+#: if any), and prints the names of the modules loaded.
+PROBE = """
+import importlib, json, sys
+from mlms.cli.main import cli
+args = json.loads(sys.argv[1])
+if args:
+    cli.main(args, standalone_mode=False, prog_name="mlms")
+if sys.argv[2]:
+    importlib.import_module(sys.argv[2])
+print("\\nMODULES " + json.dumps(sorted(sys.modules)))
+"""
+
+
+def loaded_modules(args: list[str], home: Path, also: str = "") -> set[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "MLMS_HOME": str(home)}
+    env.pop("MLMS_SERVER", None)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(args), also],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    line = next(line for line in done.stdout.splitlines() if line.startswith("MODULES "))
+    return set(json.loads(line.removeprefix("MODULES ")))
+
+
+@pytest.mark.parametrize("args", [[], ["--help"], ["models"], ["evals"]], ids=str)
+def test_the_cli_loads_no_heavy_library(args: list[str], tmp_path: Path) -> None:
+    modules = loaded_modules(args, tmp_path)
+    assert "mlms.cli.main" in modules
+    heavy = sorted(name for name in modules if name.split(".")[0] in HEAVY)
+    assert not heavy, f"mlms {' '.join(args)} loaded {heavy[:10]}"
+
+
+def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:
+    """The check above can fail: the analysis engine, which commands load on use, brings pandas
+    and duckdb, and the probe sees them."""
+    modules = loaded_modules(["--help"], tmp_path, also="mlms.analysis.engine")
+    assert {"pandas", "duckdb"} <= modules
