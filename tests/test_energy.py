@@ -195,6 +195,19 @@ def test_a_gpu_without_an_energy_counter_says_so(gpu: FakeGpu, monkeypatch) -> N
     assert gpu.shutdowns == 1
 
 
+def test_a_counter_failing_mid_run_is_a_reason_not_a_failed_evaluation(gpu, monkeypatch):
+    import pynvml
+
+    def lost(handle: object) -> int:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+
+    with energy_meter("cuda:0") as meter, meter.measure() as run:
+        monkeypatch.setattr(pynvml, "nvmlDeviceGetTotalEnergyConsumption", lost)
+    result = run.result(inferences=1)
+    assert result.source == "nvml" and result.joules is None
+    assert result.reason == "reading the nvml counter failed: GPU is lost"
+
+
 def test_nvml_without_a_driver_says_why() -> None:
     """This machine's real NVML (no NVIDIA driver here), or on a GPU machine its counter."""
     with energy_meter("cuda:0") as meter:

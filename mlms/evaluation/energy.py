@@ -198,12 +198,13 @@ class Metered:
         self.joules: float | None = None
         self.seconds = 0.0
         self.samples: list[float] = []
+        self.failure: str | None = None  # the counter failed a reading
 
     def result(self, inferences: int) -> EnergyResult:
         """The record's view of the run that made ``inferences`` inferences."""
         meter = self._meter
-        if meter.reason is not None or self.joules is None:
-            return EnergyResult(reason=meter.reason)
+        if self.joules is None:
+            return EnergyResult(source=meter.source, reason=meter.reason or self.failure)
         if self.joules <= 0:
             return EnergyResult(
                 source=meter.source,
@@ -254,11 +255,22 @@ class EnergyMeter:
             yield metered
             return
         with PowerSampler(counter.watts) as sampler:
-            began, start = time.perf_counter(), counter.joules()
+            began, start = time.perf_counter(), _read(counter)
             yield metered
-            end, ended = counter.joules(), time.perf_counter()
-        metered.joules, metered.seconds = end - start, ended - began
+            end, ended = _read(counter), time.perf_counter()
         metered.samples = sampler.samples
+        if isinstance(start, str) or isinstance(end, str):
+            metered.failure = next(r for r in (start, end) if isinstance(r, str))
+        else:
+            metered.joules, metered.seconds = end - start, ended - began
+
+
+def _read(counter: EnergyCounter) -> float | str:
+    """The counter's joules, or why the reading failed: energy never fails an evaluation."""
+    try:
+        return counter.joules()
+    except Exception as exc:  # NoCounter, or the driver's error mid-run (a GPU fallen off)
+        return f"reading the {counter.source} counter failed: {exc}"
 
 
 @contextmanager
