@@ -30,7 +30,9 @@ ENERGY_COLUMNS = [
 
 def latency_by_batch(record: EvaluationRecord) -> pd.DataFrame:
     """How do latency and throughput scale with batch size? Percentiles, mean, trimmed mean,
-    throughput and each leveled run's slowdown (x) per batch size."""
+    throughput, energy per inference where measured and each leveled run's slowdown (x) per
+    batch size."""
+    measured = any(r.energy and r.energy.joules_per_inference for r in record.results)
     rows = []
     for result in record.results:
         stats = result.latency_ms
@@ -45,7 +47,7 @@ def latency_by_batch(record: EvaluationRecord) -> pd.DataFrame:
             "trimmed mean (ms)": stats.trimmed_mean,
             "throughput (inputs/s)": result.throughput,
         }
-        if any(r.energy and r.energy.joules_per_inference for r in record.results):
+        if measured:
             row[ENERGY_COLUMN] = joules_per_inference(result)
         for label, level in result.levels.items():
             if label != TraceLevel.MODEL.label:
