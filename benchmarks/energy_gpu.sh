@@ -28,7 +28,8 @@ export PYTHONPATH=/tmp/site-energy:$PWD MLMS_HOME=$PWD/.device-home PYTHONUNBUFF
     nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.sm,clocks.max.sm \
         --format=csv,noheader
     echo "cores: $(nproc)  python: $(python3 --version)  commit: $(git rev-parse --short HEAD 2>/dev/null)"
-    python3 -c "import torch, pynvml; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'nvml', pynvml.nvmlSystemGetDriverVersion() if not pynvml.nvmlInit() else '')"
+    python3 -c "import torch, pynvml; pynvml.nvmlInit(); print('torch', torch.__version__, \
+        'cuda', torch.version.cuda, 'nvml', pynvml.nvmlSystemGetNVMLVersion())"
 } 2>&1 | tee "$OUT/env.txt"
 timeout "${ENERGY_CHECK_TIMEOUT:-390}" python3 benchmarks/energy_check.py --out "$OUT" "$@" \
     2> "$OUT/stderr.txt" | tee "$OUT/table.txt"
