@@ -390,3 +390,33 @@ def test_a_sweep_cell_keeps_the_energy(metered: EvaluationRecord) -> None:
 def test_the_record_json_carries_the_energy(metered: EvaluationRecord) -> None:
     stored = json.loads(metered.model_dump_json())
     assert stored["results"][0]["energy"]["source"] == "rapl"
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    from playwright.sync_api import sync_playwright
+
+    from tests.test_report import CHROMIUM, CHROMIUM_ARGS
+
+    if not CHROMIUM.exists():
+        pytest.skip(f"no chromium at {CHROMIUM}: the report is not opened in a browser")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+def test_the_energy_figure_draws_in_chromium(chromium, metered, store, tmp_path: Path) -> None:
+    """The report's energy plot and table in a real browser: what is drawn is the record's."""
+    from tests.test_report import _assert_clean, _open
+
+    path = tmp_path / "energy.html"
+    path.write_text(build_report([metered], spans_for(EmbeddedClient(store), [metered])))
+    opened = _open(chromium, path)
+    plots = _assert_clean(opened)
+    assert "energy-0" in plots
+    drawn = opened.trace("energy-0", 0)
+    joules = [r.energy.joules_per_inference for r in metered.results]
+    assert drawn["x"] == [1, 4] and drawn["y"] == pytest.approx(joules)
+    assert opened.column("energy-table-0", "J/inference") == pytest.approx(joules, rel=1e-3)
+    opened.page.close()
