@@ -243,7 +243,7 @@ class EnergyMeter:
             time.sleep(seconds)  # the measurement window itself
         if idle.joules:
             self.idle_watts = idle.joules / idle.seconds
-        elif idle.samples:  # a counter coarser than the window: the power readings instead
+        elif idle.samples and max(idle.samples) > 0:  # a counter coarser than the window
             self.idle_watts = sum(idle.samples) / len(idle.samples)
 
     @contextmanager
