@@ -183,3 +183,33 @@ def test_cudnn_log_is_routed_in_process_without_a_gpu():
     assert calls[0].thread == threading.get_native_id()
     # The callback's timestamp is the wall clock to the microsecond, so host-clock spans line up.
     assert before - 1_000_000 <= calls[0].time_ns <= time.time_ns()
+
+
+@pytest.mark.skipif(not hardware.detect().gpus, reason="no NVIDIA GPU (NVML lists none)")
+def test_energy_of_a_gpu_evaluation_comes_from_nvmls_counter(store):
+    """NVML's real counters around a real GPU evaluation (without cupti: NVML only)."""
+    from mlms.evaluation.record import EvaluationRequest
+    from mlms.evaluation.runner import evaluate
+
+    record = evaluate(
+        EvaluationRequest(
+            model="resnet18",
+            hw="gpu",
+            batch_sizes=[1, 32],
+            iterations=20,
+            min_seconds=1.0,
+            warmup=5,
+            input_on_device=True,
+        ),
+        store=store,
+    )
+    for result in record.results:
+        energy = result.energy
+        assert energy is not None and energy.reason is None and energy.source == "nvml"
+        inferences = result.batch_size * result.iterations
+        assert energy.joules_per_inference == pytest.approx(energy.joules / inferences)
+        assert energy.seconds == pytest.approx(result.seconds, rel=0.05)
+        assert 0 < energy.idle_watts < 1500 and 0 < energy.average_watts < 1500
+        assert energy.power_samples >= 10  # 20 Hz over at least a second
+    small, large = record.results
+    assert large.energy.joules_per_inference < small.energy.joules_per_inference

@@ -1,4 +1,5 @@
-"""One model on several frameworks, side by side: latency, throughput and layers per batch size.
+"""One model on several frameworks, side by side: latency, throughput, energy and layers per
+batch size.
 
 A pure function over evaluation records and their spans. Latencies come from each record's
 model-level run; layer counts and layer-type shares from its layer run, in the shared
@@ -13,6 +14,7 @@ import pandas as pd
 
 from mlms.analysis.engine import Spans
 from mlms.analysis.layers import layer_types
+from mlms.analysis.model import joules_per_inference
 from mlms.evaluation.record import EvaluationRecord
 
 #: Layer types shown per row, largest share first.
@@ -25,6 +27,7 @@ COLUMNS = [
     "p50 (ms)",
     "p99 (ms)",
     "throughput (inputs/s)",
+    "energy (J/inference)",
     "layers",
     "top layer types (share of layer time)",
     "evaluation",
@@ -74,6 +77,7 @@ def compare_frameworks(records: Sequence[EvaluationRecord], spans: Spans) -> pd.
                     "p50 (ms)": result.latency_ms.p50,
                     "p99 (ms)": result.latency_ms.p99,
                     "throughput (inputs/s)": result.throughput,
+                    "energy (J/inference)": joules_per_inference(result),
                     "layers": int(shares["layers"].sum()) if not shares.empty else None,
                     "top layer types (share of layer time)": top,
                     "evaluation": record.id[:12],

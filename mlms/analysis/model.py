@@ -1,4 +1,5 @@
-"""XSP's model-level analyses: latency and throughput against batch size, leveled overheads.
+"""XSP's model-level analyses: latency, throughput and energy against batch size, leveled
+overheads.
 
 Pure functions over evaluation records: the model-level latencies are the record's (its
 model-level run, no profiler attached); each deeper leveled run's slowdown is read from it too.
@@ -10,13 +11,28 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from mlms.evaluation.record import EvaluationRecord
+from mlms.evaluation.record import BatchResult, EvaluationRecord
 from mlms.tracer.levels import TraceLevel
+
+#: ``latency_by_batch``'s column where the record has energy.
+ENERGY_COLUMN = "energy (J/inference)"
+ENERGY_COLUMNS = [
+    "batch size",
+    "J/inference",
+    "inferences/J",
+    "average (W)",
+    "peak (W)",
+    "idle (W)",
+    "seconds",
+    "source",
+]
 
 
 def latency_by_batch(record: EvaluationRecord) -> pd.DataFrame:
     """How do latency and throughput scale with batch size? Percentiles, mean, trimmed mean,
-    throughput and each leveled run's slowdown (x) per batch size."""
+    throughput, energy per inference where measured and each leveled run's slowdown (x) per
+    batch size."""
+    measured = any(r.energy and r.energy.joules_per_inference for r in record.results)
     rows = []
     for result in record.results:
         stats = result.latency_ms
@@ -31,6 +47,8 @@ def latency_by_batch(record: EvaluationRecord) -> pd.DataFrame:
             "trimmed mean (ms)": stats.trimmed_mean,
             "throughput (inputs/s)": result.throughput,
         }
+        if measured:
+            row[ENERGY_COLUMN] = joules_per_inference(result)
         for label, level in result.levels.items():
             if label != TraceLevel.MODEL.label:
                 row[f"{label} overhead (x)"] = level.overhead
@@ -57,3 +75,52 @@ def leveled_overheads(records: Sequence[EvaluationRecord]) -> pd.DataFrame:
     ]
     columns = ["evaluation", "batch size", "level", "run", "p50 (ms)", "overhead (x)", "spans"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def joules_per_inference(result: BatchResult) -> float:
+    """The batch size's energy per inference; NaN where it was not measured."""
+    energy = result.energy
+    if energy is None or energy.joules_per_inference is None:
+        return float("nan")
+    return energy.joules_per_inference
+
+
+def energy_by_batch(record: EvaluationRecord) -> pd.DataFrame:
+    """Which batch size is the most efficient? Per measured batch size: joules per inference,
+    inferences per joule, the average watts (all from the device's energy counter over the
+    model-level run), the peak of the power sampled beside it and the idle power before the
+    model loaded. Empty where nothing was measured (``energy_reasons`` says why)."""
+    rows = [
+        [
+            result.batch_size,
+            energy.joules_per_inference,
+            energy.inferences_per_joule,
+            energy.average_watts,
+            energy.peak_watts,
+            energy.idle_watts,
+            energy.seconds,
+            energy.source,
+        ]
+        for result in record.results
+        if (energy := result.energy) is not None and energy.joules_per_inference is not None
+    ]
+    return pd.DataFrame(rows, columns=ENERGY_COLUMNS)
+
+
+def energy_reasons(record: EvaluationRecord) -> list[str]:
+    """Why the batch sizes without energy have none, each reason once, as
+    ``batch size 1: reason``; a record made before energy was measured says so."""
+    reasons: dict[str, list[int]] = {}
+    for result in record.results:
+        energy = result.energy
+        if energy is not None and energy.joules_per_inference is not None:
+            continue
+        reason = (
+            "the record predates energy measurement"
+            if energy is None
+            else energy.reason or "not measured"
+        )
+        reasons.setdefault(reason, []).append(result.batch_size)
+    return [
+        f"batch size {', '.join(map(str, sizes))}: {reason}" for reason, sizes in reasons.items()
+    ]

@@ -19,14 +19,14 @@ KERNEL_COLUMNS += ["gflop", "dram (MB)", "flop/byte", "occupancy (%)", "bound"]
 @click.option("--top", default=10, show_default=True, help="How many layers and kernels to show.")
 @server_option
 def analyze(evaluation_id: str, top: int, server: str | None) -> None:
-    """Tables of an evaluation: latency vs batch size, model size, slowest layers, latency by
-    layer type.
+    """Tables of an evaluation: latency and energy vs batch size, model size, slowest layers,
+    latency by layer type.
 
     Evaluations traced at hardware or full on a GPU add each layer's GPU and non-GPU time (with
     its counters under full) and the kernels that take the most GPU time. `mlms report` draws
     all of it (and more) as one HTML page.
     """
-    from mlms.analysis.model import latency_by_batch
+    from mlms.analysis.model import energy_by_batch, energy_reasons, latency_by_batch
 
     if top < 1:
         raise click.BadParameter(f"{top} is not a positive count", param_hint="--top")
@@ -39,6 +39,11 @@ def analyze(evaluation_id: str, top: int, server: str | None) -> None:
             f"{record.framework.name}, {record.device}: latency vs batch size",
         )
     )
+    energy = energy_by_batch(record)
+    if not energy.empty:
+        out.print(frame_table(energy, "energy vs batch size (model-level run)", digits=4))
+    for reason in energy_reasons(record):
+        out.print(f"energy not measured for {reason}", markup=False)
     if record.trace_id is None:
         out.print("no trace was recorded (trace level no_trace)")
         return

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -77,7 +78,7 @@ def _cell(value: object, digits: int, whole: bool) -> str:
 
 
 def record_summary(record: EvaluationRecord) -> None:
-    from mlms.analysis.model import latency_by_batch
+    from mlms.analysis.model import energy_reasons, latency_by_batch
 
     hw = record.hardware
     device = (
@@ -91,6 +92,8 @@ def record_summary(record: EvaluationRecord) -> None:
         f"{hw.cpu_cores_logical} cores)"
     )
     out.print(frame_table(latency_by_batch(record), title))
+    for reason in energy_reasons(record):
+        err.print(f"[dim]energy not measured[/] for {escape(reason)}")
     for result in record.results:
         if result.latency_ms.warning:
             err.print(

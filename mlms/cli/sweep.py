@@ -139,7 +139,7 @@ def sweep_progress() -> Iterator[Callable[[SweepState], None]]:
 def summary(state: SweepState) -> Table:
     table = Table(title=f"sweep {state.id}")
     for column in ("model", "framework", "batch", "hw", "state", "p50 (ms)", "inputs/s",
-                   "agent", "evaluation"):  # fmt: skip
+                   "J/inference", "agent", "evaluation"):  # fmt: skip
         table.add_column(column)
     for cell in state.cells:
         table.add_row(
@@ -150,6 +150,7 @@ def summary(state: SweepState) -> Table:
             cell.state if cell.error is None else f"{cell.state}: {cell.error}",
             "" if cell.p50_ms is None else f"{cell.p50_ms:.3f}",
             "" if cell.throughput is None else f"{cell.throughput:.1f}",
+            "" if cell.joules_per_inference is None else f"{cell.joules_per_inference:.4g}",
             cell.agent_id or "",
             cell.evaluation_id,
         )

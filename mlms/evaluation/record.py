@@ -157,6 +157,27 @@ class GenerationResult(BaseModel):
     tokens_per_second: float  # output tokens of the whole batch per second of decoding
 
 
+EnergySource = Literal["nvml", "rapl"]
+
+
+class EnergyResult(BaseModel):
+    """The energy of a batch size's model-level run (``mlms.evaluation.energy``): joules and
+    average watts from the device's cumulative energy counter, the peak from power sampled
+    beside the run, the idle power from before the model loaded. Where it was not measured,
+    ``reason`` says why and the numbers are unset (never zero)."""
+
+    source: EnergySource | None = None
+    reason: str | None = None
+    joules: float | None = None  # the whole run's
+    seconds: float | None = None  # the metered window
+    joules_per_inference: float | None = None  # one input of a batch
+    inferences_per_joule: float | None = None
+    average_watts: float | None = None
+    peak_watts: float | None = None
+    idle_watts: float | None = None
+    power_samples: int = 0
+
+
 class BatchResult(BaseModel):
     batch_size: int
     iterations: int
@@ -166,6 +187,7 @@ class BatchResult(BaseModel):
     levels: dict[str, LevelResult] = {}
     input_copy: InputCopyResult | None = None
     generation: GenerationResult | None = None
+    energy: EnergyResult | None = None
 
 
 class Accuracy(BaseModel):

@@ -23,6 +23,7 @@ import mlms
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument, UnknownEvaluation
 from mlms.evaluation.device_lock import exclusive_device
+from mlms.evaluation.energy import EnergyMeter, energy_meter
 from mlms.evaluation.feed import Feed, host_batch, placement
 from mlms.evaluation.inputs import InputSource, dataset_split, open_inputs
 from mlms.evaluation.options import check_options, compile_mode
@@ -138,7 +139,7 @@ def evaluate(
         parent=parent,
     )
     report = progress or (lambda _event: None)
-    with exclusive_device(mlms_home() / "locks", device) as waited:
+    with exclusive_device(mlms_home() / "locks", device) as waited, energy_meter(device) as meter:
         with cls(manifest, asset.path, options) as predictor:
             with tracer.span(
                 "evaluation",
@@ -147,7 +148,9 @@ def evaluate(
             ) as root:
                 trace_id = f"{root.get_span_context().trace_id:032x}" if root else None
                 results = [
-                    _measure_batch(predictor, source, tracer, request, runs, batch_size, report)
+                    _measure_batch(
+                        predictor, source, tracer, request, runs, batch_size, report, meter
+                    )
                     for batch_size in request.batch_sizes
                 ]
                 accuracy = _accuracy(predictor, manifest, max(request.batch_sizes))
@@ -220,6 +223,7 @@ def _measure_batch(
     runs: list[TraceLevel],
     batch_size: int,
     report: ProgressCallback,
+    meter: EnergyMeter,
 ) -> BatchResult:
     with tracer.span(
         f"batch_size={batch_size}",
@@ -243,6 +247,7 @@ def _measure_batch(
                     TraceLevel.APPLICATION,
                     attributes={"mlms.run_level": level.label},
                 ),
+                meter.measure() as energy,
             ):
                 before = len(tracer.records())
                 latencies, seconds, dropped = _run(
@@ -251,6 +256,7 @@ def _measure_batch(
                 spans = len(tracer.records()) - before
             if model_run is None:
                 model_run, copies = (latencies, seconds), list(feed.copies)
+                model_energy = energy.result(batch_size * len(latencies))
             p50 = float(np.percentile(latencies, 50)) / 1e6
             base = float(np.percentile(model_run[0], 50)) / 1e6
             levels[level.label] = LevelResult(
@@ -275,6 +281,7 @@ def _measure_batch(
         levels=levels,
         input_copy=_copy_result(copies),
         generation=generation,
+        energy=model_energy,
     )
 
 

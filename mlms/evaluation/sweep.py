@@ -107,6 +107,7 @@ class SweepCell(BaseModel):
     error: str | None = None
     p50_ms: float | None = None
     throughput: float | None = None
+    joules_per_inference: float | None = None
 
     def request(self, spec: SweepSpec) -> EvaluationRequest:
         return EvaluationRequest(
@@ -132,6 +133,7 @@ class SweepCell(BaseModel):
                 "error": None,
                 "p50_ms": result.latency_ms.p50,
                 "throughput": result.throughput,
+                "joules_per_inference": result.energy and result.energy.joules_per_inference,
             }
         )
 

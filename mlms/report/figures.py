@@ -94,6 +94,37 @@ def latency_and_throughput(table: pd.DataFrame) -> go.Figure:
     return _styled(fig, "Latency and throughput vs batch size")
 
 
+def energy_by_batch(table: pd.DataFrame) -> go.Figure:
+    """From ``energy_by_batch``: joules per inference, and the average, peak and idle watts,
+    against batch size."""
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12)
+    sizes = table["batch size"].tolist()
+    fig.add_scatter(
+        x=sizes,
+        y=table["J/inference"].tolist(),
+        name="J/inference",
+        mode="lines+markers",
+        customdata=table["inferences/J"].tolist(),
+        hovertemplate="%{y:.4g} J per inference (%{customdata:.4g} inferences/J)",
+        row=1,
+        col=1,
+    )
+    for column, dash in (("average (W)", "solid"), ("peak (W)", "dash"), ("idle (W)", "dot")):
+        fig.add_scatter(
+            x=sizes,
+            y=table[column].tolist(),
+            name=column.split()[0] + " power",
+            mode="lines+markers",
+            line={"dash": dash},
+            row=1,
+            col=2,
+        )
+    fig.update_xaxes(title_text="batch size", type="log", tickvals=sizes)
+    fig.update_yaxes(title_text="energy per inference (J)", type="log", row=1, col=1)
+    fig.update_yaxes(title_text="power (W)", rangemode="tozero", row=1, col=2)
+    return _styled(fig, "Energy per inference and power vs batch size")
+
+
 def leveled_overheads(table: pd.DataFrame) -> go.Figure:
     """From ``leveled_overheads`` (one evaluation): each leveled run's slowdown per batch size."""
     fig = go.Figure()

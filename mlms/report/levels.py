@@ -65,6 +65,7 @@ def model_part(record: EvaluationRecord, spans: Spans | None, index: int) -> lis
             for level, run in result.levels.items()
             if run.dropped
         )
+    blocks.extend(_energy_blocks(record, index))
     overheads = model.leveled_overheads([record])
     if any(TraceLevel.parse(level) > TraceLevel.MODEL for level in overheads["level"]):
         blocks.append(
@@ -88,6 +89,28 @@ def model_part(record: EvaluationRecord, spans: Spans | None, index: int) -> lis
         costs = layers.model_costs(spans)
         if not costs.empty and costs["GMACs"].notna().any():
             blocks.append(table(costs.drop(columns="trace_id"), "model size per predict"))
+    return blocks
+
+
+def _energy_blocks(record: EvaluationRecord, index: int) -> list[str]:
+    """Energy and efficiency per batch size, and why a batch size has none."""
+    energy = model.energy_by_batch(record)
+    blocks = []
+    if not energy.empty:
+        blocks.append(
+            grid(
+                [
+                    figure(figures.energy_by_batch(energy), f"energy-{index}"),
+                    table(
+                        energy,
+                        "energy per batch size (the model-level run; joules from the device's "
+                        "energy counter)",
+                        table_id=f"energy-table-{index}",
+                    ),
+                ]
+            )
+        )
+    blocks.extend(absent(f"no energy for {reason}") for reason in model.energy_reasons(record))
     return blocks
 
 
@@ -201,8 +224,9 @@ LEVELS = (
     Level(
         "Model level",
         "model",
-        "How do latency and throughput scale with batch size, and what does each profiling "
-        "level cost? Latencies are the model-level run's (no profiler attached).",
+        "How do latency, throughput and energy per inference scale with batch size, and what "
+        "does each profiling level cost? Latencies and energy are the model-level run's (no "
+        "profiler attached).",
         model_part,
     ),
     Level(

@@ -12,11 +12,20 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class EnergySource(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ENERGY_SOURCE_UNSPECIFIED: _ClassVar[EnergySource]
+    ENERGY_SOURCE_NVML: _ClassVar[EnergySource]
+    ENERGY_SOURCE_RAPL: _ClassVar[EnergySource]
+
 class EvaluationStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     EVALUATION_STATUS_UNSPECIFIED: _ClassVar[EvaluationStatus]
     EVALUATION_STATUS_COMPLETED: _ClassVar[EvaluationStatus]
     EVALUATION_STATUS_FAILED: _ClassVar[EvaluationStatus]
+ENERGY_SOURCE_UNSPECIFIED: EnergySource
+ENERGY_SOURCE_NVML: EnergySource
+ENERGY_SOURCE_RAPL: EnergySource
 EVALUATION_STATUS_UNSPECIFIED: EvaluationStatus
 EVALUATION_STATUS_COMPLETED: EvaluationStatus
 EVALUATION_STATUS_FAILED: EvaluationStatus
@@ -139,8 +148,32 @@ class GenerationResult(_message.Message):
     tokens_per_second: float
     def __init__(self, new_tokens: _Optional[int] = ..., time_to_first_token_ms: _Optional[_Union[LatencyStats, _Mapping]] = ..., time_per_output_token_ms: _Optional[_Union[LatencyStats, _Mapping]] = ..., tokens_per_second: _Optional[float] = ...) -> None: ...
 
+class EnergyResult(_message.Message):
+    __slots__ = ("source", "reason", "joules", "seconds", "joules_per_inference", "inferences_per_joule", "average_watts", "peak_watts", "idle_watts", "power_samples")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    JOULES_FIELD_NUMBER: _ClassVar[int]
+    SECONDS_FIELD_NUMBER: _ClassVar[int]
+    JOULES_PER_INFERENCE_FIELD_NUMBER: _ClassVar[int]
+    INFERENCES_PER_JOULE_FIELD_NUMBER: _ClassVar[int]
+    AVERAGE_WATTS_FIELD_NUMBER: _ClassVar[int]
+    PEAK_WATTS_FIELD_NUMBER: _ClassVar[int]
+    IDLE_WATTS_FIELD_NUMBER: _ClassVar[int]
+    POWER_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    source: EnergySource
+    reason: str
+    joules: float
+    seconds: float
+    joules_per_inference: float
+    inferences_per_joule: float
+    average_watts: float
+    peak_watts: float
+    idle_watts: float
+    power_samples: int
+    def __init__(self, source: _Optional[_Union[EnergySource, str]] = ..., reason: _Optional[str] = ..., joules: _Optional[float] = ..., seconds: _Optional[float] = ..., joules_per_inference: _Optional[float] = ..., inferences_per_joule: _Optional[float] = ..., average_watts: _Optional[float] = ..., peak_watts: _Optional[float] = ..., idle_watts: _Optional[float] = ..., power_samples: _Optional[int] = ...) -> None: ...
+
 class BatchResult(_message.Message):
-    __slots__ = ("batch_size", "iterations", "seconds", "latency_ms", "throughput", "levels", "input_copy", "generation")
+    __slots__ = ("batch_size", "iterations", "seconds", "latency_ms", "throughput", "levels", "input_copy", "generation", "energy")
     class LevelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -156,6 +189,7 @@ class BatchResult(_message.Message):
     LEVELS_FIELD_NUMBER: _ClassVar[int]
     INPUT_COPY_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
+    ENERGY_FIELD_NUMBER: _ClassVar[int]
     batch_size: int
     iterations: int
     seconds: float
@@ -164,7 +198,8 @@ class BatchResult(_message.Message):
     levels: _containers.MessageMap[str, LevelResult]
     input_copy: InputCopyResult
     generation: GenerationResult
-    def __init__(self, batch_size: _Optional[int] = ..., iterations: _Optional[int] = ..., seconds: _Optional[float] = ..., latency_ms: _Optional[_Union[LatencyStats, _Mapping]] = ..., throughput: _Optional[float] = ..., levels: _Optional[_Mapping[str, LevelResult]] = ..., input_copy: _Optional[_Union[InputCopyResult, _Mapping]] = ..., generation: _Optional[_Union[GenerationResult, _Mapping]] = ...) -> None: ...
+    energy: EnergyResult
+    def __init__(self, batch_size: _Optional[int] = ..., iterations: _Optional[int] = ..., seconds: _Optional[float] = ..., latency_ms: _Optional[_Union[LatencyStats, _Mapping]] = ..., throughput: _Optional[float] = ..., levels: _Optional[_Mapping[str, LevelResult]] = ..., input_copy: _Optional[_Union[InputCopyResult, _Mapping]] = ..., generation: _Optional[_Union[GenerationResult, _Mapping]] = ..., energy: _Optional[_Union[EnergyResult, _Mapping]] = ...) -> None: ...
 
 class Accuracy(_message.Message):
     __slots__ = ("top1", "top5", "samples", "dataset")

@@ -42,7 +42,7 @@ class SweepSpec(_message.Message):
     def __init__(self, models: _Optional[_Iterable[str]] = ..., frameworks: _Optional[_Iterable[str]] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., hw: _Optional[_Iterable[str]] = ..., iterations: _Optional[int] = ..., warmup: _Optional[int] = ..., min_seconds: _Optional[float] = ...) -> None: ...
 
 class SweepCell(_message.Message):
-    __slots__ = ("model", "framework", "batch_size", "hw", "evaluation_id", "state", "agent_id", "started_at", "finished_at", "error", "p50_ms", "throughput")
+    __slots__ = ("model", "framework", "batch_size", "hw", "evaluation_id", "state", "agent_id", "started_at", "finished_at", "error", "p50_ms", "throughput", "joules_per_inference")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -55,6 +55,7 @@ class SweepCell(_message.Message):
     ERROR_FIELD_NUMBER: _ClassVar[int]
     P50_MS_FIELD_NUMBER: _ClassVar[int]
     THROUGHPUT_FIELD_NUMBER: _ClassVar[int]
+    JOULES_PER_INFERENCE_FIELD_NUMBER: _ClassVar[int]
     model: str
     framework: str
     batch_size: int
@@ -67,7 +68,8 @@ class SweepCell(_message.Message):
     error: str
     p50_ms: float
     throughput: float
-    def __init__(self, model: _Optional[str] = ..., framework: _Optional[str] = ..., batch_size: _Optional[int] = ..., hw: _Optional[str] = ..., evaluation_id: _Optional[str] = ..., state: _Optional[_Union[CellState, str]] = ..., agent_id: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., p50_ms: _Optional[float] = ..., throughput: _Optional[float] = ...) -> None: ...
+    joules_per_inference: float
+    def __init__(self, model: _Optional[str] = ..., framework: _Optional[str] = ..., batch_size: _Optional[int] = ..., hw: _Optional[str] = ..., evaluation_id: _Optional[str] = ..., state: _Optional[_Union[CellState, str]] = ..., agent_id: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., p50_ms: _Optional[float] = ..., throughput: _Optional[float] = ..., joules_per_inference: _Optional[float] = ...) -> None: ...
 
 class SweepState(_message.Message):
     __slots__ = ("id", "created_at", "spec", "cells")

@@ -1,0 +1,422 @@
+"""Energy per inference: NVML's and RAPL's counters, the record, and where it is shown.
+
+NVML and RAPL cannot run here (a CPU-only VM: no NVIDIA driver, no powercap), so they are faked
+at their library boundary only: pynvml's functions return what a driver returns (a cumulative
+millijoule counter, milliwatts), and RAPL is a powercap folder tree in tmp_path in the kernel's
+file format. Everything above them (the meter, the sampler thread, the evaluation loop, the
+record, the CLI and the report) is the product's. The real counters of this machine are asked
+too: the record carries why they cannot be read. The H100 run is benchmarks/energy_gpu.sh.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from mlms.analysis.compare import compare_frameworks
+from mlms.analysis.model import ENERGY_COLUMN, energy_by_batch, energy_reasons, latency_by_batch
+from mlms.cli.options import spans_for
+from mlms.client import EmbeddedClient
+from mlms.evaluation import energy
+from mlms.evaluation.energy import NoCounter, RaplCounter, energy_meter
+from mlms.evaluation.record import EnergyResult, EvaluationRecord, EvaluationRequest
+from mlms.evaluation.runner import evaluate
+from mlms.protos.mlms.v2 import evaluation_pb2
+from mlms.report import build_report
+from mlms.rpc.convert import from_proto, to_proto
+
+RANGE_UJ = 262_143_328_850  # a real package domain's max_energy_range_uj
+
+
+def _domain(root: Path, name: str, label: str, energy_uj: int, range_uj: int = RANGE_UJ) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "name").write_text(f"{label}\n")
+    (folder / "energy_uj").write_text(f"{energy_uj}\n")
+    (folder / "max_energy_range_uj").write_text(f"{range_uj}\n")
+    (folder / "enabled").write_text("1\n")
+    return folder
+
+
+def _set(folder: Path, energy_uj: int) -> None:
+    """The kernel's update of a counter: replaced whole, as a reader never sees half a number."""
+    scratch = folder / "energy_uj.new"
+    scratch.write_text(f"{energy_uj}\n")
+    os.replace(scratch, folder / "energy_uj")
+
+
+@pytest.fixture
+def powercap(tmp_path: Path) -> dict[str, Path]:
+    return _powercap(tmp_path / "powercap")
+
+
+def _powercap(root: Path) -> dict[str, Path]:
+    """Two sockets' package domains, a core subdomain, psys, and the control-type folder, as
+    /sys/class/powercap lays them out on a two-socket Intel server."""
+    (root / "intel-rapl").mkdir(parents=True)
+    (root / "intel-rapl" / "enabled").write_text("1\n")
+    return {
+        "root": root,
+        "package-0": _domain(root, "intel-rapl:0", "package-0", 1_000_000),
+        "core": _domain(root, "intel-rapl:0:0", "core", 500_000),
+        "package-1": _domain(root, "intel-rapl:1", "package-1", RANGE_UJ - 1_000_000),
+        "psys": _domain(root, "intel-rapl:2", "psys", 7_000_000),
+    }
+
+
+def test_rapl_sums_the_packages_only_and_counts_a_wrap(powercap) -> None:
+    counter = RaplCounter(powercap["root"])
+    assert counter.joules() == 0
+    _set(powercap["package-0"], 1_000_000 + 5_000_000)
+    _set(powercap["package-1"], 2_000_000)  # wrapped: 1 J to the top, then 2 J
+    _set(powercap["core"], 99_000_000)  # inside package-0 already
+    _set(powercap["psys"], 99_000_000)  # the platform: overlaps the packages
+    assert counter.joules() == pytest.approx(8.0)
+    _set(powercap["package-1"], 2_500_000)
+    assert counter.joules() == pytest.approx(8.5)
+
+
+def test_rapl_without_package_domains_or_folder_says_why(tmp_path: Path) -> None:
+    with pytest.raises(NoCounter, match="does not exist"):
+        RaplCounter(tmp_path / "missing")
+    _domain(tmp_path, "intel-rapl:0", "psys", 1)
+    with pytest.raises(NoCounter, match="no RAPL package domain"):
+        RaplCounter(tmp_path)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file whatever its mode")
+def test_unreadable_rapl_says_so(powercap) -> None:
+    (powercap["package-0"] / "energy_uj").chmod(0)
+    with pytest.raises(NoCounter, match="not readable by this user"):
+        RaplCounter(powercap["root"])
+
+
+def test_a_meter_on_rapl_gives_joules_per_inference(powercap) -> None:
+    with energy_meter("cpu", powercap["root"]) as meter:
+        assert meter.reason is None
+        with meter.measure() as run:
+            _set(powercap["package-0"], 1_000_000 + 3_000_000)
+            _set(powercap["package-1"], RANGE_UJ - 1_000_000 + 1_000_000)
+        result = run.result(inferences=8)
+    assert result.source == "rapl" and result.reason is None
+    assert result.joules == pytest.approx(4.0)
+    assert result.joules_per_inference == pytest.approx(0.5)
+    assert result.inferences_per_joule == pytest.approx(2.0)
+    assert result.average_watts == pytest.approx(4.0 / result.seconds)
+
+
+def test_a_counter_that_does_not_advance_is_a_reason_not_a_zero(powercap) -> None:
+    with energy_meter("cpu", powercap["root"]) as meter, meter.measure() as run:
+        pass
+    result = run.result(inferences=1)
+    assert result.joules is None and result.joules_per_inference is None
+    assert "did not advance" in (result.reason or "")
+
+
+class FakeGpu:
+    """What NVML's functions return for one GPU drawing ``watts``: the total energy counter
+    (mJ, integrated over time) and the power reading (mW)."""
+
+    def __init__(self, watts: float) -> None:
+        self.watts = watts
+        self.shutdowns = 0
+        self._mj = 10_000_000.0
+        self._at = time.perf_counter()
+        self._lock = threading.Lock()
+
+    def energy_mj(self, handle: object) -> int:
+        with self._lock:
+            now = time.perf_counter()
+            self._mj += self.watts * (now - self._at) * 1e3
+            self._at = now
+            return int(self._mj)
+
+    def draw(self, watts: float) -> None:
+        self.energy_mj(None)  # the energy so far at the old power
+        self.watts = watts
+
+    def shutdown(self) -> None:
+        self.shutdowns += 1
+
+
+@pytest.fixture
+def gpu(monkeypatch) -> FakeGpu:
+    import pynvml
+
+    fake = FakeGpu(watts=60.0)
+    monkeypatch.setattr(pynvml, "nvmlInit", lambda: None)
+    monkeypatch.setattr(pynvml, "nvmlShutdown", fake.shutdown)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetHandleByIndex", lambda index: f"gpu{index}")
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetTotalEnergyConsumption", fake.energy_mj)
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetPowerUsage", lambda handle: int(fake.watts * 1e3))
+    return fake
+
+
+def test_nvml_meter_measures_idle_then_the_run(gpu: FakeGpu) -> None:
+    with energy_meter("cuda:0") as meter:
+        assert meter.source == "nvml"
+        assert meter.idle_watts == pytest.approx(60.0, rel=0.02)
+        with meter.measure() as run:
+            gpu.draw(400.0)
+            deadline = time.perf_counter() + 0.3  # the "inference": 0.3 s at 400 W
+            while time.perf_counter() < deadline:
+                time.sleep(0.01)
+        gpu.draw(60.0)
+    result = run.result(inferences=30)
+    assert result.source == "nvml"
+    assert result.average_watts == pytest.approx(400.0, rel=0.02)
+    assert result.joules == pytest.approx(400.0 * result.seconds, rel=0.02)
+    assert result.joules_per_inference == pytest.approx(result.joules / 30)
+    assert result.peak_watts == 400.0 and result.power_samples >= 1
+    assert result.idle_watts == meter.idle_watts
+    assert gpu.shutdowns == 1  # NVML's init and shutdown balance
+
+
+def test_a_gpu_without_an_energy_counter_says_so(gpu: FakeGpu, monkeypatch) -> None:
+    import pynvml
+
+    def unsupported(handle: object) -> int:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+
+    monkeypatch.setattr(pynvml, "nvmlDeviceGetTotalEnergyConsumption", unsupported)
+    with energy_meter("cuda:1") as meter, meter.measure() as run:
+        pass
+    result = run.result(inferences=1)
+    assert result == EnergyResult(reason=meter.reason)
+    assert "no energy counter for GPU 1" in (result.reason or "")
+    assert "Not Supported" in (result.reason or "")
+    assert gpu.shutdowns == 1
+
+
+def test_a_counter_failing_mid_run_is_a_reason_not_a_failed_evaluation(gpu, monkeypatch):
+    import pynvml
+
+    def lost(handle: object) -> int:
+        raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+
+    with energy_meter("cuda:0") as meter, meter.measure() as run:
+        monkeypatch.setattr(pynvml, "nvmlDeviceGetTotalEnergyConsumption", lost)
+    result = run.result(inferences=1)
+    assert result.source == "nvml" and result.joules is None
+    assert result.reason == "reading the nvml counter failed: GPU is lost"
+
+
+def test_nvml_without_a_driver_says_why() -> None:
+    """This machine's real NVML (no NVIDIA driver here), or on a GPU machine its counter."""
+    with energy_meter("cuda:0") as meter:
+        if meter.reason is None:
+            pytest.skip("this machine's NVML has an energy counter")
+    assert meter.reason.startswith(("NVML did not start", "NVML has no energy counter"))
+
+
+def test_switched_off_it_says_so(gpu: FakeGpu, monkeypatch) -> None:
+    monkeypatch.setenv("MLMS_ENERGY", "off")
+    with energy_meter("cuda:0") as meter:
+        assert meter.reason == "energy collection is off (MLMS_ENERGY=off)"
+    assert gpu.shutdowns == 0  # NVML was not started
+
+
+def test_the_power_sampler_stops_at_once() -> None:
+    sampler = energy.PowerSampler(lambda: 1.0, hz=0.001)  # its first reading in 1000 s
+    began = time.perf_counter()
+    with sampler:
+        pass
+    assert time.perf_counter() - began < 5 and sampler.samples == []
+
+
+def test_energy_round_trips_the_wire() -> None:
+    for value in (
+        EnergyResult(reason="no counter"),
+        EnergyResult(
+            source="nvml",
+            joules=12.5,
+            seconds=0.1,
+            joules_per_inference=0.05,
+            inferences_per_joule=20.0,
+            average_watts=125.0,
+            peak_watts=140.0,
+            idle_watts=70.0,
+            power_samples=2,
+        ),
+    ):
+        message = to_proto(value, evaluation_pb2.EnergyResult)
+        assert from_proto(message, EnergyResult, "energy") == value
+
+
+def _request(**fields: object) -> EvaluationRequest:
+    return EvaluationRequest(
+        model="digits_cnn",
+        framework="onnxruntime",
+        batch_sizes=[1, 4],
+        iterations=5,
+        warmup=1,
+        min_seconds=0.2,
+        **fields,
+    )
+
+
+def test_this_machines_record_says_why_it_has_no_energy(store) -> None:
+    """The real RAPL of this machine: read where it can be, otherwise the reason, per batch
+    size, never a zero."""
+    with energy_meter("cpu") as meter:
+        reason = meter.reason
+    record = evaluate(_request(), store=store)
+    for result in record.results:
+        assert result.energy is not None
+        if reason is None:
+            assert result.energy.source == "rapl" and result.energy.joules_per_inference > 0
+        else:
+            assert result.energy == EnergyResult(reason=reason)
+    if reason is not None:
+        assert energy_reasons(record) == [f"batch size 1, 4: {reason}"]
+        assert ENERGY_COLUMN not in latency_by_batch(record)
+
+
+class KernelRapl:
+    """The kernel's side of the fake powercap tree: package-0 drawing 45 W, its counter updated
+    every millisecond on a thread of its own, as the RAPL driver does, until stopped."""
+
+    def __init__(self, folder: Path, watts: float = 45.0) -> None:
+        self._folder, self._watts = folder, watts
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        start, began = int((self._folder / "energy_uj").read_text()), time.perf_counter()
+        while not self._stop.wait(0.001):
+            drawn = int(self._watts * (time.perf_counter() - began) * 1e6)
+            _set(self._folder, (start + drawn) % RANGE_UJ)
+
+    def __enter__(self) -> KernelRapl:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@pytest.fixture(scope="module")
+def metered(store, tmp_path_factory) -> EvaluationRecord:
+    """An evaluation on the CPU with the fake RAPL tree in /sys/class/powercap's place (for
+    that evaluation only)."""
+    powercap = _powercap(tmp_path_factory.mktemp("rapl") / "powercap")
+    with pytest.MonkeyPatch.context() as patch, KernelRapl(powercap["package-0"]):
+        patch.setattr(energy, "POWERCAP", powercap["root"])
+        return evaluate(_request(), store=store)
+
+
+def test_the_record_the_table_and_the_report_show_energy(metered: EvaluationRecord, store):
+    for result in metered.results:
+        measured = result.energy
+        assert measured is not None and measured.source == "rapl"
+        inferences = result.batch_size * result.iterations
+        assert measured.joules_per_inference == pytest.approx(measured.joules / inferences)
+        assert measured.average_watts == pytest.approx(45.0, rel=0.3)
+        assert measured.idle_watts == pytest.approx(45.0, rel=0.3)
+    table = latency_by_batch(metered)
+    assert table[ENERGY_COLUMN].tolist() == [r.energy.joules_per_inference for r in metered.results]
+    efficiency = energy_by_batch(metered)
+    assert efficiency["batch size"].tolist() == [1, 4]
+    assert (efficiency["source"] == "rapl").all()
+    spans = spans_for(EmbeddedClient(store), [metered])
+    compared = compare_frameworks([metered], spans)
+    assert compared["energy (J/inference)"].tolist() == table[ENERGY_COLUMN].tolist()
+    html = build_report([metered], spans)
+    assert 'id="energy-0"' in html and 'id="energy-table-0"' in html
+    assert "Energy per inference and power vs batch size" in html
+
+
+def test_mlms_analyze_and_eval_tables_show_the_energy_column(metered: EvaluationRecord):
+    shown = subprocess.run(
+        [sys.executable, "-m", "mlms", "analyze", metered.id],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert ENERGY_COLUMN in shown.stdout
+    assert "energy vs batch size" in shown.stdout and "inferences/J" in shown.stdout
+    from mlms.cli import render
+
+    with render.out.capture() as captured:
+        render.record_summary(metered)
+    assert ENERGY_COLUMN in captured.get()
+
+
+def test_mlms_eval_names_why_energy_is_missing() -> None:
+    with energy_meter("cpu") as meter:
+        if meter.reason is None:
+            pytest.skip("this machine's RAPL is readable")
+    command = ["eval", "--model", "digits_cnn", "-f", "onnxruntime", "-n", "3"]
+    shown = subprocess.run(
+        [sys.executable, "-m", "mlms", *command, "--min-seconds", "0"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert f"energy not measured for batch size 1: {meter.reason}" in " ".join(shown.stderr.split())
+    assert ENERGY_COLUMN not in shown.stdout
+
+
+def test_a_sweep_cell_keeps_the_energy(metered: EvaluationRecord) -> None:
+    from mlms.cli.sweep import summary
+    from mlms.evaluation.sweep import SweepCell, SweepSpec, SweepState
+
+    cell = SweepCell(
+        model="digits_cnn", framework="onnxruntime", batch_size=1, hw="cpu", evaluation_id="x"
+    )
+    done = cell.completed(metered)
+    assert done.joules_per_inference == metered.results[0].energy.joules_per_inference
+    spec = SweepSpec(models=["digits_cnn"], frameworks=["onnxruntime"], batch_sizes=[1], hw=["cpu"])
+    state = SweepState(id="s", created_at=metered.created_at, spec=spec, cells=[done])
+    from rich.console import Console
+
+    console = Console(width=200)
+    with console.capture() as captured:
+        console.print(summary(state))
+    assert "J/inference" in captured.get()
+    assert f"{done.joules_per_inference:.4g}" in captured.get()
+
+
+def test_the_record_json_carries_the_energy(metered: EvaluationRecord) -> None:
+    stored = json.loads(metered.model_dump_json())
+    assert stored["results"][0]["energy"]["source"] == "rapl"
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    from playwright.sync_api import sync_playwright
+
+    from tests.test_report import CHROMIUM, CHROMIUM_ARGS
+
+    if not CHROMIUM.exists():
+        pytest.skip(f"no chromium at {CHROMIUM}: the report is not opened in a browser")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+def test_the_energy_figure_draws_in_chromium(chromium, metered, store, tmp_path: Path) -> None:
+    """The report's energy plot and table in a real browser: what is drawn is the record's."""
+    from tests.test_report import _assert_clean, _open
+
+    path = tmp_path / "energy.html"
+    path.write_text(build_report([metered], spans_for(EmbeddedClient(store), [metered])))
+    opened = _open(chromium, path)
+    plots = _assert_clean(opened)
+    assert "energy-0" in plots
+    drawn = opened.trace("energy-0", 0)
+    joules = [r.energy.joules_per_inference for r in metered.results]
+    assert drawn["x"] == [1, 4] and drawn["y"] == pytest.approx(joules)
+    assert opened.column("energy-table-0", "J/inference") == pytest.approx(joules, rel=1e-3)
+    opened.page.close()
