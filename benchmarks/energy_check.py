@@ -34,11 +34,11 @@ from typing import Any, NamedTuple
 
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
-from mlms.config import default_store
 from mlms.errors import HardwareNotFound
 from mlms.evaluation.energy import energy_meter
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.runner import evaluate
+from mlms.store.factory import default_store
 
 MODEL_RUN = "run 1: model"
 
