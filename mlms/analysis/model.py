@@ -31,6 +31,8 @@ def latency_by_batch(record: EvaluationRecord) -> pd.DataFrame:
             "trimmed mean (ms)": stats.trimmed_mean,
             "throughput (inputs/s)": result.throughput,
         }
+        if result.samples is not None:
+            row["samples"] = result.samples
         for label, level in result.levels.items():
             if label != TraceLevel.MODEL.label:
                 row[f"{label} overhead (x)"] = level.overhead

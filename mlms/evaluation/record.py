@@ -71,6 +71,9 @@ class EvaluationRequest(BaseModel):
     #: Generation mode: decode this many tokens after each input (time to first token, time
     #: per output token).
     generate: int | None = Field(default=None, ge=1, le=MAX_NEW_TOKENS)
+    #: A data set in the store, ``NAME`` or ``NAME@VERSION``: each batch size's model-level run
+    #: is one pass over it, and the record holds its accuracy.
+    dataset: str | None = None
 
     @field_validator("precision")
     @classmethod
@@ -147,6 +150,8 @@ class BatchResult(BaseModel):
     levels: dict[str, LevelResult] = {}
     input_copy: InputCopyResult | None = None
     generation: GenerationResult | None = None
+    #: A pass over a data set: the samples predicted (throughput is these over ``seconds``).
+    samples: int | None = None
 
 
 class Accuracy(BaseModel):
@@ -154,6 +159,9 @@ class Accuracy(BaseModel):
     top5: float
     samples: int
     dataset: str
+    #: A stored data set's version and the sha256 of its index (which names every shard's).
+    dataset_version: str | None = None
+    dataset_sha256: str | None = None
 
 
 class Predictions(BaseModel):

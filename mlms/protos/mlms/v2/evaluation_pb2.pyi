@@ -22,7 +22,7 @@ EVALUATION_STATUS_COMPLETED: EvaluationStatus
 EVALUATION_STATUS_FAILED: EvaluationStatus
 
 class EvaluationSpec(_message.Message):
-    __slots__ = ("model", "framework", "hw", "batch_sizes", "iterations", "warmup", "min_seconds", "trace_level", "inputs", "intra_op_threads", "inter_op_threads", "seed", "seq_len", "precision", "compile", "channels_last", "input_on_device", "generate")
+    __slots__ = ("model", "framework", "hw", "batch_sizes", "iterations", "warmup", "min_seconds", "trace_level", "inputs", "intra_op_threads", "inter_op_threads", "seed", "seq_len", "precision", "compile", "channels_last", "input_on_device", "generate", "dataset")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
     HW_FIELD_NUMBER: _ClassVar[int]
@@ -41,6 +41,7 @@ class EvaluationSpec(_message.Message):
     CHANNELS_LAST_FIELD_NUMBER: _ClassVar[int]
     INPUT_ON_DEVICE_FIELD_NUMBER: _ClassVar[int]
     GENERATE_FIELD_NUMBER: _ClassVar[int]
+    DATASET_FIELD_NUMBER: _ClassVar[int]
     model: str
     framework: str
     hw: str
@@ -59,7 +60,8 @@ class EvaluationSpec(_message.Message):
     channels_last: bool
     input_on_device: bool
     generate: int
-    def __init__(self, model: _Optional[str] = ..., framework: _Optional[str] = ..., hw: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., iterations: _Optional[int] = ..., warmup: _Optional[int] = ..., min_seconds: _Optional[float] = ..., trace_level: _Optional[_Union[_types_pb2.TraceLevel, str]] = ..., inputs: _Optional[_Iterable[str]] = ..., intra_op_threads: _Optional[int] = ..., inter_op_threads: _Optional[int] = ..., seed: _Optional[int] = ..., seq_len: _Optional[int] = ..., precision: _Optional[str] = ..., compile: _Optional[str] = ..., channels_last: _Optional[bool] = ..., input_on_device: _Optional[bool] = ..., generate: _Optional[int] = ...) -> None: ...
+    dataset: str
+    def __init__(self, model: _Optional[str] = ..., framework: _Optional[str] = ..., hw: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., iterations: _Optional[int] = ..., warmup: _Optional[int] = ..., min_seconds: _Optional[float] = ..., trace_level: _Optional[_Union[_types_pb2.TraceLevel, str]] = ..., inputs: _Optional[_Iterable[str]] = ..., intra_op_threads: _Optional[int] = ..., inter_op_threads: _Optional[int] = ..., seed: _Optional[int] = ..., seq_len: _Optional[int] = ..., precision: _Optional[str] = ..., compile: _Optional[str] = ..., channels_last: _Optional[bool] = ..., input_on_device: _Optional[bool] = ..., generate: _Optional[int] = ..., dataset: _Optional[str] = ...) -> None: ...
 
 class LatencyStats(_message.Message):
     __slots__ = ("p50", "p90", "p95", "p99", "mean", "min", "max", "trimmed_mean", "stdev", "median_ci95", "warning")
@@ -140,7 +142,7 @@ class GenerationResult(_message.Message):
     def __init__(self, new_tokens: _Optional[int] = ..., time_to_first_token_ms: _Optional[_Union[LatencyStats, _Mapping]] = ..., time_per_output_token_ms: _Optional[_Union[LatencyStats, _Mapping]] = ..., tokens_per_second: _Optional[float] = ...) -> None: ...
 
 class BatchResult(_message.Message):
-    __slots__ = ("batch_size", "iterations", "seconds", "latency_ms", "throughput", "levels", "input_copy", "generation")
+    __slots__ = ("batch_size", "iterations", "seconds", "latency_ms", "throughput", "levels", "input_copy", "generation", "samples")
     class LevelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -156,6 +158,7 @@ class BatchResult(_message.Message):
     LEVELS_FIELD_NUMBER: _ClassVar[int]
     INPUT_COPY_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
     batch_size: int
     iterations: int
     seconds: float
@@ -164,19 +167,24 @@ class BatchResult(_message.Message):
     levels: _containers.MessageMap[str, LevelResult]
     input_copy: InputCopyResult
     generation: GenerationResult
-    def __init__(self, batch_size: _Optional[int] = ..., iterations: _Optional[int] = ..., seconds: _Optional[float] = ..., latency_ms: _Optional[_Union[LatencyStats, _Mapping]] = ..., throughput: _Optional[float] = ..., levels: _Optional[_Mapping[str, LevelResult]] = ..., input_copy: _Optional[_Union[InputCopyResult, _Mapping]] = ..., generation: _Optional[_Union[GenerationResult, _Mapping]] = ...) -> None: ...
+    samples: int
+    def __init__(self, batch_size: _Optional[int] = ..., iterations: _Optional[int] = ..., seconds: _Optional[float] = ..., latency_ms: _Optional[_Union[LatencyStats, _Mapping]] = ..., throughput: _Optional[float] = ..., levels: _Optional[_Mapping[str, LevelResult]] = ..., input_copy: _Optional[_Union[InputCopyResult, _Mapping]] = ..., generation: _Optional[_Union[GenerationResult, _Mapping]] = ..., samples: _Optional[int] = ...) -> None: ...
 
 class Accuracy(_message.Message):
-    __slots__ = ("top1", "top5", "samples", "dataset")
+    __slots__ = ("top1", "top5", "samples", "dataset", "dataset_version", "dataset_sha256")
     TOP1_FIELD_NUMBER: _ClassVar[int]
     TOP5_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
     DATASET_FIELD_NUMBER: _ClassVar[int]
+    DATASET_VERSION_FIELD_NUMBER: _ClassVar[int]
+    DATASET_SHA256_FIELD_NUMBER: _ClassVar[int]
     top1: float
     top5: float
     samples: int
     dataset: str
-    def __init__(self, top1: _Optional[float] = ..., top5: _Optional[float] = ..., samples: _Optional[int] = ..., dataset: _Optional[str] = ...) -> None: ...
+    dataset_version: str
+    dataset_sha256: str
+    def __init__(self, top1: _Optional[float] = ..., top5: _Optional[float] = ..., samples: _Optional[int] = ..., dataset: _Optional[str] = ..., dataset_version: _Optional[str] = ..., dataset_sha256: _Optional[str] = ...) -> None: ...
 
 class Predictions(_message.Message):
     __slots__ = ("inputs", "top5", "probabilities")
