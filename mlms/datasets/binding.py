@@ -74,12 +74,9 @@ class BoundDataset:
         if kind == "arrays":
             column = batch.column(self.spec.name)
             values = column.flatten().to_numpy(zero_copy_only=False)
-            array = values.reshape(len(column), *self.spec.shape)
-            return (
-                self._token_ids(array)
-                if self.spec.layout == "tokens"
-                else array.astype(self.spec.dtype, copy=False)
-            )
+            # A copy: Arrow's buffers are read-only, and frameworks may write to their inputs.
+            array = np.array(values.reshape(len(column), *self.spec.shape), self.spec.dtype)
+            return self._token_ids(array) if self.spec.layout == "tokens" else array
         if "text" in batch.schema.names:
             texts = batch.column("text").to_pylist()
             encoded = self.tokenizer(

@@ -21,6 +21,7 @@ import json
 import math
 import os
 import tempfile
+import zipfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -225,7 +226,7 @@ def _npz_rows(path: Path) -> Iterator[_Rows]:
     try:
         archive = np.load(path, allow_pickle=False)
         arrays = {name: archive[name] for name in archive.files}
-    except (OSError, ValueError, EOFError) as exc:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise InvalidArgument(f"cannot read {str(path)!r} as a .npz file: {exc}") from exc
     _require_label(arrays, path)
     count = len(arrays[LABEL])
@@ -414,6 +415,8 @@ class _ShardWriter:
         import pyarrow as pa
 
         array = np.asarray(values)
+        if array.dtype == object and all(isinstance(v, str) for v in array.flat):
+            array = array.astype(str)
         kind = "names" if array.dtype.kind in "US" else "ints" if array.dtype.kind in "iu" else ""
         if array.dtype.kind == "f" and np.all(array == np.round(array)):
             array, kind = array.astype(np.int64), "ints"

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from mlms.datasets.index import parse_reference
 from mlms.errors import InvalidArgument
 from mlms.registry.hardware import HardwareInfo
 from mlms.tracer.levels import TraceLevel
@@ -80,6 +81,16 @@ class EvaluationRequest(BaseModel):
     def _precision(cls, value: str) -> str:
         if value not in PRECISIONS:
             raise ValueError(f"precision {value!r}: expected one of {', '.join(PRECISIONS)}")
+        return value
+
+    @field_validator("dataset")
+    @classmethod
+    def _dataset(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_reference(value)
+            except InvalidArgument as exc:  # pydantic names the field for a ValueError only
+                raise ValueError(str(exc)) from None
         return value
 
     @field_validator("batch_sizes")
