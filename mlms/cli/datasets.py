@@ -37,7 +37,7 @@ def datasets(ctx: click.Context, store: str | None) -> None:
             "samples": index.samples,
             "labels": len(index.label_names) if index.label_names else f"0..{index.label_max}",
             "shards": len(index.shards),
-            "MB": round(sum(s.bytes for s in index.shards) / 1e6, 1),
+            "MB": round(sum(s.bytes for s in index.shards) / 1e6, 2),
             "sha256": sha256[:16],
             "added (UTC)": index.created_at.strftime("%Y-%m-%d %H:%M:%S"),
         }
@@ -51,6 +51,7 @@ def datasets(ctx: click.Context, store: str | None) -> None:
 
 @datasets.command()
 @click.argument("path", type=click.Path(path_type=Path))
+@store_option
 @click.option("--name", required=True, help="Plain name: letters, digits, '_', '-', '.'.")
 @click.option("--version", "version", default="1", show_default=True, help="Its version.")
 @click.option("--replace", is_flag=True, help="Overwrite the version if it exists.")
@@ -64,8 +65,9 @@ def datasets(ctx: click.Context, store: str | None) -> None:
 )
 @click.pass_obj
 def add(
-    store: str | None,
+    group_store: str | None,
     path: Path,
+    store: str | None,
     name: str,
     version: str,
     replace: bool,
@@ -80,7 +82,7 @@ def add(
 
     check_name(name, "name")
     check_name(version, "version")
-    target = store_from_url(store)
+    target = store_from_url(store or group_store)
     index, sha256 = add_dataset(
         target, path, name, version=version, replace=replace, labels_csv=labels_csv
     )
@@ -98,12 +100,13 @@ def add(
 
 @datasets.command()
 @click.argument("reference", metavar="NAME[@VERSION]")
+@store_option
 @click.pass_obj
-def remove(store: str | None, reference: str) -> None:
+def remove(group_store: str | None, reference: str, store: str | None) -> None:
     """Remove a data set (every version, or the one named)."""
     from mlms.datasets.index import remove as remove_dataset
     from mlms.store.factory import store_from_url
 
-    target = store_from_url(store)
+    target = store_from_url(store or group_store)
     for index in remove_dataset(target, reference):
         out.print(f"removed data set {index.name}@{index.version} from {target.url}")
