@@ -68,8 +68,9 @@ class DatasetIndex(BaseModel):
 def check_name(value: str, what: str) -> str:
     """A data set's name or version: it becomes part of a store key, so one plain name."""
     if not _NAME.fullmatch(value) or ".." in value:
+        shown = repr(value) if len(value) <= 60 else f"{value[:57]!r}..."
         raise InvalidArgument(
-            f"data set {what} {value!r}: expected a plain name of letters, digits, '_', '-' "
+            f"data set {what} {shown}: expected a plain name of letters, digits, '_', '-' "
             "and '.' (no path separators), like 'digits-holdout'"
         )
     return value
