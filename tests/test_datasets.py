@@ -91,6 +91,10 @@ def test_digits_holdout_gives_the_zoo_top1_through_every_kind(store, holdout) ->
         name = unique(f"digits-{source}")
         index, sha256 = add_dataset(store, holdout[source], name, version="2")
         assert (index.kind, index.samples) == (kind, 360)
+        # Class folders and Parquet: labels as names; the CSV and .npz: class indices.
+        named = source in ("classes", "parquet")
+        assert index.label_names == ([str(d) for d in range(10)] if named else None)
+        assert index.label_max == (None if named else 9)
         record = client.evaluate(_request(name))
         accuracy = record.accuracy
         assert accuracy is not None

@@ -93,10 +93,11 @@ def parse_reference(reference: str) -> tuple[str, str | None]:
     return name, version or None
 
 
-def list_indexes(store: ObjectStore) -> list[tuple[DatasetIndex, str]]:
-    """Every data set in the store with its index's sha256, by name then version."""
+def list_indexes(store: ObjectStore, name: str = "") -> list[tuple[DatasetIndex, str]]:
+    """Every data set in the store (every version of ``name`` where given) with its index's
+    sha256, by name then version."""
     found = []
-    for key in store.list(PREFIX):
+    for key in store.list(f"{PREFIX}{name}/" if name else PREFIX):
         parts = key.split("/")
         if len(parts) == 4 and parts[3] == INDEX:
             found.append(_read(store, key))
@@ -149,7 +150,7 @@ def remove(store: ObjectStore, reference: str) -> list[DatasetIndex]:
     indexes = (
         [load_index(store, reference)[0]]
         if version
-        else [index for index, _ in list_indexes(store) if index.name == name]
+        else [index for index, _ in list_indexes(store, name)]
     )
     if not indexes:
         raise UnknownDataset(f"unknown data set {name!r} in store {store.url}")

@@ -145,23 +145,26 @@ def _open(path: Path, labels_csv: Path | None, workers: int) -> tuple[str, Itera
 # -- image folders ------------------------------------------------------------------------------
 
 
-def _image_files(root: Path, labels_csv: Path | None) -> list[tuple[Path, str]]:
-    """(file, class name) for every image, in a stable order."""
+def _image_files(root: Path, labels_csv: Path | None) -> tuple[list[tuple[Path, str]], bool]:
+    """(file, label) for every image, in a stable order; and whether the labels are class
+    indices (a labels CSV of integers) rather than class names."""
     labels_csv = labels_csv or (root / "labels.csv" if (root / "labels.csv").is_file() else None)
     if labels_csv is not None:
-        return _csv_files(root, Path(labels_csv))
+        files = _csv_files(root, Path(labels_csv))
+        return files, all(label.isdigit() for _, label in files)
     classes = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not classes:
         raise InvalidArgument(
             f"image folder {str(root)!r} has no class subfolders and no labels.csv: expected "
             "one subfolder per class (e.g. cat/1.jpg) or a labels.csv of file,label"
         )
-    return [
+    files = [
         (file, cls.name)
         for cls in classes
         for file in sorted(cls.rglob("*"))
         if file.is_file() and not file.name.startswith(".")
     ]
+    return files, False
 
 
 def _csv_files(root: Path, labels_csv: Path) -> list[tuple[Path, str]]:
@@ -190,9 +193,8 @@ def _csv_files(root: Path, labels_csv: Path) -> list[tuple[Path, str]]:
 
 
 def _image_rows(root: Path, labels_csv: Path | None, workers: int) -> Iterator[_Rows]:
-    files = _image_files(root, labels_csv)
+    files, numeric = _image_files(root, labels_csv)
     labels = [label for _, label in files]
-    numeric = all(label.isdigit() for label in labels) and labels_csv is not None
     with ThreadPoolExecutor(workers) as pool:
         for start in range(0, len(files), ROW_GROUP):
             part = files[start : start + ROW_GROUP]
