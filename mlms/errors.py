@@ -9,7 +9,9 @@ exceptions into these with ``raise ... from exc``; nothing above them sees a lib
     ├── NotFound
     │   ├── UnknownModel       not in the zoo (names the close matches)
     │   ├── UnknownEvaluation  no record with that id
+    │   ├── UnknownDataset     no data set of that name (and version) in the store
     │   └── HardwareNotFound   no device matches the --hw alias (names what exists)
+    ├── AlreadyExists          a name already taken (``--replace`` overwrites it)
     ├── UnsupportedFramework   framework unknown, not installed, or not supported by the model
     ├── ManifestError          a zoo manifest that does not validate (file and field)
     ├── AssetError
@@ -46,6 +48,14 @@ class UnknownEvaluation(NotFound):
 
 
 class HardwareNotFound(NotFound):
+    pass
+
+
+class UnknownDataset(NotFound):
+    pass
+
+
+class AlreadyExists(MlmsError):
     pass
 
 
@@ -96,6 +106,7 @@ class PermissionDenied(MlmsError):
 STATUS: list[tuple[type[MlmsError], str, int]] = [
     (InvalidArgument, "INVALID_ARGUMENT", 400),
     (NotFound, "NOT_FOUND", 404),
+    (AlreadyExists, "ALREADY_EXISTS", 409),
     (UnsupportedFramework, "FAILED_PRECONDITION", 400),
     (EvaluationInFlight, "FAILED_PRECONDITION", 409),
     (Unavailable, "UNAVAILABLE", 503),

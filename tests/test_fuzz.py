@@ -63,6 +63,7 @@ import mlms
 from mlms.agent.process import Agent, AgentConfig
 from mlms.agent.service import MAX_BATCH_PIXELS, MAX_IMAGE_PIXELS
 from mlms.config import mlms_home
+from mlms.datasets.index import parse_reference
 from mlms.errors import InvalidArgument, ManifestError, MlmsError
 from mlms.evaluation.record import (
     MAX_BATCH_SIZE,
@@ -745,6 +746,7 @@ spec_fields = {
         lambda values: types_pb2.StringList(values=values)
     ),
     "repeats": int64s,
+    "dataset": st.one_of(st.sampled_from(["digits", "a/b", "../x", "", "x@2", "x@../1"]), texts),
 }
 
 
@@ -951,6 +953,8 @@ def test_a_request_parses_into_bounded_values_or_names_its_bad_field(
     assert 0 <= request.min_seconds <= MAX_SECONDS
     if isinstance(request, EvaluationRequest):
         assert request.inputs in (["synthetic"], ["dataset"])
+        if request.dataset is not None:
+            parse_reference(request.dataset)  # a plain name: no way out of datasets/
         assert 0 <= request.warmup <= MAX_WARMUP
         np.random.default_rng(request.seed)
         for threads in (request.intra_op_threads, request.inter_op_threads):

@@ -49,6 +49,8 @@ def latency_by_batch(record: EvaluationRecord) -> pd.DataFrame:
         }
         if measured:
             row[ENERGY_COLUMN] = joules_per_inference(result)
+        if result.samples is not None:
+            row["samples"] = result.samples
         for label, level in result.levels.items():
             if label != TraceLevel.MODEL.label:
                 row[f"{label} overhead (x)"] = level.overhead

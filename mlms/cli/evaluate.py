@@ -74,6 +74,14 @@ LEVELS = [level.label for level in TraceLevel]
     show_default=True,
     help="synthetic, dataset, or image files (repeatable).",
 )
+@click.option(
+    "--dataset",
+    "-d",
+    default=None,
+    metavar="NAME[@VERSION]",
+    help="A data set in the store ('mlms datasets'): one pass over it per batch size, with "
+    "its accuracy.",
+)
 @click.option("--threads", type=int, default=None, help="Intra-op threads (framework default).")
 @run_options
 @click.option(
@@ -95,6 +103,7 @@ def evaluate(
     min_seconds: float,
     trace_level: str,
     inputs: tuple[str, ...],
+    dataset: str | None,
     threads: int | None,
     generate: int | None,
     as_json: bool,
@@ -117,6 +126,7 @@ def evaluate(
         inputs=list(inputs),
         intra_op_threads=threads,
         generate=generate,
+        dataset=dataset,
         **run_fields(options),
     )
     client = client_for(server)

@@ -55,16 +55,22 @@ class Feed:
             return self._resident[index % len(self._resident)]
         with tracer.span("preprocess", TraceLevel.APPLICATION):
             batch = host_batch(self._predictor, self._source.take(index, self._batch_size))
-        if not self._predictor.copies_input:
-            return batch
-        with tracer.span("input copy", TraceLevel.APPLICATION, kind="memcpy") as span:
-            staged, copy = self._predictor.stage(batch)
-            if span is not None and copy is not None:
-                span.set_attribute("mlms.bytes", copy.bytes)
-                span.set_attribute("mlms.device_seconds", copy.seconds)
-        if copy is not None:
-            self.copies.append(copy)
-        return staged
+        return staged(self._predictor, batch, tracer, self.copies)
 
     def clear(self) -> None:
         self.copies = []
+
+
+def staged(predictor: Predictor, batch: np.ndarray, tracer: Tracer, copies: list[InputCopy]) -> Any:
+    """``batch`` where ``predict`` reads it: copied to the device, as a pipeline step of its
+    own (appended to ``copies``), where the predictor copies its inputs."""
+    if not predictor.copies_input:
+        return batch
+    with tracer.span("input copy", TraceLevel.APPLICATION, kind="memcpy") as span:
+        moved, copy = predictor.stage(batch)
+        if span is not None and copy is not None:
+            span.set_attribute("mlms.bytes", copy.bytes)
+            span.set_attribute("mlms.device_seconds", copy.seconds)
+    if copy is not None:
+        copies.append(copy)
+    return moved

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from mlms.datasets.index import parse_reference
 from mlms.errors import InvalidArgument
 from mlms.evaluation.precisions import PRECISIONS
 from mlms.reasons import short_numbers
@@ -68,12 +69,25 @@ class EvaluationRequest(BaseModel):
     #: Generation mode: decode this many tokens after each input (time to first token, time
     #: per output token).
     generate: int | None = Field(default=None, ge=1, le=MAX_NEW_TOKENS)
+    #: A data set in the store, ``NAME`` or ``NAME@VERSION``: each batch size's model-level run
+    #: is one pass over it, and the record holds its accuracy.
+    dataset: str | None = None
 
     @field_validator("precision")
     @classmethod
     def _precision(cls, value: str) -> str:
         if value not in PRECISIONS:
             raise ValueError(f"precision {value!r}: expected one of {', '.join(PRECISIONS)}")
+        return value
+
+    @field_validator("dataset")
+    @classmethod
+    def _dataset(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_reference(value)
+            except InvalidArgument as exc:  # pydantic names the field for a ValueError only
+                raise ValueError(str(exc)) from None
         return value
 
     @field_validator("batch_sizes")
@@ -188,6 +202,8 @@ class BatchResult(BaseModel):
     input_copy: InputCopyResult | None = None
     generation: GenerationResult | None = None
     energy: EnergyResult | None = None
+    #: A pass over a data set: the samples predicted (throughput is these over ``seconds``).
+    samples: int | None = None
 
 
 class Accuracy(BaseModel):
@@ -195,6 +211,9 @@ class Accuracy(BaseModel):
     top5: float
     samples: int
     dataset: str
+    #: A stored data set's version and the sha256 of its index (which names every shard's).
+    dataset_version: str | None = None
+    dataset_sha256: str | None = None
 
 
 class Predictions(BaseModel):

@@ -7,13 +7,16 @@ no profiler attached; every other run reports its slowdown against it.
 
 from __future__ import annotations
 
+import functools
 import logging
 import platform
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from contextlib import nullcontext
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import numpy as np
 from opentelemetry import context as otel_context
@@ -22,10 +25,11 @@ from opentelemetry.sdk.trace import SpanProcessor
 import mlms
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument, UnknownEvaluation
+from mlms.evaluation.dataset_run import DatasetInputs, Pass, TopK, run_pass
 from mlms.evaluation.device_lock import exclusive_device
 from mlms.evaluation.energy import EnergyMeter, energy_meter
 from mlms.evaluation.feed import Feed, host_batch, placement
-from mlms.evaluation.inputs import InputSource, dataset_split, open_inputs
+from mlms.evaluation.inputs import InputSource, dataset_split, input_spec, open_inputs
 from mlms.evaluation.options import check_options, compile_mode
 from mlms.evaluation.progress import Progress, ProgressCallback
 from mlms.evaluation.record import (
@@ -54,6 +58,9 @@ from mlms.tracer.tracer import Tracer
 from mlms.zoo.assets import AssetManager
 from mlms.zoo.catalog import get_model
 from mlms.zoo.manifest import ModelManifest
+
+if TYPE_CHECKING:
+    from mlms.datasets.binding import BoundDataset
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +123,7 @@ def evaluate(
     cls = predictor_class(framework)
     check_options(request, manifest, cls, device)
     source = open_inputs(manifest, request.inputs, seed=request.seed, seq_len=request.seq_len)
+    bound = _bound_dataset(store, request, manifest)
     asset = AssetManager(store, mlms_home() / "cache").ensure(manifest, framework)
     options = PredictorOptions(
         device=device,
@@ -141,20 +149,38 @@ def evaluate(
     report = progress or (lambda _event: None)
     with exclusive_device(mlms_home() / "locks", device) as waited, energy_meter(device) as meter:
         with cls(manifest, asset.path, options) as predictor:
+            data = _dataset_inputs(store, bound, predictor)
             with tracer.span(
                 "evaluation",
                 TraceLevel.APPLICATION,
                 attributes={"mlms.evaluation_id": evaluation_id},
             ) as root:
                 trace_id = f"{root.get_span_context().trace_id:032x}" if root else None
-                results = [
-                    _measure_batch(
-                        predictor, source, tracer, request, runs, batch_size, report, meter
-                    )
-                    for batch_size in request.batch_sizes
-                ]
-                accuracy = _accuracy(predictor, manifest, max(request.batch_sizes))
-                predictions = _predictions(predictor, source, request)
+                try:
+                    measured = [
+                        _measure_batch(
+                            predictor,
+                            source,
+                            data,
+                            tracer,
+                            request,
+                            runs,
+                            batch_size,
+                            report,
+                            meter,
+                        )
+                        for batch_size in request.batch_sizes
+                    ]
+                    results = [result for result, _ in measured]
+                    if data is not None:
+                        accuracy = _dataset_accuracy(data.bound, measured[0][1])
+                        predictions = _dataset_predictions(predictor, data, request)
+                    else:
+                        accuracy = _accuracy(predictor, manifest, max(request.batch_sizes))
+                        predictions = _predictions(predictor, source, request)
+                finally:
+                    if data is not None:
+                        data.close()
             settings = predictor.settings()
             settings["input_placement"] = placement(predictor, request.input_on_device)
     tracer.shutdown()
@@ -175,7 +201,7 @@ def evaluate(
         software=_software(framework, framework_version),
         settings={
             **settings,
-            "input": source.name,
+            "input": bound.described if bound is not None else source.name,
             "warmup": request.warmup,
             "min_seconds": request.min_seconds,
         },
@@ -215,16 +241,63 @@ def _stored_already(store: ObjectStore, evaluation_id: str) -> EvaluationRecord 
     return stored
 
 
+def _bound_dataset(
+    store: ObjectStore, request: EvaluationRequest, manifest: ModelManifest
+) -> BoundDataset | None:
+    """The request's data set, checked against the model before anything is loaded."""
+    if request.dataset is None:
+        return None
+    if request.inputs != ["synthetic"]:
+        raise InvalidArgument(
+            f"--dataset {request.dataset!r} and --input {' '.join(request.inputs)!r}: a data set "
+            "is the input; expected one or the other"
+        )
+    if request.input_on_device or request.generate is not None:
+        flag = "--input-on-device" if request.input_on_device else "--generate"
+        raise InvalidArgument(
+            f"--dataset {request.dataset!r} streams its samples through the pipeline; {flag} "
+            "runs on fixed inputs: expected one or the other"
+        )
+    from mlms.datasets.binding import bind
+    from mlms.datasets.index import load_index
+
+    index, sha256 = load_index(store, request.dataset)
+    return bind(index, sha256, manifest, input_spec(manifest, request.seq_len))
+
+
+def _dataset_inputs(
+    store: ObjectStore, bound: BoundDataset | None, predictor: Predictor
+) -> DatasetInputs | None:
+    if bound is None:
+        return None
+    from mlms.datasets.stream import DatasetStream
+
+    stream = DatasetStream(store, bound.index, mlms_home() / "cache")
+    return DatasetInputs(bound, stream, predictor)
+
+
+def _dataset_accuracy(bound: BoundDataset, first: Pass | None) -> Accuracy | None:
+    """Top-1/top-5 of the first batch size's pass (every pass sees the same samples)."""
+    if first is None:
+        return None
+    return first.hits.accuracy(
+        bound.index.name, dataset_version=bound.index.version, dataset_sha256=bound.sha256
+    )
+
+
 def _measure_batch(
     predictor: Predictor,
     source: InputSource,
+    data: DatasetInputs | None,
     tracer: Tracer,
     request: EvaluationRequest,
     runs: list[TraceLevel],
     batch_size: int,
     report: ProgressCallback,
     meter: EnergyMeter,
-) -> BatchResult:
+) -> tuple[BatchResult, Pass | None]:
+    """One batch size's runs, on the input source or, where given, passes over the data set
+    (the model-level run's pass is returned with the result)."""
     with tracer.span(
         f"batch_size={batch_size}",
         TraceLevel.APPLICATION,
@@ -233,9 +306,42 @@ def _measure_batch(
         feed = Feed(predictor, source, batch_size, on_device=request.input_on_device)
         # Untraced, uncounted warm-up.
         with tracer.run(0, TraceLevel.NO_TRACE):
-            for index in range(request.warmup):
-                predictor.predict(feed.next(index, tracer))
-                report(Progress(batch_size, "warmup", index + 1, request.warmup))
+            if data is not None:
+                run_pass(
+                    predictor,
+                    data,
+                    tracer,
+                    batch_size,
+                    limit=request.warmup,
+                    report=lambda done, _t: report(
+                        Progress(batch_size, "warmup", done, request.warmup)
+                    ),
+                )
+            else:
+                for index in range(request.warmup):
+                    predictor.predict(feed.next(index, tracer))
+                    report(Progress(batch_size, "warmup", index + 1, request.warmup))
+        passes: list[Pass] = []
+
+        def loop(level: TraceLevel, number: int) -> tuple[list[int], float]:
+            if data is None:
+                return measure_loop(predictor, feed, tracer, request, batch_size, level, report)
+            done = run_pass(
+                predictor,
+                data,
+                tracer,
+                batch_size,
+                limit=None if number == 1 else request.iterations,
+                report=lambda d, t: report(Progress(batch_size, level.label, d, t)),
+            )
+            passes.append(done)
+            return done.latencies, done.seconds
+
+        def first_batch() -> np.ndarray:
+            if data is None:
+                return host_batch(predictor, source.take(0, batch_size))
+            return data.first(batch_size)[0]
+
         levels: dict[str, LevelResult] = {}
         model_run: tuple[list[int], float] | None = None
         copies: list[InputCopy] = []
@@ -251,12 +357,19 @@ def _measure_batch(
             ):
                 before = len(tracer.records())
                 latencies, seconds, dropped = _run(
-                    predictor, feed, source, tracer, request, batch_size, level, report
+                    predictor,
+                    tracer,
+                    request,
+                    level,
+                    functools.partial(loop, level, number),
+                    first_batch,
                 )
                 spans = len(tracer.records()) - before
             if model_run is None:
-                model_run, copies = (latencies, seconds), list(feed.copies)
-                model_energy = energy.result(batch_size * len(latencies))
+                model_run = (latencies, seconds)
+                copies = list(passes[0].copies if passes else feed.copies)
+                inferences = passes[0].hits.samples if passes else batch_size * len(latencies)
+                model_energy = energy.result(inferences)
             p50 = float(np.percentile(latencies, 50)) / 1e6
             base = float(np.percentile(model_run[0], 50)) / 1e6
             levels[level.label] = LevelResult(
@@ -272,17 +385,23 @@ def _measure_batch(
             with tracer.run(0, TraceLevel.NO_TRACE):
                 generation = _generation(predictor, feed, tracer, request, batch_size)
     latencies, seconds = model_run
-    return BatchResult(
+    full_pass = passes[0] if passes else None
+    result = BatchResult(
         batch_size=batch_size,
         iterations=len(latencies),
         seconds=seconds,
         latency_ms=latency_stats(latencies),
-        throughput=batch_size * len(latencies) / (sum(latencies) / 1e9),
+        # A data set's pass: every sample over the pass's wall time, pipeline stalls included.
+        throughput=full_pass.hits.samples / seconds
+        if full_pass is not None
+        else batch_size * len(latencies) / (sum(latencies) / 1e9),
         levels=levels,
         input_copy=_copy_result(copies),
         generation=generation,
         energy=model_energy,
+        samples=full_pass.hits.samples if full_pass is not None else None,
     )
+    return result, full_pass
 
 
 def _copy_result(copies: list[InputCopy]) -> InputCopyResult | None:
@@ -326,28 +445,21 @@ def _generation(
 
 def _run(
     predictor: Predictor,
-    feed: Feed,
-    source: InputSource,
     tracer: Tracer,
     request: EvaluationRequest,
-    batch_size: int,
     level: TraceLevel,
-    report: ProgressCallback,
+    loop: Callable[[], tuple[list[int], float]],
+    first_batch: Callable[[], np.ndarray],
 ) -> tuple[list[int], float, int]:
-    """One measured run: at least ``iterations`` predicts and at least ``min_seconds``."""
+    """One measured run of ``loop`` (latencies in ns, wall seconds), with the collectors of
+    ``level`` attached; ``first_batch`` is what a GPU run replays for its counters."""
     if level < TraceLevel.FRAMEWORK:
-        latencies, seconds = measure_loop(
-            predictor, feed, tracer, request, batch_size, level, report
-        )
+        latencies, seconds = loop()
         return latencies, seconds, 0
     first = len(tracer.records())
-    gpu = gpu_run(
-        predictor, level, host_batch(predictor, source.take(0, batch_size)), request.warmup
-    )
+    gpu = gpu_run(predictor, level, first_batch(), request.warmup)
     with predictor.profile_layers() as capture, gpu or nullcontext():
-        latencies, seconds = measure_loop(
-            predictor, feed, tracer, request, batch_size, level, report
-        )
+        latencies, seconds = loop()
     models = [r for r in tracer.records()[first:] if r.level == TraceLevel.MODEL]
     parents = innermost_containers(models, capture.events)
     tracer.add_events(capture.events, [models[i] if i is not None else None for i in parents])
@@ -392,22 +504,28 @@ def measure_loop(
 
 
 def _accuracy(predictor: Predictor, manifest: ModelManifest, batch_size: int) -> Accuracy | None:
-    """Top-1/top-5 over the model's whole held-out split, untimed and untraced."""
+    """Top-1/top-5 over the model's built-in held-out split, untimed and untraced."""
     if manifest.dataset is None:
         return None
     images, labels = dataset_split(manifest)
-    top1 = top5 = 0
+    hits = TopK()
     for start in range(0, len(images), batch_size):
         batch = predictor.preprocess(list(images[start : start + batch_size]))
         best, _ = predictor.postprocess(predictor.predict(batch), k=5)
-        truth = labels[start : start + batch_size, None]
-        top1 += int((best[:, :1] == truth).sum())
-        top5 += int((best == truth).any(axis=1).sum())
-    return Accuracy(
-        top1=top1 / len(images),
-        top5=top5 / len(images),
-        samples=len(images),
-        dataset=f"{manifest.dataset.name}:{manifest.dataset.split}",
+        hits.add(best, labels[start : start + batch_size])
+    return hits.accuracy(f"{manifest.dataset.name}:{manifest.dataset.split}")
+
+
+def _dataset_predictions(
+    predictor: Predictor, data: DatasetInputs, request: EvaluationRequest
+) -> Predictions:
+    """Top-5 of the data set's first samples, as ``_predictions`` for an input source."""
+    inputs, _labels = data.first(min(max(request.batch_sizes), PREDICTION_SAMPLES))
+    best, probabilities = predictor.postprocess(predictor.predict(inputs), k=5)
+    return Predictions(
+        inputs=data.bound.described,
+        top5=best.tolist(),
+        probabilities=np.round(probabilities, 6).tolist(),
     )
 
 

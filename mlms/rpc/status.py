@@ -36,6 +36,7 @@ FROM_STATUS: dict[grpc.StatusCode, type[errors.MlmsError]] = {
     grpc.StatusCode.OUT_OF_RANGE: errors.InvalidArgument,
     grpc.StatusCode.RESOURCE_EXHAUSTED: errors.InvalidArgument,
     grpc.StatusCode.NOT_FOUND: errors.NotFound,
+    grpc.StatusCode.ALREADY_EXISTS: errors.AlreadyExists,
     grpc.StatusCode.FAILED_PRECONDITION: errors.UnsupportedFramework,
     grpc.StatusCode.UNAVAILABLE: errors.Unavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: errors.Unavailable,

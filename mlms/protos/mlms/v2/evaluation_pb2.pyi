@@ -31,7 +31,7 @@ EVALUATION_STATUS_COMPLETED: EvaluationStatus
 EVALUATION_STATUS_FAILED: EvaluationStatus
 
 class EvaluationSpec(_message.Message):
-    __slots__ = ("model", "framework", "hw", "batch_sizes", "iterations", "warmup", "min_seconds", "trace_level", "inputs", "intra_op_threads", "inter_op_threads", "seed", "seq_len", "precision", "compile", "channels_last", "input_on_device", "generate")
+    __slots__ = ("model", "framework", "hw", "batch_sizes", "iterations", "warmup", "min_seconds", "trace_level", "inputs", "intra_op_threads", "inter_op_threads", "seed", "seq_len", "precision", "compile", "channels_last", "input_on_device", "generate", "dataset")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
     HW_FIELD_NUMBER: _ClassVar[int]
@@ -50,6 +50,7 @@ class EvaluationSpec(_message.Message):
     CHANNELS_LAST_FIELD_NUMBER: _ClassVar[int]
     INPUT_ON_DEVICE_FIELD_NUMBER: _ClassVar[int]
     GENERATE_FIELD_NUMBER: _ClassVar[int]
+    DATASET_FIELD_NUMBER: _ClassVar[int]
     model: str
     framework: str
     hw: str
@@ -68,7 +69,8 @@ class EvaluationSpec(_message.Message):
     channels_last: bool
     input_on_device: bool
     generate: int
-    def __init__(self, model: _Optional[str] = ..., framework: _Optional[str] = ..., hw: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., iterations: _Optional[int] = ..., warmup: _Optional[int] = ..., min_seconds: _Optional[float] = ..., trace_level: _Optional[_Union[_types_pb2.TraceLevel, str]] = ..., inputs: _Optional[_Iterable[str]] = ..., intra_op_threads: _Optional[int] = ..., inter_op_threads: _Optional[int] = ..., seed: _Optional[int] = ..., seq_len: _Optional[int] = ..., precision: _Optional[str] = ..., compile: _Optional[str] = ..., channels_last: _Optional[bool] = ..., input_on_device: _Optional[bool] = ..., generate: _Optional[int] = ...) -> None: ...
+    dataset: str
+    def __init__(self, model: _Optional[str] = ..., framework: _Optional[str] = ..., hw: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., iterations: _Optional[int] = ..., warmup: _Optional[int] = ..., min_seconds: _Optional[float] = ..., trace_level: _Optional[_Union[_types_pb2.TraceLevel, str]] = ..., inputs: _Optional[_Iterable[str]] = ..., intra_op_threads: _Optional[int] = ..., inter_op_threads: _Optional[int] = ..., seed: _Optional[int] = ..., seq_len: _Optional[int] = ..., precision: _Optional[str] = ..., compile: _Optional[str] = ..., channels_last: _Optional[bool] = ..., input_on_device: _Optional[bool] = ..., generate: _Optional[int] = ..., dataset: _Optional[str] = ...) -> None: ...
 
 class LatencyStats(_message.Message):
     __slots__ = ("p50", "p90", "p95", "p99", "mean", "min", "max", "trimmed_mean", "stdev", "median_ci95", "warning")
@@ -173,7 +175,7 @@ class EnergyResult(_message.Message):
     def __init__(self, source: _Optional[_Union[EnergySource, str]] = ..., reason: _Optional[str] = ..., joules: _Optional[float] = ..., seconds: _Optional[float] = ..., joules_per_inference: _Optional[float] = ..., inferences_per_joule: _Optional[float] = ..., average_watts: _Optional[float] = ..., peak_watts: _Optional[float] = ..., idle_watts: _Optional[float] = ..., power_samples: _Optional[int] = ...) -> None: ...
 
 class BatchResult(_message.Message):
-    __slots__ = ("batch_size", "iterations", "seconds", "latency_ms", "throughput", "levels", "input_copy", "generation", "energy")
+    __slots__ = ("batch_size", "iterations", "seconds", "latency_ms", "throughput", "levels", "input_copy", "generation", "energy", "samples")
     class LevelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -190,6 +192,7 @@ class BatchResult(_message.Message):
     INPUT_COPY_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     ENERGY_FIELD_NUMBER: _ClassVar[int]
+    SAMPLES_FIELD_NUMBER: _ClassVar[int]
     batch_size: int
     iterations: int
     seconds: float
@@ -199,19 +202,24 @@ class BatchResult(_message.Message):
     input_copy: InputCopyResult
     generation: GenerationResult
     energy: EnergyResult
-    def __init__(self, batch_size: _Optional[int] = ..., iterations: _Optional[int] = ..., seconds: _Optional[float] = ..., latency_ms: _Optional[_Union[LatencyStats, _Mapping]] = ..., throughput: _Optional[float] = ..., levels: _Optional[_Mapping[str, LevelResult]] = ..., input_copy: _Optional[_Union[InputCopyResult, _Mapping]] = ..., generation: _Optional[_Union[GenerationResult, _Mapping]] = ..., energy: _Optional[_Union[EnergyResult, _Mapping]] = ...) -> None: ...
+    samples: int
+    def __init__(self, batch_size: _Optional[int] = ..., iterations: _Optional[int] = ..., seconds: _Optional[float] = ..., latency_ms: _Optional[_Union[LatencyStats, _Mapping]] = ..., throughput: _Optional[float] = ..., levels: _Optional[_Mapping[str, LevelResult]] = ..., input_copy: _Optional[_Union[InputCopyResult, _Mapping]] = ..., generation: _Optional[_Union[GenerationResult, _Mapping]] = ..., energy: _Optional[_Union[EnergyResult, _Mapping]] = ..., samples: _Optional[int] = ...) -> None: ...
 
 class Accuracy(_message.Message):
-    __slots__ = ("top1", "top5", "samples", "dataset")
+    __slots__ = ("top1", "top5", "samples", "dataset", "dataset_version", "dataset_sha256")
     TOP1_FIELD_NUMBER: _ClassVar[int]
     TOP5_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
     DATASET_FIELD_NUMBER: _ClassVar[int]
+    DATASET_VERSION_FIELD_NUMBER: _ClassVar[int]
+    DATASET_SHA256_FIELD_NUMBER: _ClassVar[int]
     top1: float
     top5: float
     samples: int
     dataset: str
-    def __init__(self, top1: _Optional[float] = ..., top5: _Optional[float] = ..., samples: _Optional[int] = ..., dataset: _Optional[str] = ...) -> None: ...
+    dataset_version: str
+    dataset_sha256: str
+    def __init__(self, top1: _Optional[float] = ..., top5: _Optional[float] = ..., samples: _Optional[int] = ..., dataset: _Optional[str] = ..., dataset_version: _Optional[str] = ..., dataset_sha256: _Optional[str] = ...) -> None: ...
 
 class Predictions(_message.Message):
     __slots__ = ("inputs", "top5", "probabilities")
