@@ -79,7 +79,7 @@ fi
 # --- MXNet ------------------------------------------------------------------------
 # mxnet 1.9.1 imports only with numpy 1.23.5, so it gets its own virtualenv, .venv-mxnet, with
 # mlms but without torch; `mlms agent --framework mxnet` and the embedded
-# `mlms eval --framework mxnet` run from it (mlms/predictors/registry.py names it).
+# `mlms eval --framework mxnet` run from it (mlms/frameworks.py names it).
 MXNET_VENV=.venv-mxnet
 if [ ! -x "$MXNET_VENV/bin/python" ]; then
     "$PY" -m venv "$MXNET_VENV"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,10 +43,12 @@ from mlms.frameworks import loaded_apart, runs_apart
 from mlms.isolation import call_in_own_process
 from mlms.predictors.registry import choose_framework
 from mlms.registry import hardware
+from mlms.registry.hardware import HardwareInfo
 from mlms.store.base import ObjectStore
 from mlms.tracer.carrier import context_from_pairs, context_pairs
 from mlms.tracer.levels import TraceLevel
 from mlms.zoo.catalog import get_model
+from mlms.zoo.manifest import ModelManifest
 
 #: Told what the bound is doing now (a line for the terminal).
 StepCallback = Callable[[str], None]
@@ -104,40 +107,121 @@ def bound(
             on_note=lambda note: (say if note[0] == "step" else report)(note[1]),
         )
 
+    info = hardware.detect()
+    device = hardware.resolve(request.hw, info)
+    layers = _benchmark_layers(request, manifest, device, store, say, report)
+    say(f"measuring {manifest.name} ({'hardware' if _on_gpu(device) else 'framework'} level)")
+    evaluation = _measure(
+        request,
+        framework,
+        device,
+        store,
+        progress,
+        processors,
+        parent,
+        agent,
+        apart if runs_apart(framework) else None,
+    )
+    record = _bound_record(request, info, device, layers, evaluation, store, bound_id)
+    save_bound(store, record)
+    return record
+
+
+@dataclass
+class _Layers:
+    """The layer graph of each batch size and the benchmark of each of its configurations."""
+
+    graphs: dict[int, LayerGraph]
+    device_name: str
+    libraries: dict[str, str]
+    precisions: list[str]
+    benches: dict[str, LayerBench] = field(default_factory=dict)
+    benchmarked: int = 0  # run now
+    cached: int = 0  # found in the perfdb
+    seconds: float = 0.0
+
+
+def _bound_record(
+    request: BoundRequest,
+    info: HardwareInfo,
+    device: str,
+    layers: _Layers,
+    evaluation: EvaluationRecord,
+    store: ObjectStore,
+    bound_id: str | None,
+) -> BoundRecord:
+    """The bounds and what-ifs of each batch size, from the layer benchmarks and what the
+    measured evaluation's trace says each layer took."""
+    measured = measurements(store, evaluation)
+    fw_precisions = framework_precisions(evaluation.settings, _on_gpu(device))
+    return BoundRecord(
+        id=bound_id or uuid.uuid4().hex,
+        created_at=datetime.now(UTC),
+        request=request,
+        model=evaluation.model.name,
+        framework=evaluation.framework.name,
+        framework_version=evaluation.framework.version,
+        hardware=info,
+        device=device,
+        device_name=layers.device_name,
+        libraries=layers.libraries,
+        precisions=layers.precisions,
+        framework_precisions=fw_precisions,
+        benchmarked=layers.benchmarked,
+        cached=layers.cached,
+        bench_seconds=round(layers.seconds, 3),
+        batches=[
+            batch_bound(layers.graphs[b], layers.benches, measured[b], fw_precisions)
+            for b in request.batch_sizes
+        ],
+    )
+
+
+def _on_gpu(device: str) -> bool:
+    return device.startswith("cuda")
+
+
+def _benchmark_layers(
+    request: BoundRequest,
+    manifest: ModelManifest,
+    device: str,
+    store: ObjectStore,
+    say: StepCallback,
+    report: ProgressCallback,
+) -> _Layers:
+    """The torch network's layer graphs, and a benchmark of every configuration in them: from
+    the perfdb where it has one, else run in a child process and kept in the perfdb."""
     import torch
 
     from mlms.zoo.architectures import architecture_of
 
-    info = hardware.detect()
-    device = hardware.resolve(request.hw, info)
-    gpu = device.startswith("cuda")
     precisions = _precisions(torch, request, device)
-    libraries = library_stack(torch, device)
-    device_name = device_label(torch, device)
-    perfdb = PerfDB(store, device_name, libraries, precisions, request.repeats)
     input_shape = tuple(manifest.inputs[0].shape)
     network = architecture_of(manifest).eval()
-    graphs = {
-        b: layer_graph(network, (b, *input_shape), manifest.name) for b in request.batch_sizes
-    }
-
+    layers = _Layers(
+        graphs={
+            b: layer_graph(network, (b, *input_shape), manifest.name) for b in request.batch_sizes
+        },
+        device_name=device_label(torch, device),
+        libraries=library_stack(torch, device),
+        precisions=precisions,
+    )
+    perfdb = PerfDB(store, layers.device_name, layers.libraries, precisions, request.repeats)
     started = time.perf_counter()
-    benches: dict[str, LayerBench] = {}
-    benchmarked = cached = 0
-    for batch_size, graph in graphs.items():
+    for batch_size, graph in layers.graphs.items():
         wanted = _wanted(graph)
         for key in wanted:
-            found = benches.get(key) or perfdb.get(key)
+            found = layers.benches.get(key) or perfdb.get(key)
             if found is not None:
-                benches[key] = found
-        missing = [key for key in wanted if key not in benches]
-        cached += len(wanted) - len(missing)
+                layers.benches[key] = found
+        missing = [key for key in wanted if key not in layers.benches]
+        layers.cached += len(wanted) - len(missing)
         if not missing:
             say(f"batch size {batch_size}: all {len(wanted)} layer configs in the perfdb")
             continue
         say(
             f"batch size {batch_size}: benchmarking {len(missing)} layer configs on "
-            f"{device_name} ({len(wanted) - len(missing)} in the perfdb)"
+            f"{layers.device_name} ({len(wanted) - len(missing)} in the perfdb)"
         )
         task = BenchTask(
             model=manifest.name,
@@ -152,17 +236,39 @@ def bound(
                 if c.key in missing
             ],
         )
-        target = len(task.keys) + len(task.fused)
-        with exclusive_device(mlms_home() / "locks", device):
-            # Each entry is kept as it arrives: a bound stopped halfway resumes from there.
-            for done, bench in enumerate(run_in_child(task), 1):
-                perfdb.put(bench)
-                benches[bench.key] = bench
-                benchmarked += 1
-                report(Progress(batch_size, "layer benchmarks", done, target))
-    bench_seconds = time.perf_counter() - started
+        _run_benchmarks(task, perfdb, layers, report)
+    layers.seconds = time.perf_counter() - started
+    return layers
 
-    say(f"measuring {manifest.name} ({'hardware' if gpu else 'framework'} level)")
+
+def _run_benchmarks(
+    task: BenchTask, perfdb: PerfDB, layers: _Layers, report: ProgressCallback
+) -> None:
+    target = len(task.keys) + len(task.fused)
+    batch_size = task.input_shape[0]
+    with exclusive_device(mlms_home() / "locks", task.device):
+        # Each entry is kept as it arrives: a bound stopped halfway resumes from there.
+        for done, bench in enumerate(run_in_child(task), 1):
+            perfdb.put(bench)
+            layers.benches[bench.key] = bench
+            layers.benchmarked += 1
+            report(Progress(batch_size, "layer benchmarks", done, target))
+
+
+def _measure(
+    request: BoundRequest,
+    framework: str,
+    device: str,
+    store: ObjectStore,
+    progress: ProgressCallback | None,
+    processors: tuple[SpanProcessor, ...],
+    parent: otel_context.Context | None,
+    agent: dict[str, str] | None,
+    apart: MeasureApart | None,
+) -> EvaluationRecord:
+    """The measured evaluation of the bound's model, deep enough to time every layer:
+    hardware level on a GPU (kernels), framework level on a CPU; through ``apart`` when given
+    (a framework that runs apart), else in this process."""
     measure = EvaluationRequest(
         model=request.model,
         framework=framework,
@@ -170,43 +276,13 @@ def bound(
         batch_sizes=request.batch_sizes,
         iterations=request.iterations,
         min_seconds=request.min_seconds,
-        trace_level=TraceLevel.HARDWARE if gpu else TraceLevel.FRAMEWORK,
+        trace_level=TraceLevel.HARDWARE if _on_gpu(device) else TraceLevel.FRAMEWORK,
     )
-    if runs_apart(framework):
-        evaluation = apart(measure, store, progress, parent)
-    else:
-        evaluation = evaluate(
-            measure,
-            store=store,
-            progress=progress,
-            processors=processors,
-            parent=parent,
-            agent=agent,
-        )
-    measured = measurements(store, evaluation)
-    fw_precisions = framework_precisions(evaluation.settings, gpu)
-    record = BoundRecord(
-        id=bound_id or uuid.uuid4().hex,
-        created_at=datetime.now(UTC),
-        request=request,
-        model=manifest.name,
-        framework=evaluation.framework.name,
-        framework_version=evaluation.framework.version,
-        hardware=info,
-        device=device,
-        device_name=device_name,
-        libraries=libraries,
-        precisions=precisions,
-        framework_precisions=fw_precisions,
-        benchmarked=benchmarked,
-        cached=cached,
-        bench_seconds=round(bench_seconds, 3),
-        batches=[
-            batch_bound(graphs[b], benches, measured[b], fw_precisions) for b in request.batch_sizes
-        ],
+    if apart is not None:
+        return apart(measure, store, progress, parent)
+    return evaluate(
+        measure, store=store, progress=progress, processors=processors, parent=parent, agent=agent
     )
-    save_bound(store, record)
-    return record
 
 
 def _bound_elsewhere(

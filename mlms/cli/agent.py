@@ -13,7 +13,7 @@ import logging
 
 import click
 
-from mlms.cli.options import store_option
+from mlms.cli.options import store_option, tls_options
 from mlms.frameworks import FRAMEWORKS
 
 
@@ -68,30 +68,11 @@ def _with_options(command, default_listen: str):
                 type=click.FloatRange(min=0.0),
                 help="Seconds calls in flight may finish after SIGTERM.",
             ),
-            click.option(
-                "--tls-ca",
-                envvar="MLMS_TLS_CA",
-                metavar="PEM",
-                help="The fleet's CA: verifies agents (server) or the server (agent).",
-            ),
-            click.option(
-                "--tls-cert",
-                envvar="MLMS_TLS_CERT",
-                metavar="PEM",
-                help="This process's certificate; with it, every port is TLS.",
-            ),
-            click.option(
-                "--tls-key",
-                envvar="MLMS_TLS_KEY",
-                metavar="PEM",
-                help="The certificate's private key.",
-            ),
-            click.option(
-                "--insecure",
-                envvar="MLMS_INSECURE",
-                is_flag=True,
-                default=False,
-                help="Allow plaintext on an address that is not loopback.",
+            *tls_options(
+                ca="The fleet's CA: verifies agents (server) or the server (agent).",
+                cert="This process's certificate; with it, every port is TLS.",
+                key="The certificate's private key.",
+                insecure="Allow plaintext on an address that is not loopback.",
             ),
         ]
     ):

@@ -31,19 +31,30 @@ def connection_options(command):
     options = [
         click.option("--token", envvar="MLMS_TOKEN", metavar="TOKEN", **kept,
                      help="Bearer token; default: MLMS_TOKEN, else the file $MLMS_HOME/token."),
-        click.option("--tls-ca", envvar="MLMS_TLS_CA", metavar="PEM", **kept,
-                     help="CA to verify the server with; default: the system's (TLS is used "
-                          "unless the server is on loopback and no CA is given)."),
-        click.option("--tls-cert", envvar="MLMS_TLS_CERT", metavar="PEM", **kept,
-                     help="Client certificate, for servers that ask for one."),
-        click.option("--tls-key", envvar="MLMS_TLS_KEY", metavar="PEM", **kept,
-                     help="The client certificate's key."),
-        click.option("--insecure", envvar="MLMS_INSECURE", is_flag=True, default=False, **kept,
-                     help="Plaintext even off loopback (no token is sent then)."),
+        *tls_options(
+            ca="CA to verify the server with; default: the system's (TLS is used unless the "
+               "server is on loopback and no CA is given).",
+            cert="Client certificate, for servers that ask for one.",
+            key="The client certificate's key.",
+            insecure="Plaintext even off loopback (no token is sent then).",
+            **kept,
+        ),
     ]  # fmt: skip
     for option in reversed(options):
         command = option(command)
     return command
+
+
+def tls_options(*, ca: str, cert: str, key: str, insecure: str, **settings: object) -> list:
+    """``--tls-ca``, ``--tls-cert``, ``--tls-key`` and ``--insecure``, each also an ``MLMS_*``
+    variable, with the help for the command's side of the connection."""
+    return [
+        click.option("--tls-ca", envvar="MLMS_TLS_CA", metavar="PEM", help=ca, **settings),
+        click.option("--tls-cert", envvar="MLMS_TLS_CERT", metavar="PEM", help=cert, **settings),
+        click.option("--tls-key", envvar="MLMS_TLS_KEY", metavar="PEM", help=key, **settings),
+        click.option("--insecure", envvar="MLMS_INSECURE", is_flag=True, default=False,
+                     help=insecure, **settings),
+    ]  # fmt: skip
 
 
 def server_option(command):

@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from contextlib import nullcontext
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -55,7 +56,7 @@ from mlms.tracer.gpu_run import gpu_run
 from mlms.tracer.hierarchy import innermost_containers
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.tracer import Tracer
-from mlms.zoo.assets import AssetManager
+from mlms.zoo.assets import Asset, AssetManager
 from mlms.zoo.catalog import get_model
 from mlms.zoo.manifest import ModelManifest
 
@@ -115,41 +116,135 @@ def evaluate(
 
     ``evaluation_id`` is given by a server that dispatches the evaluation, so that a retry on
     another agent keeps the id the client was told."""
-    manifest = get_model(request.model)
-    framework, framework_version = choose_framework(manifest, request.framework)
-    info = hardware.detect()
-    device = hardware.resolve(request.hw, info)
-    runs = leveled_runs(request.trace_level, device)
-    cls = predictor_class(framework)
-    check_options(request, manifest, cls, device)
-    source = open_inputs(manifest, request.inputs, seed=request.seed, seq_len=request.seq_len)
-    bound = _bound_dataset(store, request, manifest)
-    asset = AssetManager(store, mlms_home() / "cache").ensure(manifest, framework)
-    options = PredictorOptions(
-        device=device,
-        intra_op_threads=request.intra_op_threads,
-        inter_op_threads=request.inter_op_threads,
-        precision=request.precision,
-        compile=compile_mode(request, cls),
-        channels_last=request.channels_last,
-    )
+    plan = _plan(request, store)
     dispatched = evaluation_id is not None
     evaluation_id = evaluation_id or uuid.uuid4().hex
     tracer = Tracer(
         request.trace_level,
         resource={
             "mlms.evaluation_id": evaluation_id,
-            "mlms.model": manifest.name,
-            "mlms.framework": framework,
-            "host.name": info.host,
+            "mlms.model": plan.manifest.name,
+            "mlms.framework": plan.framework,
+            "host.name": plan.info.host,
         },
         processors=processors,
         parent=parent,
     )
-    report = progress or (lambda _event: None)
-    with exclusive_device(mlms_home() / "locks", device) as waited, energy_meter(device) as meter:
-        with cls(manifest, asset.path, options) as predictor:
-            data = _dataset_inputs(store, bound, predictor)
+    measured = _measure_all(
+        plan, request, store, tracer, evaluation_id, progress or (lambda _event: None)
+    )
+    tracer.shutdown()
+    if dispatched:
+        stored = _stored_already(store, evaluation_id)
+        if stored is not None:
+            return stored
+    records = tracer.records()
+    trace_id = measured.trace_id
+    record = EvaluationRecord(
+        id=evaluation_id,
+        created_at=datetime.now(UTC),
+        request=request,
+        model=ModelRef(name=plan.manifest.name, version=plan.manifest.version),
+        framework=FrameworkRef(name=plan.framework, version=plan.framework_version),
+        hardware=plan.info,
+        device=plan.device,
+        software=_software(plan.framework, plan.framework_version),
+        settings={
+            **measured.settings,
+            "input": plan.bound.described if plan.bound is not None else plan.source.name,
+            "warmup": request.warmup,
+            "min_seconds": request.min_seconds,
+        },
+        trace_level=request.trace_level.label,
+        trace_id=trace_id,
+        trace_archive=write_spans(store, trace_id, records) if trace_id else None,
+        span_count=len(records),
+        queue_wait_seconds=round(measured.waited, 6),
+        asset_sha256=plan.asset.sha256,
+        results=measured.results,
+        accuracy=measured.accuracy,
+        predictions=measured.predictions,
+        agent=agent or {"mode": "embedded"},
+    )
+    save_record(store, record)
+    return record
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What an evaluation runs, checked and made ready before the device is taken."""
+
+    manifest: ModelManifest
+    framework: str
+    framework_version: str
+    info: hardware.HardwareInfo
+    device: str
+    runs: list[TraceLevel]
+    cls: type[Predictor]
+    source: InputSource
+    bound: BoundDataset | None  # the data set the request names, checked against the model
+    asset: Asset
+    options: PredictorOptions
+
+
+def _plan(request: EvaluationRequest, store: ObjectStore) -> _Plan:
+    """The framework, device, leveled runs, inputs, asset and predictor options of
+    ``request``; a bad option fails here, before any asset is built or loaded."""
+    manifest = get_model(request.model)
+    framework, framework_version = choose_framework(manifest, request.framework)
+    info = hardware.detect()
+    device = hardware.resolve(request.hw, info)
+    cls = predictor_class(framework)
+    check_options(request, manifest, cls, device)
+    source = open_inputs(manifest, request.inputs, seed=request.seed, seq_len=request.seq_len)
+    return _Plan(
+        manifest=manifest,
+        framework=framework,
+        framework_version=framework_version,
+        info=info,
+        device=device,
+        runs=leveled_runs(request.trace_level, device),
+        cls=cls,
+        source=source,
+        bound=_bound_dataset(store, request, manifest),
+        asset=AssetManager(store, mlms_home() / "cache").ensure(manifest, framework),
+        options=PredictorOptions(
+            device=device,
+            intra_op_threads=request.intra_op_threads,
+            inter_op_threads=request.inter_op_threads,
+            precision=request.precision,
+            compile=compile_mode(request, cls),
+            channels_last=request.channels_last,
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class _Measured:
+    trace_id: str | None
+    results: list[BatchResult]
+    accuracy: Accuracy | None
+    predictions: Predictions | None
+    settings: dict[str, object]  # the predictor's, with the input placement
+    waited: float  # seconds in the device's queue
+
+
+def _measure_all(
+    plan: _Plan,
+    request: EvaluationRequest,
+    store: ObjectStore,
+    tracer: Tracer,
+    evaluation_id: str,
+    report: ProgressCallback,
+) -> _Measured:
+    """The measured part, holding the device: every batch size's leveled runs, accuracy and
+    predictions, under one root span."""
+    with (
+        exclusive_device(mlms_home() / "locks", plan.device) as waited,
+        energy_meter(plan.device) as meter,
+    ):
+        with plan.cls(plan.manifest, plan.asset.path, plan.options) as predictor:
+            data = _dataset_inputs(store, plan.bound, predictor)
             with tracer.span(
                 "evaluation",
                 TraceLevel.APPLICATION,
@@ -160,11 +255,11 @@ def evaluate(
                     measured = [
                         _measure_batch(
                             predictor,
-                            source,
+                            plan.source,
                             data,
                             tracer,
                             request,
-                            runs,
+                            plan.runs,
                             batch_size,
                             report,
                             meter,
@@ -176,48 +271,14 @@ def evaluate(
                         accuracy = _dataset_accuracy(data.bound, measured[0][1])
                         predictions = _dataset_predictions(predictor, data, request)
                     else:
-                        accuracy = _accuracy(predictor, manifest, max(request.batch_sizes))
-                        predictions = _predictions(predictor, source, request)
+                        accuracy = _accuracy(predictor, plan.manifest, max(request.batch_sizes))
+                        predictions = _predictions(predictor, plan.source, request)
                 finally:
                     if data is not None:
                         data.close()
             settings = predictor.settings()
             settings["input_placement"] = placement(predictor, request.input_on_device)
-    tracer.shutdown()
-    if dispatched:
-        stored = _stored_already(store, evaluation_id)
-        if stored is not None:
-            return stored
-    records = tracer.records()
-    archive = write_spans(store, trace_id, records) if trace_id else None
-    record = EvaluationRecord(
-        id=evaluation_id,
-        created_at=datetime.now(UTC),
-        request=request,
-        model=ModelRef(name=manifest.name, version=manifest.version),
-        framework=FrameworkRef(name=framework, version=framework_version),
-        hardware=info,
-        device=device,
-        software=_software(framework, framework_version),
-        settings={
-            **settings,
-            "input": bound.described if bound is not None else source.name,
-            "warmup": request.warmup,
-            "min_seconds": request.min_seconds,
-        },
-        trace_level=request.trace_level.label,
-        trace_id=trace_id,
-        trace_archive=archive,
-        span_count=len(records),
-        queue_wait_seconds=round(waited, 6),
-        asset_sha256=asset.sha256,
-        results=results,
-        accuracy=accuracy,
-        predictions=predictions,
-        agent=agent or {"mode": "embedded"},
-    )
-    save_record(store, record)
-    return record
+    return _Measured(trace_id, results, accuracy, predictions, settings, waited)
 
 
 def _stored_already(store: ObjectStore, evaluation_id: str) -> EvaluationRecord | None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 import grpc
@@ -62,6 +63,32 @@ def transport_failure(exc: grpc.RpcError) -> bool:
         code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)
         and ("RST_STREAM" in details or "Stream removed" in details)
     )
+
+
+@dataclass
+class Failures:
+    """The agents that one request failed on, and why: the next choice skips them, and the
+    error that ends the request names every one."""
+
+    what: str  # "evaluation <id>", "predict": named in messages
+    agents: frozenset[str] = frozenset()
+    reasons: list[str] = field(default_factory=list)
+
+    def add(self, agent: AgentRecord, exc: grpc.RpcError) -> None:
+        self.agents |= {agent.id}
+        self.reasons.append(f"failed on {_peer(agent)}: {_transport_reason(exc)}")
+
+    def explain(self, exc: MlmsError) -> MlmsError:
+        """``exc`` (no agent left to choose) with what happened to those tried, if any."""
+        if not self.reasons:
+            return exc
+        return type(exc)(f"{exc}; {self.what} {'; '.join(self.reasons)}")
+
+    def exhausted(self) -> Unavailable:
+        return Unavailable(
+            f"{self.what} failed on {len(self.reasons)} agents in a row "
+            f"({'; '.join(self.reasons)}); the fleet may be going down"
+        )
 
 
 class Dispatcher:
@@ -132,18 +159,11 @@ class Dispatcher:
         get_model(request.model)  # an unknown model fails before anything is recorded
         parse_framework(request.framework)
         job_id = job_id or uuid.uuid4().hex
+        failures = Failures(f"{kind} {job_id}")
         job = None
-        failed: list[str] = []
-        reasons: list[str] = []  # why each failed agent did, for the error that ends it all
         try:
             for attempt in range(1, MAX_ATTEMPTS + 1):
-                try:
-                    agent = self.choose(request, frozenset(failed))
-                except MlmsError as exc:
-                    if not reasons:
-                        raise
-                    # "No live agents" alone hid what happened to the one that had it.
-                    raise type(exc)(f"{exc}; {kind} {job_id} {'; '.join(reasons)}") from exc
+                agent = self._choose_after(request, failures)
                 # Written once its agent is chosen: one registry write (an etcd commit) on
                 # the way to the agent instead of two.
                 job = (
@@ -151,78 +171,92 @@ class Dispatcher:
                     if job is None
                     else self.jobs.running(job, agent.id, attempt)
                 )
-                yield calls_pb2.EvaluateEvent(
-                    assigned=calls_pb2.Assigned(
-                        evaluation_id=job_id,
-                        agent_id=agent.id,
-                        address=agent.address,
-                        attempt=attempt,
-                    )
-                )
+                yield _assigned(job_id, agent, attempt)
                 forwarded = request.model_copy(update={"framework": agent.framework})
                 call = getattr(self.channels.stub(agent.address), method)(
                     message(forwarded, job_id), metadata=outgoing_metadata(parent)
                 )
-                with self.pending.hold(agent.id):
-                    try:
-                        yield from call
-                        return
-                    except grpc.RpcError as exc:
-                        if not transport_failure(exc):
-                            raise error_from_rpc(exc, _peer(agent)) from exc
-                        log.warning(
-                            "%s %s: agent %s at %s failed (%s: %s); retrying elsewhere",
-                            kind,
-                            job_id,
-                            agent.id,
-                            agent.address,
-                            exc.code().name,  # type: ignore[attr-defined]
-                            exc.details(),  # type: ignore[attr-defined]
-                        )
-                        failed.append(agent.id)
-                        reasons.append(f"failed on {_peer(agent)}: {_transport_reason(exc)}")
-                    finally:
-                        call.cancel()  # the client went away: stop the agent's stream too
-            raise Unavailable(
-                f"{kind} {job_id} failed on {len(failed)} agents in a row "
-                f"({'; '.join(reasons)}); the fleet may be going down"
-            )
+                if (yield from self._stream(call, agent, failures)):
+                    return
+            raise failures.exhausted()
         finally:
             if job is not None:
                 self.jobs.finish(job_id)
 
+    def _choose_after(
+        self, request: EvaluationRequest | BoundRequest | types_pb2.ModelSpec, failures: Failures
+    ) -> AgentRecord:
+        """The next agent for ``request``, none of those that failed; when none is left, the
+        error names what happened to each one tried ("no live agents" alone hid it)."""
+        try:
+            return self.choose(request, failures.agents)
+        except MlmsError as exc:
+            raise failures.explain(exc) from exc
+
+    def _stream(
+        self, call: Iterator[calls_pb2.EvaluateEvent], agent: AgentRecord, failures: Failures
+    ) -> Generator[calls_pb2.EvaluateEvent, None, bool]:
+        """The agent's events, passed on; True when the stream ended, False when the agent
+        went away (noted in ``failures``). An error the agent raised itself is raised."""
+        with self.pending.hold(agent.id):
+            try:
+                yield from call
+                return True
+            except grpc.RpcError as exc:
+                if not transport_failure(exc):
+                    raise error_from_rpc(exc, _peer(agent)) from exc
+                log.warning(
+                    "%s: agent %s at %s failed (%s: %s); retrying elsewhere",
+                    failures.what,
+                    agent.id,
+                    agent.address,
+                    exc.code().name,  # type: ignore[attr-defined]
+                    exc.details(),  # type: ignore[attr-defined]
+                )
+                failures.add(agent, exc)
+                return False
+            finally:
+                call.cancel()  # type: ignore[attr-defined]  # the client went away: stop the agent's stream too
+
     def predict(
         self, request: calls_pb2.PredictRequest, parent: otel_context.Context | None = None
     ) -> calls_pb2.PredictResponse:
-        failed: list[str] = []
+        failures = Failures("predict")
         for _attempt in range(MAX_ATTEMPTS):
-            agent = self.choose(request.spec, frozenset(failed))
-            stub = self.channels.stub(agent.address)
-            forwarded = calls_pb2.PredictRequest()
-            forwarded.CopyFrom(request)
-            forwarded.ClearField("spec")
+            agent = self._choose_after(request.spec, failures)
             try:
                 with self.pending.hold(agent.id):
-                    forwarded.session_id = self._session(agent, request.spec, stub)
-                    try:
-                        return stub.Predict(
-                            forwarded,
-                            timeout=PREDICT_TIMEOUT_S,
-                            metadata=outgoing_metadata(parent),
-                        )
-                    except grpc.RpcError as exc:
-                        if exc.code() != grpc.StatusCode.NOT_FOUND:  # type: ignore[attr-defined]
-                            raise
-                        # The agent restarted and lost the session: open a fresh one.
-                        self._forget(agent, request.spec)
-                        forwarded.session_id = self._session(agent, request.spec, stub)
-                        return stub.Predict(forwarded, timeout=PREDICT_TIMEOUT_S)
+                    return self._predict_on(agent, request, parent)
             except grpc.RpcError as exc:
                 if not transport_failure(exc):
                     raise error_from_rpc(exc, _peer(agent)) from exc
                 self._forget(agent, request.spec)
-                failed.append(agent.id)
-        raise Unavailable(f"predict failed on {len(failed)} agents in a row ({', '.join(failed)})")
+                failures.add(agent, exc)
+        raise failures.exhausted()
+
+    def _predict_on(
+        self,
+        agent: AgentRecord,
+        request: calls_pb2.PredictRequest,
+        parent: otel_context.Context | None,
+    ) -> calls_pb2.PredictResponse:
+        """One predict in the agent's session for the model, opened as needed, and opened
+        again once when the agent answers NOT_FOUND (it restarted and lost the session); both
+        calls carry the caller's trace."""
+        stub = self.channels.stub(agent.address)
+        forwarded = calls_pb2.PredictRequest()
+        forwarded.CopyFrom(request)
+        forwarded.ClearField("spec")
+        metadata = outgoing_metadata(parent)
+        forwarded.session_id = self._session(agent, request.spec, stub)
+        try:
+            return stub.Predict(forwarded, timeout=PREDICT_TIMEOUT_S, metadata=metadata)
+        except grpc.RpcError as exc:
+            if exc.code() != grpc.StatusCode.NOT_FOUND:  # type: ignore[attr-defined]
+                raise
+        self._forget(agent, request.spec)
+        forwarded.session_id = self._session(agent, request.spec, stub)
+        return stub.Predict(forwarded, timeout=PREDICT_TIMEOUT_S, metadata=metadata)
 
     def _session(self, agent: AgentRecord, spec: types_pb2.ModelSpec, stub) -> str:
         key = _session_key(agent, spec)
@@ -245,6 +279,14 @@ class Dispatcher:
     def _forget(self, agent: AgentRecord, spec: types_pb2.ModelSpec) -> None:
         with self._sessions_lock:
             self._sessions.pop(_session_key(agent, spec), None)
+
+
+def _assigned(job_id: str, agent: AgentRecord, attempt: int) -> calls_pb2.EvaluateEvent:
+    return calls_pb2.EvaluateEvent(
+        assigned=calls_pb2.Assigned(
+            evaluation_id=job_id, agent_id=agent.id, address=agent.address, attempt=attempt
+        )
+    )
 
 
 def _session_key(agent: AgentRecord, spec: types_pb2.ModelSpec) -> tuple[str, str, str, str]:
