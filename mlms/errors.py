@@ -10,6 +10,7 @@ exceptions into these with ``raise ... from exc``; nothing above them sees a lib
     │   ├── UnknownModel       not in the zoo (names the close matches)
     │   ├── UnknownEvaluation  no record with that id
     │   └── HardwareNotFound   no device matches the --hw alias (names what exists)
+    ├── AlreadyExists          a model name already taken (in the zoo, or in the store)
     ├── UnsupportedFramework   framework unknown, not installed, or not supported by the model
     ├── ManifestError          a zoo manifest that does not validate (file and field)
     ├── AssetError
@@ -46,6 +47,10 @@ class UnknownEvaluation(NotFound):
 
 
 class HardwareNotFound(NotFound):
+    pass
+
+
+class AlreadyExists(MlmsError):
     pass
 
 

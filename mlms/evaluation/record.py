@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from mlms.errors import InvalidArgument
 from mlms.registry.hardware import HardwareInfo
 from mlms.tracer.levels import TraceLevel
+from mlms.zoo.manifest import InputShape
 
 #: Upper limits of a request's numbers: a request past them is a mistake or an attack (a
 #: batch of 10**9 samples or 10**30 iterations would hold a device, and its memory, forever).
@@ -71,6 +72,8 @@ class EvaluationRequest(BaseModel):
     #: Generation mode: decode this many tokens after each input (time to first token, time
     #: per output token).
     generate: int | None = Field(default=None, ge=1, le=MAX_NEW_TOKENS)
+    #: A model file read where the evaluation runs: the shapes of inputs it leaves open.
+    input_shapes: list[InputShape] = Field(default_factory=list, max_length=16)
 
     @field_validator("precision")
     @classmethod
@@ -168,6 +171,10 @@ class Predictions(BaseModel):
 class ModelRef(BaseModel):
     name: str
     version: str
+    #: zoo, user (added to the store), file (read where it lies) or hub.
+    origin: str = "zoo"
+    #: The file's path or the Hub id, for a model that is not in the store.
+    source: str = ""
 
 
 class FrameworkRef(BaseModel):

@@ -52,8 +52,8 @@ from mlms.tracer.hierarchy import innermost_containers
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.tracer import Tracer
 from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model
 from mlms.zoo.manifest import ModelManifest
+from mlms.zoo.resolve import resolve_model
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ def evaluate(
 
     ``evaluation_id`` is given by a server that dispatches the evaluation, so that a retry on
     another agent keeps the id the client was told."""
-    manifest = get_model(request.model)
+    manifest = resolve_model(request.model, store, input_shapes=request.input_shapes)
     framework, framework_version = choose_framework(manifest, request.framework)
     info = hardware.detect()
     device = hardware.resolve(request.hw, info)
@@ -177,7 +177,12 @@ def evaluate(
         id=evaluation_id,
         created_at=datetime.now(UTC),
         request=request,
-        model=ModelRef(name=manifest.name, version=manifest.version),
+        model=ModelRef(
+            name=manifest.name,
+            version=manifest.version,
+            origin=manifest.origin,
+            source=request.model if manifest.origin in ("file", "hub") else "",
+        ),
         framework=FrameworkRef(name=framework, version=framework_version),
         hardware=info,
         device=device,

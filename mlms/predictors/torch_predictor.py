@@ -37,6 +37,7 @@ from mlms.tracer.levels import TraceLevel
 from mlms.tracer.spans import TimedEvent
 from mlms.zoo.architectures import architecture
 from mlms.zoo.manifest import BuildSource, ModelManifest
+from mlms.zoo.torch_files import eval_mode, load_torch_module
 
 MARK = "mlms::predict"
 LEAF = "mlms.layer::"
@@ -100,10 +101,13 @@ class TorchPredictor(Predictor):
             torch.backends.cuda.matmul.allow_tf32 = options.precision == "tf32"
             torch.backends.cudnn.allow_tf32 = options.precision == "tf32"
         self._layout = torch.channels_last if options.channels_last else None
-        module = architecture_of(manifest)
-        state = torch.load(asset_path, weights_only=True, map_location="cpu")
-        module.load_state_dict(state)
-        module = module.eval().to(self.device, dtype=self.dtype)
+        if manifest.file_source is not None:
+            module = load_torch_module(manifest, asset_path)
+        else:
+            module = architecture_of(manifest)
+            state = torch.load(asset_path, weights_only=True, map_location="cpu")
+            module.load_state_dict(state)
+        module = eval_mode(module).to(self.device, dtype=self.dtype)
         self.module = module if self._layout is None else module.to(memory_format=self._layout)
         # Compiled lazily by the first call, which the warm-up makes.
         self._forward = (

@@ -30,6 +30,7 @@ ERROR_KEY = "mlms-error"
 TO_STATUS: list[tuple[type[errors.MlmsError], grpc.StatusCode]] = [
     (errors.InvalidArgument, grpc.StatusCode.INVALID_ARGUMENT),
     (errors.NotFound, grpc.StatusCode.NOT_FOUND),
+    (errors.AlreadyExists, grpc.StatusCode.ALREADY_EXISTS),
     (errors.UnsupportedFramework, grpc.StatusCode.FAILED_PRECONDITION),
     (errors.Unavailable, grpc.StatusCode.UNAVAILABLE),
     (errors.ManifestError, grpc.StatusCode.FAILED_PRECONDITION),
@@ -44,6 +45,7 @@ FROM_STATUS: dict[grpc.StatusCode, type[errors.MlmsError]] = {
     grpc.StatusCode.OUT_OF_RANGE: errors.InvalidArgument,
     grpc.StatusCode.RESOURCE_EXHAUSTED: errors.InvalidArgument,
     grpc.StatusCode.NOT_FOUND: errors.NotFound,
+    grpc.StatusCode.ALREADY_EXISTS: errors.AlreadyExists,
     grpc.StatusCode.FAILED_PRECONDITION: errors.UnsupportedFramework,
     grpc.StatusCode.UNAVAILABLE: errors.Unavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: errors.Unavailable,

@@ -129,11 +129,11 @@ def _child(argv: list[str]) -> None:
 
     from mlms.predictors.base import PredictorOptions
     from mlms.predictors.registry import predictor_class
-    from mlms.zoo.catalog import get_model
+    from mlms.zoo.resolve import resolve_model
 
     batch = np.load(args.batch)
     options = PredictorOptions(device=args.device)
-    with predictor_class(args.framework)(get_model(args.model), Path(args.asset), options) as p:
+    with predictor_class(args.framework)(resolve_model(args.model), Path(args.asset), options) as p:
         for _ in range(args.warmup):
             p.predict(batch)
         torch.cuda.synchronize()

@@ -27,7 +27,7 @@ from mlms.protos.mlms.v2 import fleet_pb2 as mlms_dot_v2_dot_fleet__pb2
 from mlms.protos.mlms.v2 import types_pb2 as mlms_dot_v2_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18mlms/v2/evaluation.proto\x12\x07mlms.v2\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x13mlms/v2/fleet.proto\x1a\x13mlms/v2/types.proto\"\xa5\x05\n\x0e\x45valuationSpec\x12\r\n\x05model\x18\x01 \x01(\t\x12\x16\n\tframework\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x0f\n\x02hw\x18\x03 \x01(\tH\x01\x88\x01\x01\x12\x13\n\x0b\x62\x61tch_sizes\x18\x04 \x03(\x03\x12\x17\n\niterations\x18\x05 \x01(\x03H\x02\x88\x01\x01\x12\x13\n\x06warmup\x18\x06 \x01(\x03H\x03\x88\x01\x01\x12\x18\n\x0bmin_seconds\x18\x07 \x01(\x01H\x04\x88\x01\x01\x12-\n\x0btrace_level\x18\x08 \x01(\x0e\x32\x13.mlms.v2.TraceLevelH\x05\x88\x01\x01\x12\x0e\n\x06inputs\x18\t \x03(\t\x12\x1d\n\x10intra_op_threads\x18\n \x01(\x03H\x06\x88\x01\x01\x12\x1d\n\x10inter_op_threads\x18\x0b \x01(\x03H\x07\x88\x01\x01\x12\x11\n\x04seed\x18\x0c \x01(\x03H\x08\x88\x01\x01\x12\x14\n\x07seq_len\x18\r \x01(\x03H\t\x88\x01\x01\x12\x16\n\tprecision\x18\x0e \x01(\tH\n\x88\x01\x01\x12\x14\n\x07\x63ompile\x18\x0f \x01(\tH\x0b\x88\x01\x01\x12\x1a\n\rchannels_last\x18\x10 \x01(\x08H\x0c\x88\x01\x01\x12\x1c\n\x0finput_on_device\x18\x11 \x01(\x08H\r\x88\x01\x01\x12\x15\n\x08generate\x18\x12 \x01(\x03H\x0e\x88\x01\x01\x42\x0c\n\n_frameworkB\x05\n\x03_hwB\r\n\x0b_iterationsB\t\n\x07_warmupB\x0e\n\x0c_min_secondsB\x0e\n\x0c_trace_levelB\x13\n\x11_intra_op_threadsB\x13\n\x11_inter_op_threadsB\x07\n\x05_seedB\n\n\x08_seq_lenB\x0c\n\n_precisionB\n\n\x08_compileB\x10\n\x0e_channels_lastB\x12\n\x10_input_on_deviceB\x0b\n\t_generate\"\xc6\x01\n\x0cLatencyStats\x12\x0b\n\x03p50\x18\x01 \x01(\x01\x12\x0b\n\x03p90\x18\x02 \x01(\x01\x12\x0b\n\x03p95\x18\x03 \x01(\x01\x12\x0b\n\x03p99\x18\x04 \x01(\x01\x12\x0c\n\x04mean\x18\x05 \x01(\x01\x12\x0b\n\x03min\x18\x06 \x01(\x01\x12\x0b\n\x03max\x18\x07 \x01(\x01\x12\x14\n\x0ctrimmed_mean\x18\x08 \x01(\x01\x12\r\n\x05stdev\x18\t \x01(\x01\x12\x13\n\x0bmedian_ci95\x18\n \x03(\x01\x12\x14\n\x07warning\x18\x0b \x01(\tH\x00\x88\x01\x01\x42\n\n\x08_warning\"\xcb\x01\n\x0bLevelResult\x12\x0b\n\x03run\x18\x01 \x01(\x03\x12\x12\n\niterations\x18\x02 \x01(\x03\x12\x37\n\nlatency_ms\x18\x03 \x03(\x0b\x32#.mlms.v2.LevelResult.LatencyMsEntry\x12\x10\n\x08overhead\x18\x04 \x01(\x01\x12\r\n\x05spans\x18\x05 \x01(\x03\x12\x0f\n\x07\x64ropped\x18\x06 \x01(\x03\x1a\x30\n\x0eLatencyMsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\xa1\x01\n\x0fInputCopyResult\x12\r\n\x05\x62ytes\x18\x01 \x01(\x03\x12;\n\nlatency_ms\x18\x02 \x03(\x0b\x32\'.mlms.v2.InputCopyResult.LatencyMsEntry\x12\x10\n\x08gb_per_s\x18\x03 \x01(\x01\x1a\x30\n\x0eLatencyMsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\xb1\x01\n\x10GenerationResult\x12\x12\n\nnew_tokens\x18\x01 \x01(\x03\x12\x35\n\x16time_to_first_token_ms\x18\x02 \x01(\x0b\x32\x15.mlms.v2.LatencyStats\x12\x37\n\x18time_per_output_token_ms\x18\x03 \x01(\x0b\x32\x15.mlms.v2.LatencyStats\x12\x19\n\x11tokens_per_second\x18\x04 \x01(\x01\"\xd9\x02\n\x0b\x42\x61tchResult\x12\x12\n\nbatch_size\x18\x01 \x01(\x03\x12\x12\n\niterations\x18\x02 \x01(\x03\x12\x0f\n\x07seconds\x18\x03 \x01(\x01\x12)\n\nlatency_ms\x18\x04 \x01(\x0b\x32\x15.mlms.v2.LatencyStats\x12\x12\n\nthroughput\x18\x05 \x01(\x01\x12\x30\n\x06levels\x18\x06 \x03(\x0b\x32 .mlms.v2.BatchResult.LevelsEntry\x12,\n\ninput_copy\x18\x07 \x01(\x0b\x32\x18.mlms.v2.InputCopyResult\x12-\n\ngeneration\x18\x08 \x01(\x0b\x32\x19.mlms.v2.GenerationResult\x1a\x43\n\x0bLevelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12#\n\x05value\x18\x02 \x01(\x0b\x32\x14.mlms.v2.LevelResult:\x02\x38\x01\"H\n\x08\x41\x63\x63uracy\x12\x0c\n\x04top1\x18\x01 \x01(\x01\x12\x0c\n\x04top5\x18\x02 \x01(\x01\x12\x0f\n\x07samples\x18\x03 \x01(\x03\x12\x0f\n\x07\x64\x61taset\x18\x04 \x01(\t\"k\n\x0bPredictions\x12\x0e\n\x06inputs\x18\x01 \x01(\t\x12 \n\x04top5\x18\x02 \x03(\x0b\x32\x12.mlms.v2.Int64List\x12*\n\rprobabilities\x18\x03 \x03(\x0b\x32\x13.mlms.v2.DoubleList\")\n\x08ModelRef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\"-\n\x0c\x46rameworkRef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\"\xac\x07\n\x10\x45valuationRecord\x12\n\n\x02id\x18\x01 \x01(\t\x12.\n\ncreated_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x06status\x18\x03 \x01(\x0e\x32\x19.mlms.v2.EvaluationStatus\x12(\n\x07request\x18\x04 \x01(\x0b\x32\x17.mlms.v2.EvaluationSpec\x12 \n\x05model\x18\x05 \x01(\x0b\x32\x11.mlms.v2.ModelRef\x12(\n\tframework\x18\x06 \x01(\x0b\x32\x15.mlms.v2.FrameworkRef\x12\'\n\x08hardware\x18\x07 \x01(\x0b\x32\x15.mlms.v2.HardwareInfo\x12\x0e\n\x06\x64\x65vice\x18\x08 \x01(\t\x12\x39\n\x08software\x18\t \x03(\x0b\x32\'.mlms.v2.EvaluationRecord.SoftwareEntry\x12\x39\n\x08settings\x18\n \x03(\x0b\x32\'.mlms.v2.EvaluationRecord.SettingsEntry\x12(\n\x0btrace_level\x18\x0b \x01(\x0e\x32\x13.mlms.v2.TraceLevel\x12\x15\n\x08trace_id\x18\x0c \x01(\tH\x00\x88\x01\x01\x12\x1a\n\rtrace_archive\x18\r \x01(\tH\x01\x88\x01\x01\x12\x12\n\nspan_count\x18\x0e \x01(\x03\x12\x1a\n\x12queue_wait_seconds\x18\x0f \x01(\x01\x12\x14\n\x0c\x61sset_sha256\x18\x10 \x01(\t\x12%\n\x07results\x18\x11 \x03(\x0b\x32\x14.mlms.v2.BatchResult\x12#\n\x08\x61\x63\x63uracy\x18\x12 \x01(\x0b\x32\x11.mlms.v2.Accuracy\x12)\n\x0bpredictions\x18\x13 \x01(\x0b\x32\x14.mlms.v2.Predictions\x12\x33\n\x05\x61gent\x18\x14 \x03(\x0b\x32$.mlms.v2.EvaluationRecord.AgentEntry\x1a/\n\rSoftwareEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a?\n\rSettingsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1d\n\x05value\x18\x02 \x01(\x0b\x32\x0e.mlms.v2.Value:\x02\x38\x01\x1a,\n\nAgentEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x0b\n\t_trace_idB\x10\n\x0e_trace_archive*t\n\x10\x45valuationStatus\x12!\n\x1d\x45VALUATION_STATUS_UNSPECIFIED\x10\x00\x12\x1f\n\x1b\x45VALUATION_STATUS_COMPLETED\x10\x01\x12\x1c\n\x18\x45VALUATION_STATUS_FAILED\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18mlms/v2/evaluation.proto\x12\x07mlms.v2\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x13mlms/v2/fleet.proto\x1a\x13mlms/v2/types.proto\"\xd0\x05\n\x0e\x45valuationSpec\x12\r\n\x05model\x18\x01 \x01(\t\x12\x16\n\tframework\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x0f\n\x02hw\x18\x03 \x01(\tH\x01\x88\x01\x01\x12\x13\n\x0b\x62\x61tch_sizes\x18\x04 \x03(\x03\x12\x17\n\niterations\x18\x05 \x01(\x03H\x02\x88\x01\x01\x12\x13\n\x06warmup\x18\x06 \x01(\x03H\x03\x88\x01\x01\x12\x18\n\x0bmin_seconds\x18\x07 \x01(\x01H\x04\x88\x01\x01\x12-\n\x0btrace_level\x18\x08 \x01(\x0e\x32\x13.mlms.v2.TraceLevelH\x05\x88\x01\x01\x12\x0e\n\x06inputs\x18\t \x03(\t\x12\x1d\n\x10intra_op_threads\x18\n \x01(\x03H\x06\x88\x01\x01\x12\x1d\n\x10inter_op_threads\x18\x0b \x01(\x03H\x07\x88\x01\x01\x12\x11\n\x04seed\x18\x0c \x01(\x03H\x08\x88\x01\x01\x12\x14\n\x07seq_len\x18\r \x01(\x03H\t\x88\x01\x01\x12\x16\n\tprecision\x18\x0e \x01(\tH\n\x88\x01\x01\x12\x14\n\x07\x63ompile\x18\x0f \x01(\tH\x0b\x88\x01\x01\x12\x1a\n\rchannels_last\x18\x10 \x01(\x08H\x0c\x88\x01\x01\x12\x1c\n\x0finput_on_device\x18\x11 \x01(\x08H\r\x88\x01\x01\x12\x15\n\x08generate\x18\x12 \x01(\x03H\x0e\x88\x01\x01\x12)\n\x0cinput_shapes\x18\x13 \x03(\x0b\x32\x13.mlms.v2.InputShapeB\x0c\n\n_frameworkB\x05\n\x03_hwB\r\n\x0b_iterationsB\t\n\x07_warmupB\x0e\n\x0c_min_secondsB\x0e\n\x0c_trace_levelB\x13\n\x11_intra_op_threadsB\x13\n\x11_inter_op_threadsB\x07\n\x05_seedB\n\n\x08_seq_lenB\x0c\n\n_precisionB\n\n\x08_compileB\x10\n\x0e_channels_lastB\x12\n\x10_input_on_deviceB\x0b\n\t_generate\")\n\nInputShape\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\"\xc6\x01\n\x0cLatencyStats\x12\x0b\n\x03p50\x18\x01 \x01(\x01\x12\x0b\n\x03p90\x18\x02 \x01(\x01\x12\x0b\n\x03p95\x18\x03 \x01(\x01\x12\x0b\n\x03p99\x18\x04 \x01(\x01\x12\x0c\n\x04mean\x18\x05 \x01(\x01\x12\x0b\n\x03min\x18\x06 \x01(\x01\x12\x0b\n\x03max\x18\x07 \x01(\x01\x12\x14\n\x0ctrimmed_mean\x18\x08 \x01(\x01\x12\r\n\x05stdev\x18\t \x01(\x01\x12\x13\n\x0bmedian_ci95\x18\n \x03(\x01\x12\x14\n\x07warning\x18\x0b \x01(\tH\x00\x88\x01\x01\x42\n\n\x08_warning\"\xcb\x01\n\x0bLevelResult\x12\x0b\n\x03run\x18\x01 \x01(\x03\x12\x12\n\niterations\x18\x02 \x01(\x03\x12\x37\n\nlatency_ms\x18\x03 \x03(\x0b\x32#.mlms.v2.LevelResult.LatencyMsEntry\x12\x10\n\x08overhead\x18\x04 \x01(\x01\x12\r\n\x05spans\x18\x05 \x01(\x03\x12\x0f\n\x07\x64ropped\x18\x06 \x01(\x03\x1a\x30\n\x0eLatencyMsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\xa1\x01\n\x0fInputCopyResult\x12\r\n\x05\x62ytes\x18\x01 \x01(\x03\x12;\n\nlatency_ms\x18\x02 \x03(\x0b\x32\'.mlms.v2.InputCopyResult.LatencyMsEntry\x12\x10\n\x08gb_per_s\x18\x03 \x01(\x01\x1a\x30\n\x0eLatencyMsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\xb1\x01\n\x10GenerationResult\x12\x12\n\nnew_tokens\x18\x01 \x01(\x03\x12\x35\n\x16time_to_first_token_ms\x18\x02 \x01(\x0b\x32\x15.mlms.v2.LatencyStats\x12\x37\n\x18time_per_output_token_ms\x18\x03 \x01(\x0b\x32\x15.mlms.v2.LatencyStats\x12\x19\n\x11tokens_per_second\x18\x04 \x01(\x01\"\xd9\x02\n\x0b\x42\x61tchResult\x12\x12\n\nbatch_size\x18\x01 \x01(\x03\x12\x12\n\niterations\x18\x02 \x01(\x03\x12\x0f\n\x07seconds\x18\x03 \x01(\x01\x12)\n\nlatency_ms\x18\x04 \x01(\x0b\x32\x15.mlms.v2.LatencyStats\x12\x12\n\nthroughput\x18\x05 \x01(\x01\x12\x30\n\x06levels\x18\x06 \x03(\x0b\x32 .mlms.v2.BatchResult.LevelsEntry\x12,\n\ninput_copy\x18\x07 \x01(\x0b\x32\x18.mlms.v2.InputCopyResult\x12-\n\ngeneration\x18\x08 \x01(\x0b\x32\x19.mlms.v2.GenerationResult\x1a\x43\n\x0bLevelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12#\n\x05value\x18\x02 \x01(\x0b\x32\x14.mlms.v2.LevelResult:\x02\x38\x01\"H\n\x08\x41\x63\x63uracy\x12\x0c\n\x04top1\x18\x01 \x01(\x01\x12\x0c\n\x04top5\x18\x02 \x01(\x01\x12\x0f\n\x07samples\x18\x03 \x01(\x03\x12\x0f\n\x07\x64\x61taset\x18\x04 \x01(\t\"k\n\x0bPredictions\x12\x0e\n\x06inputs\x18\x01 \x01(\t\x12 \n\x04top5\x18\x02 \x03(\x0b\x32\x12.mlms.v2.Int64List\x12*\n\rprobabilities\x18\x03 \x03(\x0b\x32\x13.mlms.v2.DoubleList\"I\n\x08ModelRef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x0e\n\x06origin\x18\x03 \x01(\t\x12\x0e\n\x06source\x18\x04 \x01(\t\"-\n\x0c\x46rameworkRef\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\"\xac\x07\n\x10\x45valuationRecord\x12\n\n\x02id\x18\x01 \x01(\t\x12.\n\ncreated_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12)\n\x06status\x18\x03 \x01(\x0e\x32\x19.mlms.v2.EvaluationStatus\x12(\n\x07request\x18\x04 \x01(\x0b\x32\x17.mlms.v2.EvaluationSpec\x12 \n\x05model\x18\x05 \x01(\x0b\x32\x11.mlms.v2.ModelRef\x12(\n\tframework\x18\x06 \x01(\x0b\x32\x15.mlms.v2.FrameworkRef\x12\'\n\x08hardware\x18\x07 \x01(\x0b\x32\x15.mlms.v2.HardwareInfo\x12\x0e\n\x06\x64\x65vice\x18\x08 \x01(\t\x12\x39\n\x08software\x18\t \x03(\x0b\x32\'.mlms.v2.EvaluationRecord.SoftwareEntry\x12\x39\n\x08settings\x18\n \x03(\x0b\x32\'.mlms.v2.EvaluationRecord.SettingsEntry\x12(\n\x0btrace_level\x18\x0b \x01(\x0e\x32\x13.mlms.v2.TraceLevel\x12\x15\n\x08trace_id\x18\x0c \x01(\tH\x00\x88\x01\x01\x12\x1a\n\rtrace_archive\x18\r \x01(\tH\x01\x88\x01\x01\x12\x12\n\nspan_count\x18\x0e \x01(\x03\x12\x1a\n\x12queue_wait_seconds\x18\x0f \x01(\x01\x12\x14\n\x0c\x61sset_sha256\x18\x10 \x01(\t\x12%\n\x07results\x18\x11 \x03(\x0b\x32\x14.mlms.v2.BatchResult\x12#\n\x08\x61\x63\x63uracy\x18\x12 \x01(\x0b\x32\x11.mlms.v2.Accuracy\x12)\n\x0bpredictions\x18\x13 \x01(\x0b\x32\x14.mlms.v2.Predictions\x12\x33\n\x05\x61gent\x18\x14 \x03(\x0b\x32$.mlms.v2.EvaluationRecord.AgentEntry\x1a/\n\rSoftwareEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x1a?\n\rSettingsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1d\n\x05value\x18\x02 \x01(\x0b\x32\x0e.mlms.v2.Value:\x02\x38\x01\x1a,\n\nAgentEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\x0b\n\t_trace_idB\x10\n\x0e_trace_archive*t\n\x10\x45valuationStatus\x12!\n\x1d\x45VALUATION_STATUS_UNSPECIFIED\x10\x00\x12\x1f\n\x1b\x45VALUATION_STATUS_COMPLETED\x10\x01\x12\x1c\n\x18\x45VALUATION_STATUS_FAILED\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -46,40 +46,42 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EVALUATIONRECORD_SETTINGSENTRY']._serialized_options = b'8\001'
   _globals['_EVALUATIONRECORD_AGENTENTRY']._loaded_options = None
   _globals['_EVALUATIONRECORD_AGENTENTRY']._serialized_options = b'8\001'
-  _globals['_EVALUATIONSTATUS']._serialized_start=3107
-  _globals['_EVALUATIONSTATUS']._serialized_end=3223
+  _globals['_EVALUATIONSTATUS']._serialized_start=3225
+  _globals['_EVALUATIONSTATUS']._serialized_end=3341
   _globals['_EVALUATIONSPEC']._serialized_start=113
-  _globals['_EVALUATIONSPEC']._serialized_end=790
-  _globals['_LATENCYSTATS']._serialized_start=793
-  _globals['_LATENCYSTATS']._serialized_end=991
-  _globals['_LEVELRESULT']._serialized_start=994
-  _globals['_LEVELRESULT']._serialized_end=1197
-  _globals['_LEVELRESULT_LATENCYMSENTRY']._serialized_start=1149
-  _globals['_LEVELRESULT_LATENCYMSENTRY']._serialized_end=1197
-  _globals['_INPUTCOPYRESULT']._serialized_start=1200
-  _globals['_INPUTCOPYRESULT']._serialized_end=1361
-  _globals['_INPUTCOPYRESULT_LATENCYMSENTRY']._serialized_start=1149
-  _globals['_INPUTCOPYRESULT_LATENCYMSENTRY']._serialized_end=1197
-  _globals['_GENERATIONRESULT']._serialized_start=1364
-  _globals['_GENERATIONRESULT']._serialized_end=1541
-  _globals['_BATCHRESULT']._serialized_start=1544
-  _globals['_BATCHRESULT']._serialized_end=1889
-  _globals['_BATCHRESULT_LEVELSENTRY']._serialized_start=1822
-  _globals['_BATCHRESULT_LEVELSENTRY']._serialized_end=1889
-  _globals['_ACCURACY']._serialized_start=1891
-  _globals['_ACCURACY']._serialized_end=1963
-  _globals['_PREDICTIONS']._serialized_start=1965
-  _globals['_PREDICTIONS']._serialized_end=2072
-  _globals['_MODELREF']._serialized_start=2074
-  _globals['_MODELREF']._serialized_end=2115
-  _globals['_FRAMEWORKREF']._serialized_start=2117
-  _globals['_FRAMEWORKREF']._serialized_end=2162
-  _globals['_EVALUATIONRECORD']._serialized_start=2165
-  _globals['_EVALUATIONRECORD']._serialized_end=3105
-  _globals['_EVALUATIONRECORD_SOFTWAREENTRY']._serialized_start=2916
-  _globals['_EVALUATIONRECORD_SOFTWAREENTRY']._serialized_end=2963
-  _globals['_EVALUATIONRECORD_SETTINGSENTRY']._serialized_start=2965
-  _globals['_EVALUATIONRECORD_SETTINGSENTRY']._serialized_end=3028
-  _globals['_EVALUATIONRECORD_AGENTENTRY']._serialized_start=3030
-  _globals['_EVALUATIONRECORD_AGENTENTRY']._serialized_end=3074
+  _globals['_EVALUATIONSPEC']._serialized_end=833
+  _globals['_INPUTSHAPE']._serialized_start=835
+  _globals['_INPUTSHAPE']._serialized_end=876
+  _globals['_LATENCYSTATS']._serialized_start=879
+  _globals['_LATENCYSTATS']._serialized_end=1077
+  _globals['_LEVELRESULT']._serialized_start=1080
+  _globals['_LEVELRESULT']._serialized_end=1283
+  _globals['_LEVELRESULT_LATENCYMSENTRY']._serialized_start=1235
+  _globals['_LEVELRESULT_LATENCYMSENTRY']._serialized_end=1283
+  _globals['_INPUTCOPYRESULT']._serialized_start=1286
+  _globals['_INPUTCOPYRESULT']._serialized_end=1447
+  _globals['_INPUTCOPYRESULT_LATENCYMSENTRY']._serialized_start=1235
+  _globals['_INPUTCOPYRESULT_LATENCYMSENTRY']._serialized_end=1283
+  _globals['_GENERATIONRESULT']._serialized_start=1450
+  _globals['_GENERATIONRESULT']._serialized_end=1627
+  _globals['_BATCHRESULT']._serialized_start=1630
+  _globals['_BATCHRESULT']._serialized_end=1975
+  _globals['_BATCHRESULT_LEVELSENTRY']._serialized_start=1908
+  _globals['_BATCHRESULT_LEVELSENTRY']._serialized_end=1975
+  _globals['_ACCURACY']._serialized_start=1977
+  _globals['_ACCURACY']._serialized_end=2049
+  _globals['_PREDICTIONS']._serialized_start=2051
+  _globals['_PREDICTIONS']._serialized_end=2158
+  _globals['_MODELREF']._serialized_start=2160
+  _globals['_MODELREF']._serialized_end=2233
+  _globals['_FRAMEWORKREF']._serialized_start=2235
+  _globals['_FRAMEWORKREF']._serialized_end=2280
+  _globals['_EVALUATIONRECORD']._serialized_start=2283
+  _globals['_EVALUATIONRECORD']._serialized_end=3223
+  _globals['_EVALUATIONRECORD_SOFTWAREENTRY']._serialized_start=3034
+  _globals['_EVALUATIONRECORD_SOFTWAREENTRY']._serialized_end=3081
+  _globals['_EVALUATIONRECORD_SETTINGSENTRY']._serialized_start=3083
+  _globals['_EVALUATIONRECORD_SETTINGSENTRY']._serialized_end=3146
+  _globals['_EVALUATIONRECORD_AGENTENTRY']._serialized_start=3148
+  _globals['_EVALUATIONRECORD_AGENTENTRY']._serialized_end=3192
 # @@protoc_insertion_point(module_scope)
