@@ -327,7 +327,8 @@ def _install_hooks(torch: Any, model: Any, outputs: dict[str, list[OutputMeta]])
 
     handles = []
     for path, module in model.named_modules():
-        if not path:
+        # TorchScript takes no hooks: its layers are the operators it runs.
+        if not path or isinstance(module, torch.jit.ScriptModule):
             continue
         leaf = next(module.children(), None) is None
         label = f"{LEAF if leaf else MODULE}{path}::{type(module).__name__}"

@@ -132,6 +132,9 @@ def manifest_for(
     where = f"model {source!r}"
     framework = _framework(artifact, options.framework, where)
     tensor = _one_input(signature, where)
+    given = _given_shape(tensor, options, where)
+    if given is not None and tensor.shape is None:  # TorchScript records no shapes
+        tensor = TensorInfo(tensor.name, (None, *given[1:]), tensor.dtype)
     facts = signature.config
     task = options.task or facts.get("task") or _task_of(tensor, where)
     spec = _input_spec(tensor, task, options, facts, where)

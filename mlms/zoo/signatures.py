@@ -126,9 +126,13 @@ def _torch_export(path: Path) -> Signature:
 
 
 def _torchscript(path: Path) -> Signature:
+    import warnings
+
     import torch
 
-    module = torch.jit.load(str(path), map_location="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch.jit's deprecation notice
+        module = torch.jit.load(str(path), map_location="cpu")
     arguments = module.forward.schema.arguments[1:]  # after self
     return Signature([TensorInfo(a.name, None, "float32") for a in arguments], [])
 
