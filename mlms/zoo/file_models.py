@@ -214,7 +214,12 @@ def _classes(signature: Signature) -> int | None:
 
 
 def _task_of(tensor: TensorInfo, where: str) -> Task:
-    rank = None if tensor.shape is None else len(tensor.shape)
+    if tensor.shape is None:
+        raise InvalidArgument(
+            f"{where}: the shape of input {tensor.name!r} is not recorded in the artifact: give "
+            f"it with --input-shape {tensor.name}=1x3x224x224 (batch axis first)"
+        )
+    rank = len(tensor.shape)
     if tensor.dtype == "int64" and rank == 2:
         return "text_classification"
     if rank == 4:

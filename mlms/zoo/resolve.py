@@ -46,10 +46,10 @@ def resolve_model(
         return zoo[name]
     if hub.is_hub_id(name):
         folder = hub.hub_folder(name)
-        return _file_manifest(str(folder), name, tuple(input_shapes), _stamp(folder))
+        return _file_manifest(str(folder), name, _key(input_shapes), _stamp(folder))
     if is_path(name):
         path = Path(name).expanduser().resolve()
-        return _file_manifest(str(path), str(path), tuple(input_shapes), _stamp(path))
+        return _file_manifest(str(path), str(path), _key(input_shapes), _stamp(path))
     base, _, version = name.partition("@")
     if store is not None and NAME.fullmatch(base) and ".." not in base:
         manifest = stored_manifest(store, base, version or None)
@@ -96,15 +96,23 @@ def _stamp(path: Path) -> tuple[int, int]:
     return (stat.st_mtime_ns, stat.st_size)
 
 
+def _key(shapes: Sequence[InputShape]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    return tuple((s.name, tuple(s.shape)) for s in shapes)
+
+
 @functools.lru_cache(maxsize=32)
 def _file_manifest(
-    path: str, source: str, input_shapes: tuple[InputShape, ...], _stamp: tuple[int, int]
+    path: str,
+    source: str,
+    shapes: tuple[tuple[str, tuple[int, ...]], ...],
+    _stamp: tuple[int, int],
 ) -> ModelManifest:
+    input_shapes = [InputShape(name=name, shape=list(shape)) for name, shape in shapes]
     artifact = open_artifact(Path(path))
     return manifest_for(
         artifact,
         read_signature(artifact.path, artifact.format),
-        ModelOptions(input_shapes=list(input_shapes)),
+        ModelOptions(input_shapes=input_shapes),
         origin="hub" if hub.is_hub_id(source) else "file",
         source=source,
     )
