@@ -294,3 +294,92 @@ def test_upload_through_the_server_then_evaluate_on_an_agent(artifacts, loopback
     assert failure.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "limit of 4,000,000 bytes" in failure.details()
     assert not store.list("manifests/") and not store.list("models/raw")
+
+
+class _Hub:
+    """A local HTTP server standing in for the Hugging Face Hub: the two calls
+    ``huggingface_hub.snapshot_download`` makes (a revision's file list, then each file by
+    commit), served from one folder."""
+
+    def __init__(self, repo: str, folder: Path) -> None:
+        import hashlib
+        import http.server
+        import threading
+
+        files = {p.name: p.read_bytes() for p in folder.iterdir() if p.is_file()}
+        commit = hashlib.sha1(b"".join(files[n] for n in sorted(files))).hexdigest()
+        self.requests: list[str] = []
+        hub = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def _answer(self, body: bytes | None) -> None:
+                hub.requests.append(f"{self.command} {self.path}")
+                info = f"/api/models/{repo}/revision/"
+                prefix = f"/{repo}/resolve/"
+                if body is None and self.path.startswith(info):
+                    import json
+
+                    listing = {"id": repo, "sha": commit,
+                               "siblings": [{"rfilename": n} for n in sorted(files)]}  # fmt: skip
+                    return self._send(200, json.dumps(listing).encode(), {})
+                if self.path.startswith(prefix):
+                    _rev, _, name = self.path[len(prefix) :].partition("/")
+                    if name in files:
+                        data = files[name]
+                        headers = {"X-Repo-Commit": commit,
+                                   "ETag": f'"{hashlib.sha256(data).hexdigest()}"'}  # fmt: skip
+                        return self._send(200, data, headers)
+                self._send(404, b"{}", {"X-Error-Code": "RepoNotFound"})
+
+            def _send(self, status: int, data: bytes, headers: dict[str, str]) -> None:
+                self.send_response(status)
+                for key, value in {**headers, "Content-Length": str(len(data))}.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._answer(None)
+
+            def do_HEAD(self) -> None:
+                self._answer(b"")
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_hub_id_is_fetched_once_and_then_offline(tmp_path, client, monkeypatch) -> None:
+    folder = tmp_path / "tiny-bert"
+    tiny_bert(folder)
+    hub = _Hub("acme/tiny-bert", folder)
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    try:
+        manifest = resolve_model("hf:acme/tiny-bert@main", client.store)
+        assert manifest.origin == "hub" and manifest.outputs[0].labels == ["sad", "calm", "glad"]
+        assert any("/resolve/" in r for r in hub.requests)  # the files came from the server
+        with pytest.raises(errors.UnknownModel, match="no such repository"):
+            resolve_model("hf:acme/missing", client.store)
+    finally:
+        hub.stop()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    record = client.evaluate(
+        EvaluationRequest(
+            model="hf:acme/tiny-bert@main", iterations=2, warmup=1, min_seconds=0, seq_len=8
+        )
+    )
+    assert record.model.origin == "hub" and record.model.source == "hf:acme/tiny-bert@main"
+    assert (Path(client.store.root).parent / "home" / "hub").is_dir()  # under $MLMS_HOME
+    with pytest.raises(errors.Unavailable, match="HF_HUB_OFFLINE"):
+        resolve_model("hf:acme/other", client.store)
+    with pytest.raises(errors.InvalidArgument, match="hf:ORG/NAME"):
+        resolve_model("hf:../etc", client.store)
