@@ -80,12 +80,7 @@ class RemoteClient:
     def evaluate(
         self, request: EvaluationRequest, progress: ProgressCallback | None = None
     ) -> EvaluationRecord:
-        if is_local(request.model):
-            raise InvalidArgument(
-                f"--model {request.model}: a path is read where the evaluation runs, which a "
-                "server cannot: add it with 'mlms models add PATH --name NAME --server ...' "
-                "and evaluate it by name"
-            )
+        _not_a_path(request.model)
         with self._span("client.evaluate", {"mlms.model": request.model}) as metadata:
             return self._call(
                 lambda: record_from_events(
@@ -126,6 +121,7 @@ class RemoteClient:
         return [self._decode(m, ModelManifest) for m in reply.manifests]
 
     def model(self, name: str) -> ModelManifest:
+        _not_a_path(name)
         found = next((m for m in self.list_models() if m.name == name), None)
         if found is None:
             raise UnknownModel(f"unknown model {name!r} at {self.peer}; 'mlms models' lists them")
@@ -267,3 +263,11 @@ class RemoteClient:
             self.last_trace_id = f"{span.get_span_context().trace_id:032x}"
             yield outgoing_metadata()
         self._provider.force_flush()
+
+
+def _not_a_path(model: str) -> None:
+    if is_local(model):
+        raise InvalidArgument(
+            f"--model {model}: a path is read where the evaluation runs, which a server "
+            "cannot: add it with 'mlms models add PATH --name NAME --server ...' and use the name"
+        )

@@ -383,3 +383,46 @@ def test_a_hub_id_is_fetched_once_and_then_offline(tmp_path, client, monkeypatch
         resolve_model("hf:acme/other", client.store)
     with pytest.raises(errors.InvalidArgument, match="hf:ORG/NAME"):
         resolve_model("hf:../etc", client.store)
+
+
+def write_keras_models(folder: Path) -> None:
+    """A small seeded Keras CNN (channels last), saved as .keras and exported as a SavedModel.
+    Runs in a process of its own: TensorFlow must not load in the test process."""
+    from mlms.zoo.keras_models import import_tensorflow
+
+    import_tensorflow()
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential(
+        [
+            keras.Input((8, 8, 1), name="pixels"),
+            keras.layers.Conv2D(4, 3, activation="relu"),
+            keras.layers.Flatten(),
+            keras.layers.Dense(10),
+        ]
+    )
+    model.save(folder / "small.keras")
+    model.export(folder / "small_saved_model", verbose=False)
+
+
+def test_keras_and_saved_model(tmp_path, client) -> None:
+    """Both TensorFlow formats, added and evaluated in the embedded client's TensorFlow child:
+    the same weights give the same predictions, and Keras layers give layer spans."""
+    from mlms.isolation import call_in_own_process
+
+    call_in_own_process(write_keras_models, tmp_path, what="the Keras model writer")
+    records = {}
+    for name, path in (("small_keras", "small.keras"), ("small_sm", "small_saved_model")):
+        manifest = client.add_model(
+            tmp_path / path, ModelOptions(name=name, preprocess={"scale": "16"})
+        )
+        assert manifest.framework_names == ["tensorflow"]
+        assert manifest.inputs[0].shape == [8, 8, 1] and manifest.inputs[0].layout == "HWC"
+        request = EvaluationRequest(
+            model=name, iterations=2, warmup=1, min_seconds=0, trace_level="framework"
+        )
+        records[name] = client.evaluate(request)
+        assert records[name].asset_sha256 == manifest.file_source.sha256
+    assert records["small_keras"].predictions.top5 == records["small_sm"].predictions.top5
+    assert records["small_keras"].results[0].levels["framework"].spans > 0

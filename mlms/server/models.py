@@ -93,6 +93,7 @@ def receive_model(
             replace=header.replace,
             source=filename,
             taken=frozenset(m.name for m in catalog.all_models()),
+            sha256=None if header.archive else header.sha256,
         )
 
 

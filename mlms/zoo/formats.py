@@ -105,8 +105,9 @@ def _zip_names(path: Path, what: str) -> set[str]:
     return names
 
 
-def open_artifact(path: Path) -> Artifact:
-    """The artifact at ``path``: its format and checksum (one read of its bytes)."""
+def open_artifact(path: Path, sha256: str | None = None) -> Artifact:
+    """The artifact at ``path``: its format and checksum (one read of its bytes; none for a
+    file whose ``sha256`` the caller has just computed, as an upload's receiver has)."""
     path = Path(path).expanduser().resolve()
     kind = detect_format(path)
     if path.is_dir():
@@ -117,7 +118,7 @@ def open_artifact(path: Path) -> Artifact:
         }
         size = sum((path / name).stat().st_size for name in files)
         return Artifact(path, kind, listing_sha256(files), size, files)
-    return Artifact(path, kind, file_sha256(path), path.stat().st_size, {})
+    return Artifact(path, kind, sha256 or file_sha256(path), path.stat().st_size, {})
 
 
 def _hidden(relative: Path) -> bool:

@@ -83,16 +83,18 @@ def add_model(
     replace: bool = False,
     source: str | None = None,
     taken: frozenset[str] = frozenset(),
+    sha256: str | None = None,
 ) -> ModelManifest:
     """Store the artifact at ``path`` as ``options.name``; its manifest. ``source`` names the
     artifact in the manifest (an upload's file name, never a path on the server); ``taken``:
-    names no added model may have (the zoo's)."""
+    names no added model may have (the zoo's); ``sha256``: the file's, where the caller has
+    just hashed its bytes."""
     if not options.name:
         raise InvalidArgument("a model added to the store needs a name: give --name NAME")
     name = check_name(options.name)
     if name in taken:
         raise AlreadyExists(f"model name {name!r} is a zoo model's: pick another --name")
-    artifact = open_artifact(path)
+    artifact = open_artifact(path, sha256)
     manifest = manifest_for(
         artifact,
         read_signature(artifact.path, artifact.format),
