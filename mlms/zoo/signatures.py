@@ -91,7 +91,8 @@ def _onnx(path: Path) -> Signature:
 
     try:
         model = onnx.load(str(path), load_external_data=False)
-        onnx.checker.check_model(model)
+        # By path: the checker reads the file itself instead of a re-serialised copy.
+        onnx.checker.check_model(str(path))
     except Exception as exc:  # DecodeError, ValidationError, OSError: all mean unreadable
         raise unreadable(path, "onnx", exc) from None
     graph = model.graph
