@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # the CLI imports this module at start: what runs loads on us
     from mlms.evaluation.sweep import SweepSpec, SweepState
     from mlms.server.jobs import Job
     from mlms.store.base import ObjectStore
+    from mlms.zoo.file_models import ModelOptions
     from mlms.zoo.manifest import ModelManifest
 
 
@@ -40,6 +41,18 @@ class Client(Protocol):
     ) -> EvaluationRecord: ...
 
     def list_models(self) -> list[ModelManifest]: ...
+
+    def model(self, name: str) -> ModelManifest:
+        """The manifest of a zoo model or one added to the store."""
+        ...
+
+    def add_model(self, path: Path, options: ModelOptions, replace: bool = False) -> ModelManifest:
+        """Add the artifact at ``path`` (a file or folder on this machine) to the store."""
+        ...
+
+    def remove_model(self, name: str, version: str | None = None) -> list[str]:
+        """Remove an added model (every version, or ``version``): the versions removed."""
+        ...
 
     def get_evaluation(self, evaluation_id: str) -> EvaluationRecord:
         """The stored record; ``EvaluationInFlight`` while a server still dispatches it."""
@@ -97,12 +110,13 @@ class EmbeddedClient:
         from mlms.evaluation.runner import evaluate
         from mlms.frameworks import own_interpreter, runs_apart
         from mlms.predictors.registry import choose_framework
-        from mlms.zoo.catalog import get_model
+        from mlms.zoo.resolve import resolve_model
 
         framework = request.framework
         if framework is None or own_interpreter(framework) is None:
             # Checked here what this environment can check, before any child starts.
-            framework, _version = choose_framework(get_model(request.model), framework)
+            manifest = resolve_model(request.model, self.store, input_shapes=request.input_shapes)
+            framework, _version = choose_framework(manifest, framework)
         if runs_apart(framework):
             # mxnet (its own virtualenv) and tensorflow (its libraries crash torch's beside
             # them) run in a child agent, so this process can evaluate any framework next.
@@ -113,9 +127,26 @@ class EmbeddedClient:
         return evaluate(request, store=self.store, progress=progress, evaluation_id=evaluation_id)
 
     def list_models(self) -> list[ModelManifest]:
-        from mlms.zoo.catalog import all_models
+        from mlms.zoo.resolve import all_models
 
-        return all_models()
+        return all_models(self.store)
+
+    def model(self, name: str) -> ModelManifest:
+        from mlms.zoo.resolve import resolve_model
+
+        return resolve_model(name, self.store)
+
+    def add_model(self, path: Path, options: ModelOptions, replace: bool = False) -> ModelManifest:
+        from mlms.zoo.catalog import all_models
+        from mlms.zoo.model_store import add_model
+
+        zoo = frozenset(m.name for m in all_models())
+        return add_model(self.store, Path(path), options, replace=replace, taken=zoo)
+
+    def remove_model(self, name: str, version: str | None = None) -> list[str]:
+        from mlms.zoo.model_store import remove_model
+
+        return remove_model(self.store, name, version)
 
     def get_evaluation(self, evaluation_id: str) -> EvaluationRecord:
         from mlms.evaluation.records import load_record

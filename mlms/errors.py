@@ -11,7 +11,7 @@ exceptions into these with ``raise ... from exc``; nothing above them sees a lib
     │   ├── UnknownEvaluation  no record with that id
     │   ├── UnknownDataset     no data set of that name (and version) in the store
     │   └── HardwareNotFound   no device matches the --hw alias (names what exists)
-    ├── AlreadyExists          a name already taken (``--replace`` overwrites it)
+    ├── AlreadyExists          a name already taken: a model's or a data set's (``--replace``)
     ├── UnsupportedFramework   framework unknown, not installed, or not supported by the model
     ├── ManifestError          a zoo manifest that does not validate (file and field)
     ├── AssetError

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from mlms.analysis.catalog import from_ipc
 from mlms.bounds.record import BoundRecord, BoundRequest
 from mlms.client import Evaluations
-from mlms.errors import EvaluationInFlight, Unavailable
+from mlms.errors import EvaluationInFlight, InvalidArgument, Unavailable, UnknownModel
 from mlms.evaluation.progress import ProgressCallback
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.sweep import SweepSpec, SweepState
@@ -39,7 +39,10 @@ from mlms.rpc.status import error_from_rpc
 from mlms.security.tls import TlsFiles, open_channel
 from mlms.server.jobs import Job
 from mlms.tracer.archive import cached_archive, read_parquet, upgrade
+from mlms.zoo.file_models import ModelOptions
 from mlms.zoo.manifest import ModelManifest
+from mlms.zoo.packing import chunks, packed
+from mlms.zoo.resolve import is_local
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -77,6 +80,7 @@ class RemoteClient:
     def evaluate(
         self, request: EvaluationRequest, progress: ProgressCallback | None = None
     ) -> EvaluationRecord:
+        _not_a_path(request.model)
         with self._span("client.evaluate", {"mlms.model": request.model}) as metadata:
             return self._call(
                 lambda: record_from_events(
@@ -115,6 +119,36 @@ class RemoteClient:
             lambda: self._stub.ListModels(evaluator_pb2.ListModelsRequest(), timeout=CALL_TIMEOUT_S)
         )
         return [self._decode(m, ModelManifest) for m in reply.manifests]
+
+    def model(self, name: str) -> ModelManifest:
+        _not_a_path(name)
+        found = next((m for m in self.list_models() if m.name == name), None)
+        if found is None:
+            raise UnknownModel(f"unknown model {name!r} at {self.peer}; 'mlms models' lists them")
+        return found
+
+    def add_model(self, path: Path, options: ModelOptions, replace: bool = False) -> ModelManifest:
+        """Upload the artifact (a folder as a tar) with its size and sha256 in the header."""
+        with packed(path) as sent, self._span("client.add_model", {}) as metadata:
+            header = to_proto(options, evaluator_pb2.ModelUploadHeader)
+            header.replace = replace
+            header.filename = Path(path).expanduser().resolve().name
+            header.archive = sent.archive
+            header.size = sent.size
+            header.sha256 = sent.sha256
+
+            def parts() -> Iterator[evaluator_pb2.ModelUpload]:
+                yield evaluator_pb2.ModelUpload(header=header)
+                for chunk in chunks(sent.path):
+                    yield evaluator_pb2.ModelUpload(chunk=chunk)
+
+            reply = self._call(lambda: self._stub.AddModel(parts(), metadata=metadata))
+        return self._decode(reply.manifest, ModelManifest)
+
+    def remove_model(self, name: str, version: str | None = None) -> list[str]:
+        request = evaluator_pb2.RemoveModelRequest(name=name, version=version)
+        reply = self._call(lambda: self._stub.RemoveModel(request, timeout=CALL_TIMEOUT_S))
+        return list(reply.versions)
 
     def list_agents(self) -> list[AgentRecord]:
         reply = self._call(
@@ -229,3 +263,11 @@ class RemoteClient:
             self.last_trace_id = f"{span.get_span_context().trace_id:032x}"
             yield outgoing_metadata()
         self._provider.force_flush()
+
+
+def _not_a_path(model: str) -> None:
+    if is_local(model):
+        raise InvalidArgument(
+            f"--model {model}: a path is read where the evaluation runs, which a server "
+            "cannot: add it with 'mlms models add PATH --name NAME --server ...' and use the name"
+        )

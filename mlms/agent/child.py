@@ -38,7 +38,7 @@ from mlms.rpc.propagation import outgoing_metadata
 from mlms.rpc.status import error_from_rpc
 from mlms.store.base import ObjectStore
 from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model
+from mlms.zoo.resolve import resolve_model
 
 #: An agent imports its framework and registers within seconds; a cold disk cache may be slow.
 START_TIMEOUT_S = 120.0
@@ -83,7 +83,9 @@ def evaluate_in_child(
     framework = request.framework or ""
     python = interpreter_for(framework)
     # Assets are exported from the canonical torch module, which only this side may have.
-    AssetManager(store, mlms_home() / "cache").ensure(get_model(request.model), framework)
+    AssetManager(store, mlms_home() / "cache").ensure(
+        resolve_model(request.model, store, input_shapes=request.input_shapes), framework
+    )
     with child_agent(python, framework, store) as address:
         peer = f"{framework} agent at {address} ({python})"
         with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:

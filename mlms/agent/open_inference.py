@@ -45,8 +45,9 @@ from mlms.registry import hardware
 from mlms.rpc.propagation import incoming_context
 from mlms.store.base import ObjectStore
 from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model, labels_of
+from mlms.zoo.catalog import labels_of
 from mlms.zoo.manifest import ModelManifest
+from mlms.zoo.resolve import resolve_model
 
 SERVICE_NAME = oip.DESCRIPTOR.services_by_name["GRPCInferenceService"].full_name
 add_to_server = oip_grpc.add_GRPCInferenceServiceServicer_to_server
@@ -314,7 +315,10 @@ class OpenInferenceService(oip_grpc.GRPCInferenceServiceServicer):
             names = list(self.models)
         with self._lock:
             return oip.ModelStatisticsResponse(
-                model_stats=[_statistics(get_model(name), self._stats[name]) for name in names]
+                model_stats=[
+                    _statistics(resolve_model(name, self.store), self._stats[name])
+                    for name in names
+                ]
             )
 
     def ModelStreamInfer(self, request_iterator, context):
@@ -361,7 +365,7 @@ class OpenInferenceService(oip_grpc.GRPCInferenceServiceServicer):
                 f"model {name!r} is not served by this {self.framework} agent: expected one of "
                 f"{_few(self.models)}"
             )
-        manifest = get_model(name)
+        manifest = resolve_model(name, self.store)
         if version not in ("", manifest.version):
             raise NotFound(
                 f"model {name!r} version {version!r}: this agent serves version "

@@ -46,7 +46,7 @@ from mlms.rpc.payloads import bound_request, evaluation_request, record_event
 from mlms.rpc.propagation import incoming_context
 from mlms.store.base import ObjectStore
 from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model
+from mlms.zoo.resolve import resolve_model
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
 
     def Open(self, request, context):
         spec = request.spec
-        manifest = get_model(spec.model)
+        manifest = resolve_model(spec.model, self.store, input_shapes=())
         framework, version = choose_framework(manifest, self._framework_for(spec.framework))
         device = hardware.resolve(spec.hw or "cpu")
         asset = AssetManager(self.store, mlms_home() / "cache").ensure(manifest, framework)

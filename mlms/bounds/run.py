@@ -47,8 +47,8 @@ from mlms.registry.hardware import HardwareInfo
 from mlms.store.base import ObjectStore
 from mlms.tracer.carrier import context_from_pairs, context_pairs
 from mlms.tracer.levels import TraceLevel
-from mlms.zoo.catalog import get_model
 from mlms.zoo.manifest import ModelManifest
+from mlms.zoo.resolve import resolve_model
 
 #: Told what the bound is doing now (a line for the terminal).
 StepCallback = Callable[[str], None]
@@ -84,7 +84,13 @@ def bound(
     refused before any benchmark."""
     say = step or (lambda _line: None)
     report = progress or (lambda _event: None)
-    manifest = get_model(request.model)
+    manifest = resolve_model(request.model, store)
+    if manifest.origin != "zoo":
+        raise InvalidArgument(
+            f"bound --model {request.model}: a bound rebuilds the zoo's torch architecture layer "
+            f"by layer (Benanza); model {manifest.name!r} is a {manifest.origin} model, which "
+            "has none: evaluate it with 'mlms eval' instead"
+        )
     # A framework this machine cannot run fails now, not after minutes of benchmarks.
     framework, _version = choose_framework(manifest, request.framework)
     if apart is None and runs_apart(framework):

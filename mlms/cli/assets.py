@@ -38,11 +38,11 @@ def assets(frameworks: tuple[str, ...], models: tuple[str, ...], store: str | No
     from mlms.config import mlms_home
     from mlms.store.factory import store_from_url
     from mlms.zoo.assets import AssetManager
-    from mlms.zoo.catalog import all_models, get_model
+    from mlms.zoo.resolve import all_models, resolve_model
 
     target = store_from_url(store)
     manager = AssetManager(target, mlms_home() / "cache")
-    manifests = [get_model(name) for name in models] or all_models()
+    manifests = [resolve_model(name, target) for name in models] or all_models(target)
     rows = []
     for framework in frameworks:
         for manifest in manifests:

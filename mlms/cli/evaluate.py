@@ -14,7 +14,12 @@ LEVELS = [level.label for level in TraceLevel]
 
 
 @click.command("eval")
-@click.option("--model", "-m", required=True, help="A zoo model; 'mlms models' lists them.")
+@click.option(
+    "--model",
+    "-m",
+    required=True,
+    help="A zoo or added model ('mlms models' lists them), a model file or folder, or hf:ORG/NAME.",
+)
 @click.option(
     "--framework",
     "-f",

@@ -1,4 +1,4 @@
-"""``mlms models`` and ``mlms evals``: what the zoo holds and what has been evaluated."""
+"""``mlms evals``: what has been evaluated."""
 
 from __future__ import annotations
 
@@ -6,24 +6,6 @@ import click
 
 from mlms.cli.options import client_for, server_option
 from mlms.cli.render import out, rows_table
-
-
-@click.command()
-@server_option
-def models(server: str | None) -> None:
-    """List the model zoo."""
-    rows = [
-        {
-            "name": m.name,
-            "version": m.version,
-            "task": m.task,
-            "frameworks": ", ".join(m.framework_names),
-            "input": "x".join(map(str, m.inputs[0].shape)),
-            "data set": m.dataset.name if m.dataset else "",
-        }
-        for m in client_for(server).list_models()
-    ]
-    out.print(rows_table(rows, "model zoo"))
 
 
 @click.command()

@@ -17,8 +17,9 @@ from mlms.cli.compare import compare
 from mlms.cli.datasets import datasets
 from mlms.cli.evaluate import evaluate
 from mlms.cli.import_trace import import_trace
-from mlms.cli.listing import evals, models
+from mlms.cli.listing import evals
 from mlms.cli.loadgen import loadgen
+from mlms.cli.models import models
 from mlms.cli.report import report
 from mlms.cli.security import certs, token
 from mlms.cli.sweep import sweep

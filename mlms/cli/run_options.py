@@ -13,11 +13,14 @@ from mlms.evaluation.precisions import PRECISIONS
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The request fields these options fill, by parameter name.
-FIELDS = ("seq_len", "precision", "compile", "channels_last", "input_on_device")
+FIELDS = ("seq_len", "precision", "compile", "channels_last", "input_on_device", "input_shapes")
 
 
 def run_options(command: F) -> F:
     options = [
+        click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=AxBx..",
+                     help="A model file: the shape of an input it leaves open, batch axis "
+                          "first, e.g. input=1x3x224x224 (repeatable)."),
         click.option("--seq-len", type=int, default=None,
                      help="Token models: tokens per input (one fixed length)."),
         click.option("--precision", default="fp32", show_default=True,
@@ -41,4 +44,8 @@ def run_options(command: F) -> F:
 
 def run_fields(values: dict[str, Any]) -> dict[str, Any]:
     """Takes the options' values out of a command's keyword arguments."""
-    return {name: values.pop(name) for name in FIELDS}
+    from mlms.zoo.file_models import parse_input_shape
+
+    fields = {name: values.pop(name) for name in FIELDS}
+    fields["input_shapes"] = [parse_input_shape(text) for text in fields["input_shapes"]]
+    return fields

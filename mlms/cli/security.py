@@ -36,7 +36,8 @@ def token() -> None:
     "roles",
     default="read",
     show_default=True,
-    help="Comma-separated roles: read (list, get, spans, analyze), run (evaluate, predict).",
+    help="Comma-separated roles: read (list, get, spans, analyze), run (evaluate, predict), "
+    "models (add and remove models).",
 )
 @click.option("--save", is_flag=True, help="Also write it to $MLMS_HOME/token (mode 0600).")
 @store_option

@@ -95,6 +95,8 @@ def sweep(
     if report is not None:
         writable(report)  # checked before the evaluations, which take minutes
     client = client_for(server)
+    for name in spec.models if spec is not None else ():
+        client.model(name)  # an unknown model, before any cell runs
     with sweep_progress() as changed:
         final = client.sweep(spec, resume, changed)
     out.print(summary(final))

@@ -18,7 +18,7 @@ import numpy as np
 from mlms.predictors.base import PredictorOptions
 from mlms.predictors.registry import predictor_class
 from mlms.tracer.ncu import MARK
-from mlms.zoo.catalog import get_model
+from mlms.zoo.resolve import resolve_model
 
 
 def main(argv: list[str]) -> None:
@@ -31,7 +31,7 @@ def main(argv: list[str]) -> None:
 
     batch = np.load(args.batch)
     options = PredictorOptions(device=args.device)
-    with predictor_class(args.framework)(get_model(args.model), Path(args.asset), options) as p:
+    with predictor_class(args.framework)(resolve_model(args.model), Path(args.asset), options) as p:
         for _ in range(args.warmup):
             p.predict(batch)
         torch.cuda.synchronize()

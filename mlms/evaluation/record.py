@@ -13,6 +13,7 @@ from mlms.evaluation.precisions import PRECISIONS
 from mlms.reasons import short_numbers
 from mlms.registry.hardware import HardwareInfo
 from mlms.tracer.levels import TraceLevel
+from mlms.zoo.manifest import InputShape
 
 #: Upper limits of a request's numbers: a request past them is a mistake or an attack (a
 #: batch of 10**9 samples or 10**30 iterations would hold a device, and its memory, forever).
@@ -72,6 +73,8 @@ class EvaluationRequest(BaseModel):
     #: A data set in the store, ``NAME`` or ``NAME@VERSION``: each batch size's model-level run
     #: is one pass over it, and the record holds its accuracy.
     dataset: str | None = None
+    #: A model file read where the evaluation runs: the shapes of inputs it leaves open.
+    input_shapes: list[InputShape] = Field(default_factory=list, max_length=16)
 
     @field_validator("precision")
     @classmethod
@@ -228,6 +231,10 @@ class Predictions(BaseModel):
 class ModelRef(BaseModel):
     name: str
     version: str
+    #: zoo, user (added to the store), file (read where it lies) or hub.
+    origin: str = "zoo"
+    #: The file's path or the Hub id, for a model that is not in the store.
+    source: str = ""
 
 
 class FrameworkRef(BaseModel):

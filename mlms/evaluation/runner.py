@@ -57,8 +57,8 @@ from mlms.tracer.hierarchy import innermost_containers
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.tracer import Tracer
 from mlms.zoo.assets import Asset, AssetManager
-from mlms.zoo.catalog import get_model
 from mlms.zoo.manifest import ModelManifest
+from mlms.zoo.resolve import resolve_model
 
 if TYPE_CHECKING:
     from mlms.datasets.binding import BoundDataset
@@ -144,7 +144,12 @@ def evaluate(
         id=evaluation_id,
         created_at=datetime.now(UTC),
         request=request,
-        model=ModelRef(name=plan.manifest.name, version=plan.manifest.version),
+        model=ModelRef(
+            name=plan.manifest.name,
+            version=plan.manifest.version,
+            origin=plan.manifest.origin,
+            source=request.model if plan.manifest.origin in ("file", "hub") else "",
+        ),
         framework=FrameworkRef(name=plan.framework, version=plan.framework_version),
         hardware=plan.info,
         device=plan.device,
@@ -190,7 +195,7 @@ class _Plan:
 def _plan(request: EvaluationRequest, store: ObjectStore) -> _Plan:
     """The framework, device, leveled runs, inputs, asset and predictor options of
     ``request``; a bad option fails here, before any asset is built or loaded."""
-    manifest = get_model(request.model)
+    manifest = resolve_model(request.model, store, input_shapes=request.input_shapes)
     framework, framework_version = choose_framework(manifest, request.framework)
     info = hardware.detect()
     device = hardware.resolve(request.hw, info)

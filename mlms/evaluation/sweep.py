@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from mlms.errors import InvalidArgument, UnknownModel
+from mlms.errors import InvalidArgument
 from mlms.evaluation.record import (
     MAX_ITERATIONS,
     MAX_SECONDS,
@@ -30,7 +30,7 @@ from mlms.reasons import short
 from mlms.registry.hardware import GPU_ALIASES
 from mlms.store.base import ObjectStore
 from mlms.store.json_records import JsonRecords
-from mlms.zoo.catalog import get_model
+from mlms.zoo.resolve import plausible_model
 
 PREFIX = "sweeps/"
 #: Cells of one sweep at most: each is an evaluation of seconds to minutes.
@@ -66,9 +66,8 @@ class SweepSpec(BaseModel):
     @classmethod
     def _known_models(cls, value: list[str]) -> list[str]:
         for name in value:
-            try:
-                get_model(name)
-            except UnknownModel:
+            # Models added to a store are found where the sweep runs (its cells say so).
+            if not plausible_model(name):
                 raise ValueError(
                     f"unknown model {short(name)}; run 'mlms models' for the list"
                 ) from None

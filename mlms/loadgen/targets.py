@@ -49,9 +49,10 @@ class EmbeddedTarget:
         from mlms.registry import hardware
         from mlms.store.factory import default_store
         from mlms.zoo.assets import AssetManager
-        from mlms.zoo.catalog import get_model
+        from mlms.zoo.resolve import resolve_model
 
-        manifest = get_model(model)
+        store = default_store()
+        manifest = resolve_model(model, store)
         framework, version = choose_framework(manifest, framework)
         if runs_apart(framework):
             raise UnsupportedFramework(
@@ -59,7 +60,7 @@ class EmbeddedTarget:
                 "drive it through an agent with --server"
             )
         device = hardware.resolve(hw)
-        asset = AssetManager(default_store(), mlms_home() / "cache").ensure(manifest, framework)
+        asset = AssetManager(store, mlms_home() / "cache").ensure(manifest, framework)
         self._held = ExitStack()
         self._held.enter_context(exclusive_device(mlms_home() / "locks", device))
         self._predictor = self._held.enter_context(
@@ -81,10 +82,8 @@ class ServerTarget:
     """Predict calls through an mlms server, which picks an agent and keeps its session."""
 
     def __init__(self, client: RemoteClient, model: str, framework: str | None, hw: str) -> None:
-        from mlms.zoo.catalog import get_model
-
         self._client = client
-        manifest = get_model(model)
+        manifest = client.model(model)
         spec = manifest.inputs[0]
         self._spec = (model, framework or "", hw)
         # The first call opens the agent's session and says which agent and framework serve.

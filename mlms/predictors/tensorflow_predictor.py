@@ -60,18 +60,24 @@ class TensorFlowPredictor(Predictor):
             if options.inter_op_threads:
                 tf.config.threading.set_inter_op_parallelism_threads(options.inter_op_threads)
         self.device = _tf_device(tf, options.device)
+        source = manifest.file_source
+        saved_model = source is not None and source.format == "saved_model"
         with tf.device(self.device):
-            self.model = keras.models.load_model(asset_path, compile=False)
+            if saved_model:
+                self.model = _serving_function(tf, asset_path, manifest.inputs[0].name)
+            else:
+                self.model = keras.models.load_model(asset_path, compile=False)
         spec = manifest.inputs[0]
         model = self.model
         # Token ids come at the length --seq-len asks for; the manifest's is only the default.
         shape = [None] * len(spec.shape) if spec.layout == "tokens" else list(spec.shape)
         self._function = tf.function(
-            lambda batch: model(batch, training=False),
+            model if saved_model else lambda batch: model(batch, training=False),
             input_signature=[tf.TensorSpec([None, *shape], spec.dtype)],
             jit_compile=options.compile == "xla",
         )
-        self._layers = _sublayers(model)
+        # A SavedModel holds no Keras layers: its layers are its graph's nodes.
+        self._layers = {} if saved_model else _sublayers(model)
         self._anchors: list[PredictAnchor] | None = None
 
     @classmethod
@@ -193,6 +199,20 @@ class TensorFlowPredictor(Predictor):
         if not path:
             return node_name, "", []
         return "/".join(path), layer_class, scopes[len(path) :]
+
+
+def _serving_function(tf: Any, path: Any, input_name: str) -> Any:
+    """A SavedModel's ``serving_default`` signature as a function of its one input, returning
+    its first output (by name)."""
+    loaded = tf.saved_model.load(str(path))
+    signature = loaded.signatures["serving_default"]
+    output = sorted(signature.structured_outputs)[0]
+
+    def serve(batch: Any) -> Any:
+        return signature(**{input_name: batch})[output]
+
+    serve.keep_alive = loaded  # the signature's variables live as long as the object
+    return serve
 
 
 def _sublayers(layer: Any) -> dict[str, tuple[str, dict]]:

@@ -85,7 +85,12 @@ class LayerCosts:
             path: sum(p.numel() for p in module.parameters(recurse=False))
             for path, module in leaves.items()
         }
-        self._leaves = leaves
+        # TorchScript modules take no hooks: no costs by module for them.
+        self._leaves = {
+            path: module
+            for path, module in leaves.items()
+            if not isinstance(module, torch.jit.ScriptModule)
+        }
         self._counted: dict[tuple[tuple[int, ...], Any, Any], Counted] = {}
 
     def count(self, batch: Batch) -> Counted:

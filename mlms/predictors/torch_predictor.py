@@ -36,6 +36,7 @@ from mlms.tracer.layer_kinds import normalise_kind
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.spans import TimedEvent
 from mlms.zoo.architectures import architecture_of
+from mlms.zoo.torch_files import eval_mode, load_torch_module
 
 MARK = "mlms::predict"
 LEAF = "mlms.layer::"
@@ -88,10 +89,13 @@ class TorchPredictor(Predictor):
             torch.backends.cuda.matmul.allow_tf32 = options.precision == "tf32"
             torch.backends.cudnn.allow_tf32 = options.precision == "tf32"
         self._layout = torch.channels_last if options.channels_last else None
-        module = architecture_of(manifest)
-        state = torch.load(asset_path, weights_only=True, map_location="cpu")
-        module.load_state_dict(state)
-        module = module.eval().to(self.device, dtype=self.dtype)
+        if manifest.file_source is not None:
+            module = load_torch_module(manifest, asset_path)
+        else:
+            module = architecture_of(manifest)
+            state = torch.load(asset_path, weights_only=True, map_location="cpu")
+            module.load_state_dict(state)
+        module = eval_mode(module).to(self.device, dtype=self.dtype)
         self.module = module if self._layout is None else module.to(memory_format=self._layout)
         # Compiled lazily by the first call, which the warm-up makes.
         self._forward = (
@@ -311,7 +315,8 @@ def _install_hooks(torch: Any, model: Any, outputs: dict[str, list[OutputMeta]])
 
     handles = []
     for path, module in model.named_modules():
-        if not path:
+        # TorchScript takes no hooks: its layers are the operators it runs.
+        if not path or isinstance(module, torch.jit.ScriptModule):
             continue
         leaf = next(module.children(), None) is None
         label = f"{LEAF if leaf else MODULE}{path}::{type(module).__name__}"

@@ -125,7 +125,8 @@ def _set_member(target: Message, value: Any) -> None:
     members = _oneofs(target.DESCRIPTOR)[0].fields
     if isinstance(value, dict):
         value = dict(value)
-        member = next(f for f in members if f.name == value.pop("kind"))
+        kind = value.pop("kind")
+        member = next(f for f in members if f.name == kind)
     else:
         member = next((f for f in members if _takes(f, value)), None)
         if member is None:

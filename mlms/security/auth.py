@@ -28,6 +28,7 @@ EVALUATOR_ROLES: dict[str, Role] = {
     **{m: "read" for m in ("ListAgents", "ListModels", "GetEvaluation", "ListEvaluations",
                            "ListBounds", "GetSpans", "Analyze")},
     **{m: "run" for m in ("Evaluate", "Bound", "Predict", "Sweep")},
+    **{m: "models" for m in ("AddModel", "RemoveModel")},
 }  # fmt: skip
 #: Services anyone may call: load balancers probe health, tools list services.
 OPEN_SERVICES = ("/grpc.health.v1.Health/", "/grpc.reflection.")

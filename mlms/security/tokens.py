@@ -25,8 +25,9 @@ from pydantic import BaseModel, Field
 from mlms.errors import InvalidArgument, NotFound, StoreError, Unauthenticated
 from mlms.store.base import ObjectStore
 
-Role = Literal["read", "run"]
-ROLES: tuple[Role, ...] = ("read", "run")
+#: read: lists, records, spans; run: evaluations and predicts; models: add and remove models.
+Role = Literal["read", "run", "models"]
+ROLES: tuple[Role, ...] = ("read", "run", "models")
 PREFIX = "auth/tokens/"
 CACHE_S = 2.0
 _TOKEN = re.compile(r"mlms_([0-9a-f]{12})_([A-Za-z0-9_-]{43})")

@@ -32,7 +32,9 @@ from mlms.server.agents import AgentChannels
 from mlms.server.fleet import Fleet, Pending
 from mlms.server.jobs import Jobs, Kind
 from mlms.server.selection import choose, parse_framework
-from mlms.zoo.catalog import get_model
+from mlms.store.base import ObjectStore
+from mlms.zoo.manifest import ModelManifest
+from mlms.zoo.resolve import resolve_served
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +94,15 @@ class Failures:
 
 
 class Dispatcher:
-    def __init__(self, fleet: Fleet, jobs: Jobs, channels: AgentChannels) -> None:
+    def __init__(
+        self,
+        fleet: Fleet,
+        jobs: Jobs,
+        channels: AgentChannels,
+        store: ObjectStore | None = None,
+    ) -> None:
+        """``store``: where models users added are found (none: the zoo's only)."""
+        self.store = store
         self.fleet = fleet
         self.jobs = jobs
         self.channels = channels
@@ -107,12 +117,15 @@ class Dispatcher:
     ) -> AgentRecord:
         return choose(
             self.fleet.agents(),
-            manifest=get_model(request.model),
+            manifest=self.model(request.model),
             framework=parse_framework(request.framework or None),
             hw=request.hw or "cpu",
             pending=self.pending.snapshot(),
             exclude=exclude,
         )
+
+    def model(self, name: str) -> ModelManifest:
+        return resolve_served(name, self.store)
 
     def evaluate(
         self,
@@ -156,7 +169,7 @@ class Dispatcher:
         """Run ``method`` of the Predictor service on a chosen agent with ``message(request
         for that agent's framework, id)``, moving to another agent on a transport failure;
         the id (given to the agent, kept across attempts) is the job's in the registry."""
-        get_model(request.model)  # an unknown model fails before anything is recorded
+        self.model(request.model)  # an unknown model fails before anything is recorded
         parse_framework(request.framework)
         job_id = job_id or uuid.uuid4().hex
         failures = Failures(f"{kind} {job_id}")

@@ -26,6 +26,7 @@ from mlms.server.agents import AgentChannels
 from mlms.server.dispatch import Dispatcher
 from mlms.server.fleet import Fleet
 from mlms.server.jobs import Jobs
+from mlms.server.models import DEFAULT_MAX_UPLOAD_BYTES
 from mlms.server.service import EvaluatorService
 from mlms.store.factory import store_from_url
 
@@ -48,6 +49,8 @@ class ServerConfig:
     auth: bool | None = None
     #: The name every agent certificate carries, checked instead of each advertised address.
     agent_tls_name: str | None = None
+    #: The largest model artifact AddModel takes.
+    max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
 
     @property
     def requires_tokens(self) -> bool:
@@ -79,7 +82,7 @@ class Server:
         )
         self.tokens = Tokens(self.store) if config.requires_tokens else None
         self.dispatcher = Dispatcher(
-            self.fleet, Jobs(self.registry, self.lease, self.id), self.channels
+            self.fleet, Jobs(self.registry, self.lease, self.id), self.channels, self.store
         )
         self.service = EvaluatorService(
             dispatcher=self.dispatcher,
@@ -87,6 +90,7 @@ class Server:
             registry=self.registry,
             store=self.store,
             provider=self.provider,
+            max_upload_bytes=config.max_upload_bytes,
         )
         self.server: RunningServer | None = None
         self._stopped = threading.Event()

@@ -101,7 +101,7 @@ def choose(
             + (f" (besides {len(exclude)} that failed this request)" if exclude else "")
             + "; start one with 'mlms agent --framework torch ...'"
         )
-    models = [a for a in live if manifest.name in a.models]
+    models = [a for a in live if _loads(a, manifest)]
     if not models:
         raise UnsupportedFramework(
             f"no agent can run model {manifest.name!r} (it needs "
@@ -123,6 +123,15 @@ def choose(
             + f"; the fleet has {_describe(frameworks, _hardware)}"
         )
     return min(fit, key=lambda a: (a.in_flight + pending.get(a.id, 0), a.id))
+
+
+def _loads(agent: AgentRecord, manifest: ModelManifest) -> bool:
+    """Whether ``agent`` can run the model: a zoo model it advertises, or a model users added
+    (found in the store on demand) in a format its framework loads."""
+    if manifest.origin == "zoo":
+        return manifest.name in agent.models
+    constraint = manifest.constraint_for(agent.framework)
+    return constraint is not None and constraint.admits(agent.framework_version)
 
 
 def _hardware(agent: AgentRecord) -> str:

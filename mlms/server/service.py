@@ -32,10 +32,12 @@ from mlms.rpc.propagation import incoming_context
 from mlms.server import jobs
 from mlms.server.dispatch import Dispatcher
 from mlms.server.fleet import Fleet
+from mlms.server.models import DEFAULT_MAX_UPLOAD_BYTES, receive_model
 from mlms.server.sweeps import FleetCells, SweepRun
 from mlms.store.base import ObjectStore
 from mlms.tracer.archive import archive_key
-from mlms.zoo.catalog import all_models
+from mlms.zoo.model_store import remove_model
+from mlms.zoo.resolve import all_models
 
 _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 
@@ -49,7 +51,9 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         registry: Registry,
         store: ObjectStore,
         provider: TracerProvider,
+        max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
     ) -> None:
+        self.max_upload_bytes = max_upload_bytes
         self.dispatcher = dispatcher
         self.fleet = fleet
         self.registry = registry  # in-flight jobs of every server
@@ -109,7 +113,19 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
 
     def ListModels(self, request, context):
         return evaluator_pb2.ListModelsResponse(
-            manifests=[to_proto(m, manifest_pb2.ModelManifest) for m in all_models()]
+            manifests=[to_proto(m, manifest_pb2.ModelManifest) for m in all_models(self.store)]
+        )
+
+    def AddModel(self, request_iterator, context):
+        manifest = receive_model(request_iterator, self.store, self.max_upload_bytes)
+        return evaluator_pb2.AddModelResponse(
+            manifest=to_proto(manifest, manifest_pb2.ModelManifest)
+        )
+
+    def RemoveModel(self, request, context):
+        version = request.version if request.HasField("version") else None
+        return evaluator_pb2.RemoveModelResponse(
+            versions=remove_model(self.store, request.name, version)
         )
 
     def GetEvaluation(self, request, context):

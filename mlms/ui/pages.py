@@ -89,6 +89,7 @@ def zoo(models: Sequence[ModelManifest]) -> str:
         frameworks = ", ".join(f"{f.name} {f.version}".strip() for f in m.frameworks)
         assets = "; ".join(
             f"built by {s.builder} (seed {s.seed})" if s.kind == "build"
+            else f"{s.format} for {s.framework} (sha256 {s.sha256[:12]}…)" if s.kind == "file"
             else f"{s.framework}: {s.filename} (sha256 {s.sha256[:12]}…)"
             for s in m.sources
         )  # fmt: skip
@@ -96,6 +97,7 @@ def zoo(models: Sequence[ModelManifest]) -> str:
             [
                 link("/evaluations", m.name, model=m.name),
                 e(m.version),
+                e(m.origin),
                 e(m.task),
                 e(frameworks),
                 e("x".join(map(str, m.inputs[0].shape)) + f" {m.inputs[0].dtype}"),
@@ -104,7 +106,8 @@ def zoo(models: Sequence[ModelManifest]) -> str:
                 link("/run", "run", model=m.name),
             ]
         )
-    headers = ["model", "version", "task", "frameworks", "input", "data set", "assets", ""]
+    headers = ["model", "version", "origin", "task", "frameworks", "input", "data set", "assets",
+               ""]  # fmt: skip
     return table(headers, rows, table_id="models", raw=True)
 
 

@@ -26,7 +26,8 @@ from mlms.store.base import ObjectStore
 from mlms.store.local import LocalStore
 from mlms.zoo.architectures import build
 from mlms.zoo.exporters import EXPORTERS
-from mlms.zoo.manifest import BuildSource, ModelManifest, UrlSource
+from mlms.zoo.formats import listing_sha256, open_artifact
+from mlms.zoo.manifest import BuildSource, FileSource, ModelManifest, UrlSource
 
 CHUNK = 1 << 20
 
@@ -65,25 +66,88 @@ class AssetManager:
 
     def ensure(self, manifest: ModelManifest, framework: str) -> Asset:
         """The verified asset of ``manifest`` for ``framework``, creating it on first use."""
+        original = manifest.file_source
+        if original is not None and original.path:
+            return self._in_place(manifest, framework, original)
         if not self.store.exists(f"{asset_prefix(manifest, framework)}/asset.json"):
             source = manifest.source_for(framework)
             if isinstance(source, UrlSource):
                 self._download(manifest, source)
+            elif isinstance(source, FileSource):
+                if source.framework == framework:
+                    raise AssetError(
+                        f"model {manifest.name!r} version {manifest.version}: its artifact is "
+                        f"missing from {self.store.url} ({asset_prefix(manifest, framework)}); "
+                        "add it again with 'mlms models add ... --replace'"
+                    )
+                made = self._export_file(
+                    manifest, framework, self.ensure(manifest, source.framework).path
+                )
+                with made as (folder, name):
+                    self._store(manifest, framework, folder / name, f"export:{source.format}")
             else:
                 self._build(manifest, framework, source)
         return self.load(manifest, framework)
+
+    def _in_place(self, manifest: ModelManifest, framework: str, source: FileSource) -> Asset:
+        """A model read where it lies (a file, a Hub folder): checked against the sha256 it
+        was read with; another framework's artifact is exported once into the cache."""
+        path = Path(source.path)
+        actual = open_artifact(path).sha256
+        if actual != source.sha256:
+            raise ChecksumMismatch(
+                f"model file {source.path!r} changed since it was read: expected sha256 "
+                f"{source.sha256}, got {actual}"
+            )
+        if framework == source.framework:
+            return Asset(manifest.name, manifest.version, framework, path, actual, source.size,
+                         f"file:{source.path}")  # fmt: skip
+        target = self.cache_dir / "exports" / source.sha256 / framework
+        done = target / "asset.json"
+        if not done.is_file():
+            with self._export_file(manifest, framework, path) as (folder, name):
+                target.mkdir(parents=True, exist_ok=True)
+                (folder / name).replace(target / name)
+                done.write_text(json.dumps({"file": name}))
+        name = json.loads(done.read_text())["file"]
+        exported = target / name
+        return Asset(manifest.name, manifest.version, framework, exported, sha256_of(exported),
+                     exported.stat().st_size, f"export:{source.format}")  # fmt: skip
+
+    @contextlib.contextmanager
+    def _export_file(self, manifest: ModelManifest, framework: str, path: Path):
+        """A temporary folder and the name of ``framework``'s artifact exported there from the
+        user's artifact at ``path`` (a Hugging Face folder to ONNX: torch.onnx's exporter), in
+        a process of its own."""
+        if framework not in EXPORTERS:
+            raise UnsupportedFramework(f"no exporter builds {framework!r} artifacts")
+        with tempfile.TemporaryDirectory() as tmp:
+            name = call_in_own_process(
+                export_file_artifact,
+                manifest,
+                framework,
+                path,
+                Path(tmp),
+                what=f"the {framework} exporter of {manifest.name!r}",
+                error=AssetError,
+            )
+            yield Path(tmp), name
 
     def load(self, manifest: ModelManifest, framework: str) -> Asset:
         prefix = asset_prefix(manifest, framework)
         info = json.loads(self.store.get_bytes(f"{prefix}/asset.json"))
         key = f"{prefix}/{info['file']}"
-        if isinstance(self.store, LocalStore):
+        if "files" in info:
+            path = self._folder(key, info)
+            actual = listing_sha256({n: sha256_of(path / n) for n in info["files"]})
+        elif isinstance(self.store, LocalStore):
             path = self.store.path_of(key)
+            actual = sha256_of(path)
         else:
             path = self.cache_dir / key
             if not path.is_file() or sha256_of(path) != info["sha256"]:
                 self.store.get_file(key, path)
-        actual = sha256_of(path)
+            actual = sha256_of(path)
         if actual != info["sha256"]:
             raise ChecksumMismatch(
                 f"checksum mismatch for {key} in {self.store.url}: expected sha256 "
@@ -92,6 +156,18 @@ class AssetManager:
         return Asset(
             manifest.name, manifest.version, framework, path, actual, info["size"], info["source"]
         )
+
+    def _folder(self, key: str, info: dict) -> Path:
+        """A folder artifact on local disk: in place in a local store, else each file fetched
+        into the cache where missing or different."""
+        if isinstance(self.store, LocalStore):
+            return self.store.path_of(key)
+        folder = self.cache_dir / key
+        for name, digest in info["files"].items():
+            local = folder / name
+            if not local.is_file() or sha256_of(local) != digest:
+                self.store.get_file(f"{key}/{name}", local)
+        return folder
 
     def _store(self, manifest: ModelManifest, framework: str, path: Path, source: str) -> None:
         prefix = asset_prefix(manifest, framework)
@@ -184,6 +260,14 @@ def canonical_module(manifest: ModelManifest, weights: Path | None) -> Any:
     module = architecture_of(manifest)
     module.load_state_dict(torch.load(weights, weights_only=True, map_location="cpu"))
     return module.eval()
+
+
+def export_file_artifact(manifest: ModelManifest, framework: str, path: Path, folder: Path) -> str:
+    """Write ``framework``'s artifact of a user's model into ``folder`` from its torch module
+    (loaded from ``path``); the file's name. Runs in the exporter's own process."""
+    from mlms.zoo.torch_files import eval_mode, load_torch_module
+
+    return EXPORTERS[framework](eval_mode(load_torch_module(manifest, path)), manifest, folder)
 
 
 def export_artifact(

@@ -20,6 +20,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from mlms.errors import ManifestError
 from mlms.reasons import short
 
+#: Where a model comes from: shipped with mlms, added to the store, a file evaluated where it
+#: lies, or a Hugging Face Hub id.
+ORIGINS = ("zoo", "user", "file", "hub")
+#: Artifact formats a user's model may come in.
+FORMATS = ("onnx", "torch_export", "torchscript", "keras", "saved_model", "hf_folder")
+
 #: Values that become part of a path (a label file, a downloaded file, a builder's name): one
 #: plain name, never a folder, ``..`` or an absolute path.
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
@@ -163,22 +169,58 @@ class UrlSource(_Strict):
         return _plain(value, "filename")
 
 
+class FileSource(_Strict):
+    """A user's artifact (``mlms.zoo.formats``): stored in the store under the model's asset
+    prefix (origin user), or read where it lies (origin file or hub: ``path`` names it)."""
+
+    kind: Literal["file"] = "file"
+    format: Literal["onnx", "torch_export", "torchscript", "keras", "saved_model", "hf_folder"]
+    framework: Literal["torch", "onnxruntime", "tensorflow", "mxnet"]
+    #: The file's (or folder's) name.
+    filename: str
+    #: Of the file's bytes; for a folder, of its listing of files and their sha256.
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    size: int = Field(ge=0)
+    #: A local path, for a model read where it lies; empty for one in the store.
+    path: str = ""
+
+    @field_validator("filename")
+    @classmethod
+    def _filename(cls, value: str) -> str:
+        return _plain(value, "filename")
+
+
+class InputShape(_Strict):
+    """An input's full shape, batch axis first (``--input-shape NAME=1x3x224x224``)."""
+
+    name: str = Field(min_length=1)
+    shape: list[int] = Field(min_length=1, max_length=8)
+
+    @field_validator("shape")
+    @classmethod
+    def _positive(cls, value: list[int]) -> list[int]:
+        if any(d <= 0 for d in value):
+            raise ValueError(f"every dimension must be positive, got {value}")
+        return value
+
+
 class DatasetSpec(_Strict):
     name: Literal["digits"]
     split: Literal["test"] = "test"
 
 
 class ModelManifest(_Strict):
-    name: str = Field(pattern=r"^[a-z0-9_]+$")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)
     version: str
     task: Literal["image_classification", "text_classification", "text_generation"]
     description: str = ""
     frameworks: list[FrameworkConstraint] = Field(min_length=1)
     inputs: list[InputSpec] = Field(min_length=1, max_length=1)
     outputs: list[OutputSpec] = Field(min_length=1, max_length=1)
-    sources: list[BuildSource | UrlSource] = Field(min_length=1)
+    sources: list[BuildSource | UrlSource | FileSource] = Field(min_length=1)
     dataset: DatasetSpec | None = None
     attributes: dict[str, str | int | float | bool] = Field(default_factory=dict)
+    origin: Literal["zoo", "user", "file", "hub"] = "zoo"
 
     @field_validator("version")
     @classmethod
@@ -201,14 +243,22 @@ class ModelManifest(_Strict):
     def constraint_for(self, framework: str) -> FrameworkConstraint | None:
         return next((c for c in self.frameworks if c.name == framework), None)
 
-    def source_for(self, framework: str) -> BuildSource | UrlSource:
-        """The URL source for ``framework`` if one is named, else the build source."""
+    @property
+    def file_source(self) -> FileSource | None:
+        """The user's artifact, for a model that is not built by the zoo."""
+        return next((s for s in self.sources if isinstance(s, FileSource)), None)
+
+    def source_for(self, framework: str) -> BuildSource | UrlSource | FileSource:
+        """The URL or file source for ``framework`` if one is named, else the build source,
+        else the user's artifact (that another framework's artifact is exported from)."""
         for source in self.sources:
-            if isinstance(source, UrlSource) and source.framework == framework:
+            if isinstance(source, UrlSource | FileSource) and source.framework == framework:
                 return source
         for source in self.sources:
             if isinstance(source, BuildSource):
                 return source
+        if self.file_source is not None:
+            return self.file_source
         raise ManifestError(
             f"model {self.name!r} has no source for framework {framework!r}: "
             "expected a 'build' source or a 'url' source for it"
@@ -225,6 +275,15 @@ def load_manifest(path: Path) -> ModelManifest:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ManifestError(f"{path}: cannot read it as UTF-8 text: {exc}") from exc
+    return parse_manifest(text, str(path))
+
+
+def dump_manifest(manifest: ModelManifest) -> str:
+    return yaml.safe_dump(manifest.model_dump(mode="json"), sort_keys=False)
+
+
+def parse_manifest(text: str, path: str) -> ModelManifest:
+    """The manifest in YAML ``text``; ``path`` names where it came from in errors."""
     try:
         data = yaml.load(text, Loader=_YAML_LOADER)
     except yaml.YAMLError as exc:

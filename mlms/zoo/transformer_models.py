@@ -66,3 +66,53 @@ class NextTokenModel(torch.nn.Module):
         the cache that includes them."""
         out = self.gpt(input_ids=input_ids, past_key_values=past, use_cache=True)
         return out.logits[:, -1], out.past_key_values
+
+
+class PretrainedLogits(torch.nn.Module):
+    """A transformers classifier loaded from a folder: its logits for one input tensor (token
+    ids, or pixel values)."""
+
+    def __init__(self, model: Any, input_name: str) -> None:
+        super().__init__()
+        self.model = model
+        self.input_name = input_name
+
+    @property
+    def pretrained(self) -> Any:
+        return self.model
+
+    def forward(self, batch: torch.Tensor) -> torch.Tensor:
+        return self.model(**{self.input_name: batch}).logits
+
+
+class PretrainedNextToken(torch.nn.Module):
+    """A transformers causal language model loaded from a folder: logits for the token after
+    each sequence; ``step`` decodes with a cache."""
+
+    def __init__(self, model: Any) -> None:
+        super().__init__()
+        self.model = model
+
+    @property
+    def pretrained(self) -> Any:
+        return self.model
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=input_ids, use_cache=False).logits[:, -1]
+
+    def step(self, input_ids: torch.Tensor, past: Any) -> tuple[torch.Tensor, Any]:
+        out = self.model(input_ids=input_ids, past_key_values=past, use_cache=True)
+        return out.logits[:, -1], out.past_key_values
+
+
+def pretrained_module(folder: str, task: str) -> torch.nn.Module:
+    """The ``save_pretrained`` folder's model for ``task``, returning one row of logits per
+    input, like the zoo's networks."""
+    transformers = _transformers()
+    if task == "text_generation":
+        return PretrainedNextToken(transformers.AutoModelForCausalLM.from_pretrained(folder))
+    if task == "image_classification":
+        model = transformers.AutoModelForImageClassification.from_pretrained(folder)
+        return PretrainedLogits(model, "pixel_values")
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(folder)
+    return PretrainedLogits(model, "input_ids")

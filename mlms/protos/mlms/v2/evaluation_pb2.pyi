@@ -31,7 +31,7 @@ EVALUATION_STATUS_COMPLETED: EvaluationStatus
 EVALUATION_STATUS_FAILED: EvaluationStatus
 
 class EvaluationSpec(_message.Message):
-    __slots__ = ("model", "framework", "hw", "batch_sizes", "iterations", "warmup", "min_seconds", "trace_level", "inputs", "intra_op_threads", "inter_op_threads", "seed", "seq_len", "precision", "compile", "channels_last", "input_on_device", "generate", "dataset")
+    __slots__ = ("model", "framework", "hw", "batch_sizes", "iterations", "warmup", "min_seconds", "trace_level", "inputs", "intra_op_threads", "inter_op_threads", "seed", "seq_len", "precision", "compile", "channels_last", "input_on_device", "generate", "dataset", "input_shapes")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
     HW_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +51,7 @@ class EvaluationSpec(_message.Message):
     INPUT_ON_DEVICE_FIELD_NUMBER: _ClassVar[int]
     GENERATE_FIELD_NUMBER: _ClassVar[int]
     DATASET_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SHAPES_FIELD_NUMBER: _ClassVar[int]
     model: str
     framework: str
     hw: str
@@ -70,7 +71,16 @@ class EvaluationSpec(_message.Message):
     input_on_device: bool
     generate: int
     dataset: str
-    def __init__(self, model: _Optional[str] = ..., framework: _Optional[str] = ..., hw: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., iterations: _Optional[int] = ..., warmup: _Optional[int] = ..., min_seconds: _Optional[float] = ..., trace_level: _Optional[_Union[_types_pb2.TraceLevel, str]] = ..., inputs: _Optional[_Iterable[str]] = ..., intra_op_threads: _Optional[int] = ..., inter_op_threads: _Optional[int] = ..., seed: _Optional[int] = ..., seq_len: _Optional[int] = ..., precision: _Optional[str] = ..., compile: _Optional[str] = ..., channels_last: _Optional[bool] = ..., input_on_device: _Optional[bool] = ..., generate: _Optional[int] = ..., dataset: _Optional[str] = ...) -> None: ...
+    input_shapes: _containers.RepeatedCompositeFieldContainer[InputShape]
+    def __init__(self, model: _Optional[str] = ..., framework: _Optional[str] = ..., hw: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., iterations: _Optional[int] = ..., warmup: _Optional[int] = ..., min_seconds: _Optional[float] = ..., trace_level: _Optional[_Union[_types_pb2.TraceLevel, str]] = ..., inputs: _Optional[_Iterable[str]] = ..., intra_op_threads: _Optional[int] = ..., inter_op_threads: _Optional[int] = ..., seed: _Optional[int] = ..., seq_len: _Optional[int] = ..., precision: _Optional[str] = ..., compile: _Optional[str] = ..., channels_last: _Optional[bool] = ..., input_on_device: _Optional[bool] = ..., generate: _Optional[int] = ..., dataset: _Optional[str] = ..., input_shapes: _Optional[_Iterable[_Union[InputShape, _Mapping]]] = ...) -> None: ...
+
+class InputShape(_message.Message):
+    __slots__ = ("name", "shape")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, name: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class LatencyStats(_message.Message):
     __slots__ = ("p50", "p90", "p95", "p99", "mean", "min", "max", "trimmed_mean", "stdev", "median_ci95", "warning")
@@ -232,12 +242,16 @@ class Predictions(_message.Message):
     def __init__(self, inputs: _Optional[str] = ..., top5: _Optional[_Iterable[_Union[_types_pb2.Int64List, _Mapping]]] = ..., probabilities: _Optional[_Iterable[_Union[_types_pb2.DoubleList, _Mapping]]] = ...) -> None: ...
 
 class ModelRef(_message.Message):
-    __slots__ = ("name", "version")
+    __slots__ = ("name", "version", "origin", "source")
     NAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: str
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ...) -> None: ...
+    origin: str
+    source: str
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., origin: _Optional[str] = ..., source: _Optional[str] = ...) -> None: ...
 
 class FrameworkRef(_message.Message):
     __slots__ = ("name", "version")

@@ -12,6 +12,73 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class ModelUploadHeader(_message.Message):
+    __slots__ = ("name", "version", "task", "labels", "preprocess", "input_shapes", "seq_len", "layout", "replace", "filename", "archive", "size", "sha256", "framework")
+    class PreprocessEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    PREPROCESS_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SHAPES_FIELD_NUMBER: _ClassVar[int]
+    SEQ_LEN_FIELD_NUMBER: _ClassVar[int]
+    LAYOUT_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_FIELD_NUMBER: _ClassVar[int]
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    ARCHIVE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    version: str
+    task: _manifest_pb2.Task
+    labels: _containers.RepeatedScalarFieldContainer[str]
+    preprocess: _containers.ScalarMap[str, str]
+    input_shapes: _containers.RepeatedCompositeFieldContainer[_evaluation_pb2.InputShape]
+    seq_len: int
+    layout: _manifest_pb2.Layout
+    replace: bool
+    filename: str
+    archive: bool
+    size: int
+    sha256: str
+    framework: str
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., task: _Optional[_Union[_manifest_pb2.Task, str]] = ..., labels: _Optional[_Iterable[str]] = ..., preprocess: _Optional[_Mapping[str, str]] = ..., input_shapes: _Optional[_Iterable[_Union[_evaluation_pb2.InputShape, _Mapping]]] = ..., seq_len: _Optional[int] = ..., layout: _Optional[_Union[_manifest_pb2.Layout, str]] = ..., replace: _Optional[bool] = ..., filename: _Optional[str] = ..., archive: _Optional[bool] = ..., size: _Optional[int] = ..., sha256: _Optional[str] = ..., framework: _Optional[str] = ...) -> None: ...
+
+class ModelUpload(_message.Message):
+    __slots__ = ("header", "chunk")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_FIELD_NUMBER: _ClassVar[int]
+    header: ModelUploadHeader
+    chunk: bytes
+    def __init__(self, header: _Optional[_Union[ModelUploadHeader, _Mapping]] = ..., chunk: _Optional[bytes] = ...) -> None: ...
+
+class AddModelResponse(_message.Message):
+    __slots__ = ("manifest",)
+    MANIFEST_FIELD_NUMBER: _ClassVar[int]
+    manifest: _manifest_pb2.ModelManifest
+    def __init__(self, manifest: _Optional[_Union[_manifest_pb2.ModelManifest, _Mapping]] = ...) -> None: ...
+
+class RemoveModelRequest(_message.Message):
+    __slots__ = ("name", "version")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    version: str
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ...) -> None: ...
+
+class RemoveModelResponse(_message.Message):
+    __slots__ = ("versions",)
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    versions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, versions: _Optional[_Iterable[str]] = ...) -> None: ...
+
 class ListAgentsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -91,6 +91,16 @@ class EvaluatorStub:
                 request_serializer=mlms_dot_v2_dot_sweep__pb2.SweepRequest.SerializeToString,
                 response_deserializer=mlms_dot_v2_dot_sweep__pb2.SweepState.FromString,
                 _registered_method=True)
+        self.AddModel = channel.stream_unary(
+                '/mlms.v2.Evaluator/AddModel',
+                request_serializer=mlms_dot_v2_dot_evaluator__pb2.ModelUpload.SerializeToString,
+                response_deserializer=mlms_dot_v2_dot_evaluator__pb2.AddModelResponse.FromString,
+                _registered_method=True)
+        self.RemoveModel = channel.unary_unary(
+                '/mlms.v2.Evaluator/RemoveModel',
+                request_serializer=mlms_dot_v2_dot_evaluator__pb2.RemoveModelRequest.SerializeToString,
+                response_deserializer=mlms_dot_v2_dot_evaluator__pb2.RemoveModelResponse.FromString,
+                _registered_method=True)
 
 
 class EvaluatorServicer:
@@ -176,6 +186,23 @@ class EvaluatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddModel(self, request_iterator, context):
+        """Add a model to the store: a header, then the artifact's bytes (a file, or an uncompressed
+        tar of a folder) in chunks; the server checks the size limit and the sha256, reads the
+        inputs and outputs from the artifact and stores it, the manifest last. ALREADY_EXISTS for a
+        name taken (unless replace); INVALID_ARGUMENT for a bad name, size, checksum or artifact.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveModel(self, request, context):
+        """Remove an added model (every version, or the one named); zoo models cannot be removed.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EvaluatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -233,6 +260,16 @@ def add_EvaluatorServicer_to_server(servicer, server):
                     servicer.Sweep,
                     request_deserializer=mlms_dot_v2_dot_sweep__pb2.SweepRequest.FromString,
                     response_serializer=mlms_dot_v2_dot_sweep__pb2.SweepState.SerializeToString,
+            ),
+            'AddModel': grpc.stream_unary_rpc_method_handler(
+                    servicer.AddModel,
+                    request_deserializer=mlms_dot_v2_dot_evaluator__pb2.ModelUpload.FromString,
+                    response_serializer=mlms_dot_v2_dot_evaluator__pb2.AddModelResponse.SerializeToString,
+            ),
+            'RemoveModel': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveModel,
+                    request_deserializer=mlms_dot_v2_dot_evaluator__pb2.RemoveModelRequest.FromString,
+                    response_serializer=mlms_dot_v2_dot_evaluator__pb2.RemoveModelResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -532,6 +569,60 @@ class Evaluator:
             '/mlms.v2.Evaluator/Sweep',
             mlms_dot_v2_dot_sweep__pb2.SweepRequest.SerializeToString,
             mlms_dot_v2_dot_sweep__pb2.SweepState.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddModel(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/mlms.v2.Evaluator/AddModel',
+            mlms_dot_v2_dot_evaluator__pb2.ModelUpload.SerializeToString,
+            mlms_dot_v2_dot_evaluator__pb2.AddModelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveModel(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mlms.v2.Evaluator/RemoveModel',
+            mlms_dot_v2_dot_evaluator__pb2.RemoveModelRequest.SerializeToString,
+            mlms_dot_v2_dot_evaluator__pb2.RemoveModelResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from mlms.protos.mlms.v2 import types_pb2 as mlms_dot_v2_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16mlms/v2/manifest.proto\x12\x07mlms.v2\x1a\x13mlms/v2/types.proto\"H\n\x13\x46rameworkConstraint\x12 \n\x04name\x18\x01 \x01(\x0e\x32\x12.mlms.v2.Framework\x12\x0f\n\x07version\x18\x02 \x01(\t\"\xa3\x01\n\rPreprocessing\x12\x1d\n\x05\x63olor\x18\x01 \x01(\x0e\x32\x0e.mlms.v2.Color\x12\x13\n\x06resize\x18\x02 \x01(\x03H\x00\x88\x01\x01\x12\x11\n\x04\x63rop\x18\x03 \x01(\x03H\x01\x88\x01\x01\x12\x12\n\x05scale\x18\x04 \x01(\x01H\x02\x88\x01\x01\x12\x0c\n\x04mean\x18\x05 \x03(\x01\x12\x0b\n\x03std\x18\x06 \x03(\x01\x42\t\n\x07_resizeB\x07\n\x05_cropB\x08\n\x06_scale\"\xe7\x01\n\tInputSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x1d\n\x05\x64type\x18\x03 \x01(\x0e\x32\x0e.mlms.v2.Dtype\x12\x1f\n\x06layout\x18\x04 \x01(\x0e\x32\x0f.mlms.v2.Layout\x12-\n\rpreprocessing\x18\x05 \x01(\x0b\x32\x16.mlms.v2.Preprocessing\x12\x17\n\nvocab_size\x18\x06 \x01(\x03H\x00\x88\x01\x01\x12\x17\n\nmax_length\x18\x07 \x01(\x03H\x01\x88\x01\x01\x42\r\n\x0b_vocab_sizeB\r\n\x0b_max_length\"H\n\x06Labels\x12\x0e\n\x04\x66ile\x18\x01 \x01(\tH\x00\x12$\n\x05names\x18\x02 \x01(\x0b\x32\x13.mlms.v2.StringListH\x00\x42\x08\n\x06labels\"^\n\nOutputSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12!\n\x04type\x18\x02 \x01(\x0e\x32\x13.mlms.v2.OutputType\x12\x1f\n\x06labels\x18\x03 \x01(\x0b\x32\x0f.mlms.v2.Labels\",\n\x0b\x42uildSource\x12\x0f\n\x07\x62uilder\x18\x01 \x01(\t\x12\x0c\n\x04seed\x18\x02 \x01(\x03\"a\n\tUrlSource\x12%\n\tframework\x18\x01 \x01(\x0e\x32\x12.mlms.v2.Framework\x12\x0b\n\x03url\x18\x02 \x01(\t\x12\x0e\n\x06sha256\x18\x03 \x01(\t\x12\x10\n\x08\x66ilename\x18\x04 \x01(\t\"Z\n\x06Source\x12%\n\x05\x62uild\x18\x01 \x01(\x0b\x32\x14.mlms.v2.BuildSourceH\x00\x12!\n\x03url\x18\x02 \x01(\x0b\x32\x12.mlms.v2.UrlSourceH\x00\x42\x06\n\x04kind\"L\n\x0b\x44\x61tasetSpec\x12\x1e\n\x04name\x18\x01 \x01(\x0e\x32\x10.mlms.v2.Dataset\x12\x1d\n\x05split\x18\x02 \x01(\x0e\x32\x0e.mlms.v2.Split\"\xa4\x03\n\rModelManifest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x1b\n\x04task\x18\x03 \x01(\x0e\x32\r.mlms.v2.Task\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x30\n\nframeworks\x18\x05 \x03(\x0b\x32\x1c.mlms.v2.FrameworkConstraint\x12\"\n\x06inputs\x18\x06 \x03(\x0b\x32\x12.mlms.v2.InputSpec\x12$\n\x07outputs\x18\x07 \x03(\x0b\x32\x13.mlms.v2.OutputSpec\x12 \n\x07sources\x18\x08 \x03(\x0b\x32\x0f.mlms.v2.Source\x12%\n\x07\x64\x61taset\x18\t \x01(\x0b\x32\x14.mlms.v2.DatasetSpec\x12:\n\nattributes\x18\n \x03(\x0b\x32&.mlms.v2.ModelManifest.AttributesEntry\x1a\x41\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1d\n\x05value\x18\x02 \x01(\x0b\x32\x0e.mlms.v2.Value:\x02\x38\x01*s\n\x04Task\x12\x14\n\x10TASK_UNSPECIFIED\x10\x00\x12\x1d\n\x19TASK_IMAGE_CLASSIFICATION\x10\x01\x12\x1c\n\x18TASK_TEXT_CLASSIFICATION\x10\x02\x12\x18\n\x14TASK_TEXT_GENERATION\x10\x03*I\n\x05\x43olor\x12\x15\n\x11\x43OLOR_UNSPECIFIED\x10\x00\x12\r\n\tCOLOR_RGB\x10\x01\x12\r\n\tCOLOR_BGR\x10\x02\x12\x0b\n\x07\x43OLOR_L\x10\x03*f\n\x05\x44type\x12\x15\n\x11\x44TYPE_UNSPECIFIED\x10\x00\x12\x11\n\rDTYPE_FLOAT32\x10\x01\x12\x11\n\rDTYPE_FLOAT16\x10\x02\x12\x0f\n\x0b\x44TYPE_UINT8\x10\x03\x12\x0f\n\x0b\x44TYPE_INT64\x10\x04*S\n\x06Layout\x12\x16\n\x12LAYOUT_UNSPECIFIED\x10\x00\x12\x0e\n\nLAYOUT_CHW\x10\x01\x12\x0e\n\nLAYOUT_HWC\x10\x02\x12\x11\n\rLAYOUT_TOKENS\x10\x03*e\n\nOutputType\x12\x1b\n\x17OUTPUT_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n\x1aOUTPUT_TYPE_CLASSIFICATION\x10\x01\x12\x1a\n\x16OUTPUT_TYPE_NEXT_TOKEN\x10\x02*6\n\x07\x44\x61taset\x12\x17\n\x13\x44\x41TASET_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x44\x41TASET_DIGITS\x10\x01*.\n\x05Split\x12\x15\n\x11SPLIT_UNSPECIFIED\x10\x00\x12\x0e\n\nSPLIT_TEST\x10\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16mlms/v2/manifest.proto\x12\x07mlms.v2\x1a\x13mlms/v2/types.proto\"H\n\x13\x46rameworkConstraint\x12 \n\x04name\x18\x01 \x01(\x0e\x32\x12.mlms.v2.Framework\x12\x0f\n\x07version\x18\x02 \x01(\t\"\xa3\x01\n\rPreprocessing\x12\x1d\n\x05\x63olor\x18\x01 \x01(\x0e\x32\x0e.mlms.v2.Color\x12\x13\n\x06resize\x18\x02 \x01(\x03H\x00\x88\x01\x01\x12\x11\n\x04\x63rop\x18\x03 \x01(\x03H\x01\x88\x01\x01\x12\x12\n\x05scale\x18\x04 \x01(\x01H\x02\x88\x01\x01\x12\x0c\n\x04mean\x18\x05 \x03(\x01\x12\x0b\n\x03std\x18\x06 \x03(\x01\x42\t\n\x07_resizeB\x07\n\x05_cropB\x08\n\x06_scale\"\xe7\x01\n\tInputSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05shape\x18\x02 \x03(\x03\x12\x1d\n\x05\x64type\x18\x03 \x01(\x0e\x32\x0e.mlms.v2.Dtype\x12\x1f\n\x06layout\x18\x04 \x01(\x0e\x32\x0f.mlms.v2.Layout\x12-\n\rpreprocessing\x18\x05 \x01(\x0b\x32\x16.mlms.v2.Preprocessing\x12\x17\n\nvocab_size\x18\x06 \x01(\x03H\x00\x88\x01\x01\x12\x17\n\nmax_length\x18\x07 \x01(\x03H\x01\x88\x01\x01\x42\r\n\x0b_vocab_sizeB\r\n\x0b_max_length\"H\n\x06Labels\x12\x0e\n\x04\x66ile\x18\x01 \x01(\tH\x00\x12$\n\x05names\x18\x02 \x01(\x0b\x32\x13.mlms.v2.StringListH\x00\x42\x08\n\x06labels\"^\n\nOutputSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12!\n\x04type\x18\x02 \x01(\x0e\x32\x13.mlms.v2.OutputType\x12\x1f\n\x06labels\x18\x03 \x01(\x0b\x32\x0f.mlms.v2.Labels\",\n\x0b\x42uildSource\x12\x0f\n\x07\x62uilder\x18\x01 \x01(\t\x12\x0c\n\x04seed\x18\x02 \x01(\x03\"a\n\tUrlSource\x12%\n\tframework\x18\x01 \x01(\x0e\x32\x12.mlms.v2.Framework\x12\x0b\n\x03url\x18\x02 \x01(\t\x12\x0e\n\x06sha256\x18\x03 \x01(\t\x12\x10\n\x08\x66ilename\x18\x04 \x01(\t\"\x97\x01\n\nFileSource\x12$\n\x06\x66ormat\x18\x01 \x01(\x0e\x32\x14.mlms.v2.ModelFormat\x12%\n\tframework\x18\x02 \x01(\x0e\x32\x12.mlms.v2.Framework\x12\x10\n\x08\x66ilename\x18\x03 \x01(\t\x12\x0e\n\x06sha256\x18\x04 \x01(\t\x12\x0c\n\x04size\x18\x05 \x01(\x03\x12\x0c\n\x04path\x18\x06 \x01(\t\"\x7f\n\x06Source\x12%\n\x05\x62uild\x18\x01 \x01(\x0b\x32\x14.mlms.v2.BuildSourceH\x00\x12!\n\x03url\x18\x02 \x01(\x0b\x32\x12.mlms.v2.UrlSourceH\x00\x12#\n\x04\x66ile\x18\x03 \x01(\x0b\x32\x13.mlms.v2.FileSourceH\x00\x42\x06\n\x04kind\"L\n\x0b\x44\x61tasetSpec\x12\x1e\n\x04name\x18\x01 \x01(\x0e\x32\x10.mlms.v2.Dataset\x12\x1d\n\x05split\x18\x02 \x01(\x0e\x32\x0e.mlms.v2.Split\"\xc5\x03\n\rModelManifest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x1b\n\x04task\x18\x03 \x01(\x0e\x32\r.mlms.v2.Task\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x30\n\nframeworks\x18\x05 \x03(\x0b\x32\x1c.mlms.v2.FrameworkConstraint\x12\"\n\x06inputs\x18\x06 \x03(\x0b\x32\x12.mlms.v2.InputSpec\x12$\n\x07outputs\x18\x07 \x03(\x0b\x32\x13.mlms.v2.OutputSpec\x12 \n\x07sources\x18\x08 \x03(\x0b\x32\x0f.mlms.v2.Source\x12%\n\x07\x64\x61taset\x18\t \x01(\x0b\x32\x14.mlms.v2.DatasetSpec\x12:\n\nattributes\x18\n \x03(\x0b\x32&.mlms.v2.ModelManifest.AttributesEntry\x12\x1f\n\x06origin\x18\x0b \x01(\x0e\x32\x0f.mlms.v2.Origin\x1a\x41\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x1d\n\x05value\x18\x02 \x01(\x0b\x32\x0e.mlms.v2.Value:\x02\x38\x01*s\n\x04Task\x12\x14\n\x10TASK_UNSPECIFIED\x10\x00\x12\x1d\n\x19TASK_IMAGE_CLASSIFICATION\x10\x01\x12\x1c\n\x18TASK_TEXT_CLASSIFICATION\x10\x02\x12\x18\n\x14TASK_TEXT_GENERATION\x10\x03*I\n\x05\x43olor\x12\x15\n\x11\x43OLOR_UNSPECIFIED\x10\x00\x12\r\n\tCOLOR_RGB\x10\x01\x12\r\n\tCOLOR_BGR\x10\x02\x12\x0b\n\x07\x43OLOR_L\x10\x03*f\n\x05\x44type\x12\x15\n\x11\x44TYPE_UNSPECIFIED\x10\x00\x12\x11\n\rDTYPE_FLOAT32\x10\x01\x12\x11\n\rDTYPE_FLOAT16\x10\x02\x12\x0f\n\x0b\x44TYPE_UINT8\x10\x03\x12\x0f\n\x0b\x44TYPE_INT64\x10\x04*S\n\x06Layout\x12\x16\n\x12LAYOUT_UNSPECIFIED\x10\x00\x12\x0e\n\nLAYOUT_CHW\x10\x01\x12\x0e\n\nLAYOUT_HWC\x10\x02\x12\x11\n\rLAYOUT_TOKENS\x10\x03*e\n\nOutputType\x12\x1b\n\x17OUTPUT_TYPE_UNSPECIFIED\x10\x00\x12\x1e\n\x1aOUTPUT_TYPE_CLASSIFICATION\x10\x01\x12\x1a\n\x16OUTPUT_TYPE_NEXT_TOKEN\x10\x02*\xd1\x01\n\x0bModelFormat\x12\x1c\n\x18MODEL_FORMAT_UNSPECIFIED\x10\x00\x12\x15\n\x11MODEL_FORMAT_ONNX\x10\x01\x12\x1d\n\x19MODEL_FORMAT_TORCH_EXPORT\x10\x02\x12\x1c\n\x18MODEL_FORMAT_TORCHSCRIPT\x10\x03\x12\x16\n\x12MODEL_FORMAT_KERAS\x10\x04\x12\x1c\n\x18MODEL_FORMAT_SAVED_MODEL\x10\x05\x12\x1a\n\x16MODEL_FORMAT_HF_FOLDER\x10\x06*6\n\x07\x44\x61taset\x12\x17\n\x13\x44\x41TASET_UNSPECIFIED\x10\x00\x12\x12\n\x0e\x44\x41TASET_DIGITS\x10\x01*.\n\x05Split\x12\x15\n\x11SPLIT_UNSPECIFIED\x10\x00\x12\x0e\n\nSPLIT_TEST\x10\x01*b\n\x06Origin\x12\x16\n\x12ORIGIN_UNSPECIFIED\x10\x00\x12\x0e\n\nORIGIN_ZOO\x10\x01\x12\x0f\n\x0bORIGIN_USER\x10\x02\x12\x0f\n\x0bORIGIN_FILE\x10\x03\x12\x0e\n\nORIGIN_HUB\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,20 +34,24 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_MODELMANIFEST_ATTRIBUTESENTRY']._loaded_options = None
   _globals['_MODELMANIFEST_ATTRIBUTESENTRY']._serialized_options = b'8\001'
-  _globals['_TASK']._serialized_start=1438
-  _globals['_TASK']._serialized_end=1553
-  _globals['_COLOR']._serialized_start=1555
-  _globals['_COLOR']._serialized_end=1628
-  _globals['_DTYPE']._serialized_start=1630
-  _globals['_DTYPE']._serialized_end=1732
-  _globals['_LAYOUT']._serialized_start=1734
-  _globals['_LAYOUT']._serialized_end=1817
-  _globals['_OUTPUTTYPE']._serialized_start=1819
-  _globals['_OUTPUTTYPE']._serialized_end=1920
-  _globals['_DATASET']._serialized_start=1922
-  _globals['_DATASET']._serialized_end=1976
-  _globals['_SPLIT']._serialized_start=1978
-  _globals['_SPLIT']._serialized_end=2024
+  _globals['_TASK']._serialized_start=1662
+  _globals['_TASK']._serialized_end=1777
+  _globals['_COLOR']._serialized_start=1779
+  _globals['_COLOR']._serialized_end=1852
+  _globals['_DTYPE']._serialized_start=1854
+  _globals['_DTYPE']._serialized_end=1956
+  _globals['_LAYOUT']._serialized_start=1958
+  _globals['_LAYOUT']._serialized_end=2041
+  _globals['_OUTPUTTYPE']._serialized_start=2043
+  _globals['_OUTPUTTYPE']._serialized_end=2144
+  _globals['_MODELFORMAT']._serialized_start=2147
+  _globals['_MODELFORMAT']._serialized_end=2356
+  _globals['_DATASET']._serialized_start=2358
+  _globals['_DATASET']._serialized_end=2412
+  _globals['_SPLIT']._serialized_start=2414
+  _globals['_SPLIT']._serialized_end=2460
+  _globals['_ORIGIN']._serialized_start=2462
+  _globals['_ORIGIN']._serialized_end=2560
   _globals['_FRAMEWORKCONSTRAINT']._serialized_start=56
   _globals['_FRAMEWORKCONSTRAINT']._serialized_end=128
   _globals['_PREPROCESSING']._serialized_start=131
@@ -62,12 +66,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_BUILDSOURCE']._serialized_end=744
   _globals['_URLSOURCE']._serialized_start=746
   _globals['_URLSOURCE']._serialized_end=843
-  _globals['_SOURCE']._serialized_start=845
-  _globals['_SOURCE']._serialized_end=935
-  _globals['_DATASETSPEC']._serialized_start=937
-  _globals['_DATASETSPEC']._serialized_end=1013
-  _globals['_MODELMANIFEST']._serialized_start=1016
-  _globals['_MODELMANIFEST']._serialized_end=1436
-  _globals['_MODELMANIFEST_ATTRIBUTESENTRY']._serialized_start=1371
-  _globals['_MODELMANIFEST_ATTRIBUTESENTRY']._serialized_end=1436
+  _globals['_FILESOURCE']._serialized_start=846
+  _globals['_FILESOURCE']._serialized_end=997
+  _globals['_SOURCE']._serialized_start=999
+  _globals['_SOURCE']._serialized_end=1126
+  _globals['_DATASETSPEC']._serialized_start=1128
+  _globals['_DATASETSPEC']._serialized_end=1204
+  _globals['_MODELMANIFEST']._serialized_start=1207
+  _globals['_MODELMANIFEST']._serialized_end=1660
+  _globals['_MODELMANIFEST_ATTRIBUTESENTRY']._serialized_start=1595
+  _globals['_MODELMANIFEST_ATTRIBUTESENTRY']._serialized_end=1660
 # @@protoc_insertion_point(module_scope)

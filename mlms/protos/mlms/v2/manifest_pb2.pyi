@@ -43,6 +43,16 @@ class OutputType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OUTPUT_TYPE_CLASSIFICATION: _ClassVar[OutputType]
     OUTPUT_TYPE_NEXT_TOKEN: _ClassVar[OutputType]
 
+class ModelFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MODEL_FORMAT_UNSPECIFIED: _ClassVar[ModelFormat]
+    MODEL_FORMAT_ONNX: _ClassVar[ModelFormat]
+    MODEL_FORMAT_TORCH_EXPORT: _ClassVar[ModelFormat]
+    MODEL_FORMAT_TORCHSCRIPT: _ClassVar[ModelFormat]
+    MODEL_FORMAT_KERAS: _ClassVar[ModelFormat]
+    MODEL_FORMAT_SAVED_MODEL: _ClassVar[ModelFormat]
+    MODEL_FORMAT_HF_FOLDER: _ClassVar[ModelFormat]
+
 class Dataset(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     DATASET_UNSPECIFIED: _ClassVar[Dataset]
@@ -52,6 +62,14 @@ class Split(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     SPLIT_UNSPECIFIED: _ClassVar[Split]
     SPLIT_TEST: _ClassVar[Split]
+
+class Origin(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ORIGIN_UNSPECIFIED: _ClassVar[Origin]
+    ORIGIN_ZOO: _ClassVar[Origin]
+    ORIGIN_USER: _ClassVar[Origin]
+    ORIGIN_FILE: _ClassVar[Origin]
+    ORIGIN_HUB: _ClassVar[Origin]
 TASK_UNSPECIFIED: Task
 TASK_IMAGE_CLASSIFICATION: Task
 TASK_TEXT_CLASSIFICATION: Task
@@ -72,10 +90,22 @@ LAYOUT_TOKENS: Layout
 OUTPUT_TYPE_UNSPECIFIED: OutputType
 OUTPUT_TYPE_CLASSIFICATION: OutputType
 OUTPUT_TYPE_NEXT_TOKEN: OutputType
+MODEL_FORMAT_UNSPECIFIED: ModelFormat
+MODEL_FORMAT_ONNX: ModelFormat
+MODEL_FORMAT_TORCH_EXPORT: ModelFormat
+MODEL_FORMAT_TORCHSCRIPT: ModelFormat
+MODEL_FORMAT_KERAS: ModelFormat
+MODEL_FORMAT_SAVED_MODEL: ModelFormat
+MODEL_FORMAT_HF_FOLDER: ModelFormat
 DATASET_UNSPECIFIED: Dataset
 DATASET_DIGITS: Dataset
 SPLIT_UNSPECIFIED: Split
 SPLIT_TEST: Split
+ORIGIN_UNSPECIFIED: Origin
+ORIGIN_ZOO: Origin
+ORIGIN_USER: Origin
+ORIGIN_FILE: Origin
+ORIGIN_HUB: Origin
 
 class FrameworkConstraint(_message.Message):
     __slots__ = ("name", "version")
@@ -157,13 +187,31 @@ class UrlSource(_message.Message):
     filename: str
     def __init__(self, framework: _Optional[_Union[_types_pb2.Framework, str]] = ..., url: _Optional[str] = ..., sha256: _Optional[str] = ..., filename: _Optional[str] = ...) -> None: ...
 
+class FileSource(_message.Message):
+    __slots__ = ("format", "framework", "filename", "sha256", "size", "path")
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    format: ModelFormat
+    framework: _types_pb2.Framework
+    filename: str
+    sha256: str
+    size: int
+    path: str
+    def __init__(self, format: _Optional[_Union[ModelFormat, str]] = ..., framework: _Optional[_Union[_types_pb2.Framework, str]] = ..., filename: _Optional[str] = ..., sha256: _Optional[str] = ..., size: _Optional[int] = ..., path: _Optional[str] = ...) -> None: ...
+
 class Source(_message.Message):
-    __slots__ = ("build", "url")
+    __slots__ = ("build", "url", "file")
     BUILD_FIELD_NUMBER: _ClassVar[int]
     URL_FIELD_NUMBER: _ClassVar[int]
+    FILE_FIELD_NUMBER: _ClassVar[int]
     build: BuildSource
     url: UrlSource
-    def __init__(self, build: _Optional[_Union[BuildSource, _Mapping]] = ..., url: _Optional[_Union[UrlSource, _Mapping]] = ...) -> None: ...
+    file: FileSource
+    def __init__(self, build: _Optional[_Union[BuildSource, _Mapping]] = ..., url: _Optional[_Union[UrlSource, _Mapping]] = ..., file: _Optional[_Union[FileSource, _Mapping]] = ...) -> None: ...
 
 class DatasetSpec(_message.Message):
     __slots__ = ("name", "split")
@@ -174,7 +222,7 @@ class DatasetSpec(_message.Message):
     def __init__(self, name: _Optional[_Union[Dataset, str]] = ..., split: _Optional[_Union[Split, str]] = ...) -> None: ...
 
 class ModelManifest(_message.Message):
-    __slots__ = ("name", "version", "task", "description", "frameworks", "inputs", "outputs", "sources", "dataset", "attributes")
+    __slots__ = ("name", "version", "task", "description", "frameworks", "inputs", "outputs", "sources", "dataset", "attributes", "origin")
     class AttributesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -192,6 +240,7 @@ class ModelManifest(_message.Message):
     SOURCES_FIELD_NUMBER: _ClassVar[int]
     DATASET_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    ORIGIN_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: str
     task: Task
@@ -202,4 +251,5 @@ class ModelManifest(_message.Message):
     sources: _containers.RepeatedCompositeFieldContainer[Source]
     dataset: DatasetSpec
     attributes: _containers.MessageMap[str, _types_pb2.Value]
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., task: _Optional[_Union[Task, str]] = ..., description: _Optional[str] = ..., frameworks: _Optional[_Iterable[_Union[FrameworkConstraint, _Mapping]]] = ..., inputs: _Optional[_Iterable[_Union[InputSpec, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[OutputSpec, _Mapping]]] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., dataset: _Optional[_Union[DatasetSpec, _Mapping]] = ..., attributes: _Optional[_Mapping[str, _types_pb2.Value]] = ...) -> None: ...
+    origin: Origin
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., task: _Optional[_Union[Task, str]] = ..., description: _Optional[str] = ..., frameworks: _Optional[_Iterable[_Union[FrameworkConstraint, _Mapping]]] = ..., inputs: _Optional[_Iterable[_Union[InputSpec, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[OutputSpec, _Mapping]]] = ..., sources: _Optional[_Iterable[_Union[Source, _Mapping]]] = ..., dataset: _Optional[_Union[DatasetSpec, _Mapping]] = ..., attributes: _Optional[_Mapping[str, _types_pb2.Value]] = ..., origin: _Optional[_Union[Origin, str]] = ...) -> None: ...

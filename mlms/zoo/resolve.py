@@ -1,0 +1,118 @@
+"""The one way to find a model by what a user typed: a zoo name, a model added to the store
+(``NAME`` or ``NAME@VERSION``), a model file or folder path, or a Hub id (``hf:ORG/NAME``).
+
+Every caller (runner, agents, server, client, load generator, bounds, sweeps) asks here, so an
+added model is found wherever a zoo model is. A path or Hub id is read once per process for the
+same file (its size and modification time) and shapes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from mlms.errors import InvalidArgument, UnknownModel
+from mlms.store.base import ObjectStore
+from mlms.zoo import catalog, hub
+from mlms.zoo.file_models import NAME, ModelOptions, manifest_for
+from mlms.zoo.formats import open_artifact
+from mlms.zoo.manifest import InputShape, ModelManifest
+from mlms.zoo.model_store import stored_manifest, stored_manifests
+from mlms.zoo.signatures import read_signature
+
+
+def is_path(name: str) -> bool:
+    """Whether ``name`` names a file or folder rather than a model."""
+    return "/" in name or os.sep in name or name.startswith(("~", ".")) or Path(name).exists()
+
+
+def is_local(name: str) -> bool:
+    """A model read where the caller is (a path), which a server cannot see."""
+    return not hub.is_hub_id(name) and is_path(name)
+
+
+def resolve_model(
+    name: str,
+    store: ObjectStore | None = None,
+    *,
+    input_shapes: Sequence[InputShape] = (),
+) -> ModelManifest:
+    """The manifest ``name`` stands for; ``UnknownModel`` naming the close matches."""
+    zoo = {m.name: m for m in catalog.all_models()}
+    if name in zoo:
+        return zoo[name]
+    if hub.is_hub_id(name):
+        folder = hub.hub_folder(name)
+        return _file_manifest(str(folder), name, _key(input_shapes), _stamp(folder))
+    if is_path(name):
+        path = Path(name).expanduser().resolve()
+        return _file_manifest(str(path), str(path), _key(input_shapes), _stamp(path))
+    base, _, version = name.partition("@")
+    if store is not None and NAME.fullmatch(base) and ".." not in base:
+        manifest = stored_manifest(store, base, version or None)
+        if manifest is not None:
+            return manifest
+    known = list(zoo) + ([m.name for m in stored_manifests(store)] if store is not None else [])
+    close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+    hint = f"; did you mean {', '.join(close)}?" if close else "; run 'mlms models' for the list"
+    raise UnknownModel(
+        f"unknown model {name!r}: not in the zoo, not added to the store, not a file{hint}"
+    )
+
+
+def resolve_served(name: str, store: ObjectStore | None) -> ModelManifest:
+    """``resolve_model`` for a server: a path names a file on the caller's machine, which a
+    server never reads."""
+    if is_local(name):
+        raise InvalidArgument(
+            f"model {name!r} is a path: a server never reads files by path; add the model "
+            "with 'mlms models add PATH --name NAME --server ...' and evaluate it by name"
+        )
+    return resolve_model(name, store)
+
+
+def plausible_model(name: str) -> bool:
+    """Whether ``name`` may name a model (zoo, added, path or Hub id), checked without a store."""
+    if name in {m.name for m in catalog.all_models()} or hub.is_hub_id(name) or is_path(name):
+        return True
+    base, _, _version = name.partition("@")
+    return bool(NAME.fullmatch(base)) and ".." not in base
+
+
+def all_models(store: ObjectStore | None) -> list[ModelManifest]:
+    """The zoo's models, then those added to the store."""
+    added = stored_manifests(store) if store is not None else []
+    return [*catalog.all_models(), *added]
+
+
+def _stamp(path: Path) -> tuple[int, int]:
+    try:
+        stat = path.stat()
+    except OSError:
+        return (0, 0)
+    return (stat.st_mtime_ns, stat.st_size)
+
+
+def _key(shapes: Sequence[InputShape]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    return tuple((s.name, tuple(s.shape)) for s in shapes)
+
+
+@functools.lru_cache(maxsize=32)
+def _file_manifest(
+    path: str,
+    source: str,
+    shapes: tuple[tuple[str, tuple[int, ...]], ...],
+    _stamp: tuple[int, int],
+) -> ModelManifest:
+    input_shapes = [InputShape(name=name, shape=list(shape)) for name, shape in shapes]
+    artifact = open_artifact(Path(path))
+    return manifest_for(
+        artifact,
+        read_signature(artifact.path, artifact.format),
+        ModelOptions(input_shapes=input_shapes),
+        origin="hub" if hub.is_hub_id(source) else "file",
+        source=source,
+    )
