@@ -102,11 +102,11 @@ def two_records(store) -> list[EvaluationRecord]:
 
 
 def _listed(ui: RunningUi, records: list[EvaluationRecord]) -> None:
-    """Wait until the UI lists ``records``: stored behind its back, they show up at its next
-    background listing (``mlms.ui.index.REFRESH_S``)."""
+    """Wait until the UI lists ``records`` (stored beside it, through the evaluation index
+    that the UI queries)."""
 
     def listed() -> bool:
-        answer = ui.get("/api/evaluations", params={"limit": "10000"}).json()
+        answer = ui.get("/api/evaluations", params={"limit": "1000"}).json()
         return {r.id for r in records} <= {e["id"] for e in answer["evaluations"]}
 
     wait_for(listed, 30, "the UI to list the evaluations stored beside it", every=0.2)

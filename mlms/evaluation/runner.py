@@ -40,7 +40,7 @@ from mlms.evaluation.record import (
     ModelRef,
     Predictions,
 )
-from mlms.evaluation.records import load_record, save_record
+from mlms.evaluation.records import RecordIndex, load_record, save_record, stored_winner
 from mlms.evaluation.stats import latency_stats
 from mlms.predictors.base import InputCopy, Predictor, PredictorOptions, TokenGenerator
 from mlms.predictors.registry import choose_framework, predictor_class
@@ -114,11 +114,14 @@ def evaluate(
     parent: otel_context.Context | None = None,
     agent: dict[str, str] | None = None,
     evaluation_id: str | None = None,
+    index: RecordIndex | None = None,
 ) -> EvaluationRecord:
     """Run one evaluation in this process and store its record and span archive.
 
     ``evaluation_id`` is given by a server that dispatches the evaluation, so that a retry on
-    another agent keeps the id the client was told."""
+    another agent keeps the id the client was told. The record's id is claimed in ``index``
+    before the record is stored: a copy that finds it claimed (another agent finished the same
+    evaluation first) discards its span archive and answers with the first copy's record."""
     manifest = get_model(request.model)
     framework, framework_version = choose_framework(manifest, request.framework)
     info = hardware.detect()
@@ -199,7 +202,15 @@ def evaluate(
         predictions=predictions,
         agent=agent or {"mode": "embedded"},
     )
-    save_record(store, record)
+    if not save_record(store, record, index):
+        if archive is not None:
+            store.delete(archive)
+        log.warning(
+            "evaluation %s was stored by another copy first; this copy and its span archive "
+            "are discarded",
+            evaluation_id,
+        )
+        return stored_winner(store, evaluation_id)
     return record
 
 

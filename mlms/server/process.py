@@ -13,6 +13,9 @@ import uuid
 from dataclasses import dataclass, field
 
 from mlms.client_tls import is_loopback
+from mlms.database.connect import url_for
+from mlms.database.index import EvaluationIndex
+from mlms.database.keeper import IndexKeeper
 from mlms.protos.mlms.v2 import evaluator_pb2, evaluator_pb2_grpc
 from mlms.registry.base import Registry, registry_from_url
 from mlms.rpc.otlp import process_provider
@@ -47,6 +50,9 @@ class ServerConfig:
     auth: bool | None = None
     #: The name every agent certificate carries, checked instead of each advertised address.
     agent_tls_name: str | None = None
+    #: The evaluation index (``mlms.database``): every server of a fleet names the same one;
+    #: None: ``MLMS_DATABASE``, else SQLite beside a local store or under ``$MLMS_HOME``.
+    database: str | None = None
 
     @property
     def requires_tokens(self) -> bool:
@@ -66,6 +72,8 @@ class Server:
         self.registry = registry or registry_from_url(config.registry)
         self._owns_registry = registry is None  # a shared one is closed by whoever made it
         self.store = store_from_url(config.store)
+        self.index = EvaluationIndex(url_for(self.store, config.database))
+        self.keeper = IndexKeeper(self.store, self.index)
         self.provider = process_provider("mlms-server", config.otlp_endpoint)
         self.lease = self.registry.lease(config.ttl)
         # Under TLS, agents are admitted by their certificates and dialled with ours.
@@ -85,6 +93,7 @@ class Server:
             fleet=self.fleet,
             registry=self.registry,
             store=self.store,
+            index=self.index,
             provider=self.provider,
         )
         self.server: RunningServer | None = None
@@ -114,8 +123,10 @@ class Server:
                 else []
             ),
         )
+        self.keeper.start()
         log.info(
-            "server %s: listening on %s (port %d, %s, %s), registry %s, store %s, %d agents",
+            "server %s: listening on %s (port %d, %s, %s), registry %s, store %s, "
+            "database %s, %d agents",
             self.id,
             self.config.listen,
             self.server.port,
@@ -123,6 +134,7 @@ class Server:
             "tokens required" if self.tokens is not None else "no tokens",
             self.registry.url,
             self.store.url,
+            self.index.shown_url,
             len(self.fleet.agents()),
         )
         return self
@@ -137,6 +149,8 @@ class Server:
             self.server.stop(grace)
         self.fleet.close()
         self.channels.close()
+        self.keeper.stop()
+        self.index.close()
         self.lease.close()
         self.provider.shutdown()
         if self._owns_registry:

@@ -30,13 +30,19 @@ from mlms.protos.mlms.v2 import manifest_pb2 as mlms_dot_v2_dot_manifest__pb2
 from mlms.protos.mlms.v2 import sweep_pb2 as mlms_dot_v2_dot_sweep__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17mlms/v2/evaluator.proto\x12\x07mlms.v2\x1a\x13mlms/v2/bound.proto\x1a\x13mlms/v2/calls.proto\x1a\x18mlms/v2/evaluation.proto\x1a\x13mlms/v2/fleet.proto\x1a\x16mlms/v2/manifest.proto\x1a\x13mlms/v2/sweep.proto\"\x13\n\x11ListAgentsRequest\":\n\x12ListAgentsResponse\x12$\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x14.mlms.v2.AgentRecord\"\x13\n\x11ListModelsRequest\"?\n\x12ListModelsResponse\x12)\n\tmanifests\x18\x01 \x03(\x0b\x32\x16.mlms.v2.ModelManifest\"-\n\x14GetEvaluationRequest\x12\x15\n\revaluation_id\x18\x01 \x01(\t\"j\n\x15GetEvaluationResponse\x12+\n\x06record\x18\x01 \x01(\x0b\x32\x19.mlms.v2.EvaluationRecordH\x00\x12\x1b\n\x03job\x18\x02 \x01(\x0b\x32\x0c.mlms.v2.JobH\x00\x42\x07\n\x05state\"+\n\x16ListEvaluationsRequest\x12\x11\n\tknown_ids\x18\x01 \x03(\t\"u\n\x17ListEvaluationsResponse\x12*\n\x07records\x18\x01 \x03(\x0b\x32\x19.mlms.v2.EvaluationRecord\x12\x1a\n\x04jobs\x18\x02 \x03(\x0b\x32\x0c.mlms.v2.Job\x12\x12\n\nstored_ids\x18\x03 \x03(\t\"\x13\n\x11ListBoundsRequest\":\n\x12ListBoundsResponse\x12$\n\x06\x62ounds\x18\x01 \x03(\x0b\x32\x14.mlms.v2.BoundRecord\"#\n\x0fGetSpansRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\"\x1a\n\nSpansChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"G\n\x0e\x41nalyzeRequest\x12\x16\n\x0e\x65valuation_ids\x18\x01 \x03(\t\x12\x10\n\x08\x61nalyses\x18\x02 \x03(\t\x12\x0b\n\x03top\x18\x03 \x01(\x05\"/\n\rAnalysisChunk\x12\x10\n\x08\x61nalysis\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\x32\xf0\x05\n\tEvaluator\x12>\n\x08\x45valuate\x12\x18.mlms.v2.EvaluateRequest\x1a\x16.mlms.v2.EvaluateEvent0\x01\x12\x38\n\x05\x42ound\x12\x15.mlms.v2.BoundRequest\x1a\x16.mlms.v2.EvaluateEvent0\x01\x12<\n\x07Predict\x12\x17.mlms.v2.PredictRequest\x1a\x18.mlms.v2.PredictResponse\x12\x45\n\nListAgents\x12\x1a.mlms.v2.ListAgentsRequest\x1a\x1b.mlms.v2.ListAgentsResponse\x12\x45\n\nListModels\x12\x1a.mlms.v2.ListModelsRequest\x1a\x1b.mlms.v2.ListModelsResponse\x12N\n\rGetEvaluation\x12\x1d.mlms.v2.GetEvaluationRequest\x1a\x1e.mlms.v2.GetEvaluationResponse\x12T\n\x0fListEvaluations\x12\x1f.mlms.v2.ListEvaluationsRequest\x1a .mlms.v2.ListEvaluationsResponse\x12\x45\n\nListBounds\x12\x1a.mlms.v2.ListBoundsRequest\x1a\x1b.mlms.v2.ListBoundsResponse\x12;\n\x08GetSpans\x12\x18.mlms.v2.GetSpansRequest\x1a\x13.mlms.v2.SpansChunk0\x01\x12<\n\x07\x41nalyze\x12\x17.mlms.v2.AnalyzeRequest\x1a\x16.mlms.v2.AnalysisChunk0\x01\x12\x35\n\x05Sweep\x12\x15.mlms.v2.SweepRequest\x1a\x13.mlms.v2.SweepState0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17mlms/v2/evaluator.proto\x12\x07mlms.v2\x1a\x13mlms/v2/bound.proto\x1a\x13mlms/v2/calls.proto\x1a\x18mlms/v2/evaluation.proto\x1a\x13mlms/v2/fleet.proto\x1a\x16mlms/v2/manifest.proto\x1a\x13mlms/v2/sweep.proto\"\x13\n\x11ListAgentsRequest\":\n\x12ListAgentsResponse\x12$\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x14.mlms.v2.AgentRecord\"\x13\n\x11ListModelsRequest\"?\n\x12ListModelsResponse\x12)\n\tmanifests\x18\x01 \x03(\x0b\x32\x16.mlms.v2.ModelManifest\"-\n\x14GetEvaluationRequest\x12\x15\n\revaluation_id\x18\x01 \x01(\t\"j\n\x15GetEvaluationResponse\x12+\n\x06record\x18\x01 \x01(\x0b\x32\x19.mlms.v2.EvaluationRecordH\x00\x12\x1b\n\x03job\x18\x02 \x01(\x0b\x32\x0c.mlms.v2.JobH\x00\x42\x07\n\x05state\"X\n\x16ListEvaluationsRequest\x12\x15\n\tknown_ids\x18\x01 \x03(\tB\x02\x18\x01\x12\'\n\x05query\x18\x02 \x01(\x0b\x32\x18.mlms.v2.EvaluationQuery\"\xd4\x01\n\x17ListEvaluationsResponse\x12.\n\x07records\x18\x01 \x03(\x0b\x32\x19.mlms.v2.EvaluationRecordB\x02\x18\x01\x12\x1a\n\x04jobs\x18\x02 \x03(\x0b\x32\x0c.mlms.v2.Job\x12\x16\n\nstored_ids\x18\x03 \x03(\tB\x02\x18\x01\x12-\n\tsummaries\x18\x04 \x03(\x0b\x32\x1a.mlms.v2.EvaluationSummary\x12\x17\n\x0fnext_page_token\x18\x05 \x01(\t\x12\r\n\x05total\x18\x06 \x01(\x03\"\x13\n\x11ListBoundsRequest\":\n\x12ListBoundsResponse\x12$\n\x06\x62ounds\x18\x01 \x03(\x0b\x32\x14.mlms.v2.BoundRecord\"#\n\x0fGetSpansRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\"\x1a\n\nSpansChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"G\n\x0e\x41nalyzeRequest\x12\x16\n\x0e\x65valuation_ids\x18\x01 \x03(\t\x12\x10\n\x08\x61nalyses\x18\x02 \x03(\t\x12\x0b\n\x03top\x18\x03 \x01(\x05\"/\n\rAnalysisChunk\x12\x10\n\x08\x61nalysis\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"O\n\x16ViewEvaluationsRequest\x12\x0c\n\x04view\x18\x01 \x01(\t\x12\'\n\x05query\x18\x02 \x01(\x0b\x32\x18.mlms.v2.EvaluationQuery\"8\n\x17ViewEvaluationsResponse\x12\x1d\n\x04rows\x18\x01 \x03(\x0b\x32\x0f.mlms.v2.P50Row2\xc6\x06\n\tEvaluator\x12>\n\x08\x45valuate\x12\x18.mlms.v2.EvaluateRequest\x1a\x16.mlms.v2.EvaluateEvent0\x01\x12\x38\n\x05\x42ound\x12\x15.mlms.v2.BoundRequest\x1a\x16.mlms.v2.EvaluateEvent0\x01\x12<\n\x07Predict\x12\x17.mlms.v2.PredictRequest\x1a\x18.mlms.v2.PredictResponse\x12\x45\n\nListAgents\x12\x1a.mlms.v2.ListAgentsRequest\x1a\x1b.mlms.v2.ListAgentsResponse\x12\x45\n\nListModels\x12\x1a.mlms.v2.ListModelsRequest\x1a\x1b.mlms.v2.ListModelsResponse\x12N\n\rGetEvaluation\x12\x1d.mlms.v2.GetEvaluationRequest\x1a\x1e.mlms.v2.GetEvaluationResponse\x12T\n\x0fListEvaluations\x12\x1f.mlms.v2.ListEvaluationsRequest\x1a .mlms.v2.ListEvaluationsResponse\x12\x45\n\nListBounds\x12\x1a.mlms.v2.ListBoundsRequest\x1a\x1b.mlms.v2.ListBoundsResponse\x12;\n\x08GetSpans\x12\x18.mlms.v2.GetSpansRequest\x1a\x13.mlms.v2.SpansChunk0\x01\x12<\n\x07\x41nalyze\x12\x17.mlms.v2.AnalyzeRequest\x1a\x16.mlms.v2.AnalysisChunk0\x01\x12\x35\n\x05Sweep\x12\x15.mlms.v2.SweepRequest\x1a\x13.mlms.v2.SweepState0\x01\x12T\n\x0fViewEvaluations\x12\x1f.mlms.v2.ViewEvaluationsRequest\x1a .mlms.v2.ViewEvaluationsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'mlms.v2.evaluator_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_LISTEVALUATIONSREQUEST'].fields_by_name['known_ids']._loaded_options = None
+  _globals['_LISTEVALUATIONSREQUEST'].fields_by_name['known_ids']._serialized_options = b'\030\001'
+  _globals['_LISTEVALUATIONSRESPONSE'].fields_by_name['records']._loaded_options = None
+  _globals['_LISTEVALUATIONSRESPONSE'].fields_by_name['records']._serialized_options = b'\030\001'
+  _globals['_LISTEVALUATIONSRESPONSE'].fields_by_name['stored_ids']._loaded_options = None
+  _globals['_LISTEVALUATIONSRESPONSE'].fields_by_name['stored_ids']._serialized_options = b'\030\001'
   _globals['_LISTAGENTSREQUEST']._serialized_start=170
   _globals['_LISTAGENTSREQUEST']._serialized_end=189
   _globals['_LISTAGENTSRESPONSE']._serialized_start=191
@@ -50,21 +56,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETEVALUATIONRESPONSE']._serialized_start=384
   _globals['_GETEVALUATIONRESPONSE']._serialized_end=490
   _globals['_LISTEVALUATIONSREQUEST']._serialized_start=492
-  _globals['_LISTEVALUATIONSREQUEST']._serialized_end=535
-  _globals['_LISTEVALUATIONSRESPONSE']._serialized_start=537
-  _globals['_LISTEVALUATIONSRESPONSE']._serialized_end=654
-  _globals['_LISTBOUNDSREQUEST']._serialized_start=656
-  _globals['_LISTBOUNDSREQUEST']._serialized_end=675
-  _globals['_LISTBOUNDSRESPONSE']._serialized_start=677
-  _globals['_LISTBOUNDSRESPONSE']._serialized_end=735
-  _globals['_GETSPANSREQUEST']._serialized_start=737
-  _globals['_GETSPANSREQUEST']._serialized_end=772
-  _globals['_SPANSCHUNK']._serialized_start=774
-  _globals['_SPANSCHUNK']._serialized_end=800
-  _globals['_ANALYZEREQUEST']._serialized_start=802
-  _globals['_ANALYZEREQUEST']._serialized_end=873
-  _globals['_ANALYSISCHUNK']._serialized_start=875
-  _globals['_ANALYSISCHUNK']._serialized_end=922
-  _globals['_EVALUATOR']._serialized_start=925
-  _globals['_EVALUATOR']._serialized_end=1677
+  _globals['_LISTEVALUATIONSREQUEST']._serialized_end=580
+  _globals['_LISTEVALUATIONSRESPONSE']._serialized_start=583
+  _globals['_LISTEVALUATIONSRESPONSE']._serialized_end=795
+  _globals['_LISTBOUNDSREQUEST']._serialized_start=797
+  _globals['_LISTBOUNDSREQUEST']._serialized_end=816
+  _globals['_LISTBOUNDSRESPONSE']._serialized_start=818
+  _globals['_LISTBOUNDSRESPONSE']._serialized_end=876
+  _globals['_GETSPANSREQUEST']._serialized_start=878
+  _globals['_GETSPANSREQUEST']._serialized_end=913
+  _globals['_SPANSCHUNK']._serialized_start=915
+  _globals['_SPANSCHUNK']._serialized_end=941
+  _globals['_ANALYZEREQUEST']._serialized_start=943
+  _globals['_ANALYZEREQUEST']._serialized_end=1014
+  _globals['_ANALYSISCHUNK']._serialized_start=1016
+  _globals['_ANALYSISCHUNK']._serialized_end=1063
+  _globals['_VIEWEVALUATIONSREQUEST']._serialized_start=1065
+  _globals['_VIEWEVALUATIONSREQUEST']._serialized_end=1144
+  _globals['_VIEWEVALUATIONSRESPONSE']._serialized_start=1146
+  _globals['_VIEWEVALUATIONSRESPONSE']._serialized_end=1202
+  _globals['_EVALUATOR']._serialized_start=1205
+  _globals['_EVALUATOR']._serialized_end=2043
 # @@protoc_insertion_point(module_scope)
