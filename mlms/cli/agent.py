@@ -196,9 +196,18 @@ def agent(
     "postgresql://USER@HOST:PORT/NAME, or sqlite:///PATH for one server; default: SQLite "
     "under $MLMS_HOME.",
 )
+@click.option(
+    "--record-cache",
+    envvar="MLMS_RECORD_CACHE",
+    default=4096,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Evaluation records kept in memory for GetEvaluation (they never change); 0: none.",
+)
 @_common("127.0.0.1:50051")
 def server(
     database: str | None,
+    record_cache: int,
     agent_tls_name: str | None,
     auth: bool | None,
     listen: str,
@@ -232,6 +241,7 @@ def server(
             auth=auth,
             agent_tls_name=agent_tls_name,
             database=database,
+            record_cache=record_cache,
         )
     ).start()
     signalled.wait_then(process.stop)

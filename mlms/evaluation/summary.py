@@ -58,7 +58,9 @@ class EvaluationSummary(BaseModel):
     @classmethod
     def of(cls, record: EvaluationRecord) -> EvaluationSummary:
         first = record.results[0] if record.results else None
-        return cls(
+        # From a validated record: its fields hold the types already (no second validation,
+        # which the index's rebuild would pay once per record).
+        return cls.model_construct(
             id=record.id,
             created_at=record.created_at,
             status=record.status,

@@ -28,6 +28,7 @@ from mlms.server.agents import AgentChannels
 from mlms.server.dispatch import Dispatcher
 from mlms.server.fleet import Fleet
 from mlms.server.jobs import Jobs
+from mlms.server.record_cache import DEFAULT_SIZE, RecordCache
 from mlms.server.service import EvaluatorService
 from mlms.store.factory import store_from_url
 
@@ -53,6 +54,8 @@ class ServerConfig:
     #: The evaluation index (``mlms.database``): every server of a fleet names the same one;
     #: None: ``MLMS_DATABASE``, else SQLite beside a local store or under ``$MLMS_HOME``.
     database: str | None = None
+    #: Records GetEvaluation keeps in memory (records never change); 0: read the store each time.
+    record_cache: int = DEFAULT_SIZE
 
     @property
     def requires_tokens(self) -> bool:
@@ -95,6 +98,7 @@ class Server:
             store=self.store,
             index=self.index,
             provider=self.provider,
+            cache=RecordCache(config.record_cache),
         )
         self.server: RunningServer | None = None
         self._stopped = threading.Event()

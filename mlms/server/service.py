@@ -57,13 +57,14 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         store: ObjectStore,
         index: EvaluationIndex,
         provider: TracerProvider,
+        cache: RecordCache | None = None,
     ) -> None:
         self.dispatcher = dispatcher
         self.fleet = fleet
         self.registry = registry  # in-flight jobs of every server
         self.store = store
         self.index = index  # shared by every server of the fleet
-        self.records = RecordCache()
+        self.records = cache if cache is not None else RecordCache()
         self.provider = provider
         self.tracer = provider.get_tracer("mlms.server")
         self.cells = FleetCells(dispatcher, fleet, registry, store)
