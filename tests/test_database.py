@@ -63,6 +63,17 @@ def test_a_new_database_is_made_by_the_migrations_once(database: str) -> None:
     again.close()
 
 
+def test_the_migrations_make_the_schema_the_code_queries(index: EvaluationIndex) -> None:
+    """Alembic's comparison of the migrated database with ``schema.py`` finds nothing to add."""
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from mlms.database.schema import metadata
+
+    with index.engine.connect() as connection:
+        assert compare_metadata(MigrationContext.configure(connection), metadata) == []
+
+
 def test_the_first_writer_of_an_id_wins(index: EvaluationIndex, tmp_path: Path) -> None:
     store = LocalStore(tmp_path / "store")
     first, second = copies(2, seed=1)
