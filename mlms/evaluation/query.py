@@ -53,6 +53,8 @@ class EvaluationQuery(BaseModel):
         value = value.strip()
         if len(value) > 256:
             raise ValueError(f"{value[:40]!r}...: expected at most 256 characters")
+        if "\x00" in value:
+            raise ValueError(f"{value[:40]!r}: expected text without NUL characters")
         return value
 
     @field_validator("hardware", mode="after")
