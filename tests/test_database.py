@@ -392,3 +392,32 @@ def test_evals_filters_and_db_rebuild_on_the_command_line(tmp_path: Path) -> Non
     bad = _mlms(tmp_path, "evals", "--sort", "colour")
     assert bad.returncode == 1
     assert bad.stderr.strip().startswith("mlms: error: sort: sort 'colour': expected one of")
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"page_size": 0}, "page_size: Input should be greater than or equal to 1"),
+        ({"page_size": 1001}, "page_size: Input should be less than or equal to 1000"),
+        ({"sort": "-colour"}, "sort '-colour': expected one of created, p50"),
+        ({"precision": "fp8"}, "precision 'fp8': expected one of fp32"),
+        ({"sweep_id": "../x"}, "sweep id '../x': expected 32 hex digits"),
+        ({"text": "a\x00b"}, "expected text without NUL characters"),
+        ({"model": "m" * 300}, "expected at most 256 characters"),
+        ({"since": {"seconds": 2**62}}, "since: Timestamp is not valid"),
+        ({"since": {"seconds": 100}, "until": {"seconds": 10}}, "is after until"),
+    ],
+)
+def test_bad_queries_off_the_wire_are_one_line(fields: dict, reason: str) -> None:
+    from mlms.protos.mlms.v2 import evaluation_pb2
+    from mlms.rpc.convert import from_proto
+
+    message = evaluation_pb2.EvaluationQuery()
+    for name, value in fields.items():
+        if isinstance(value, dict):
+            getattr(message, name).seconds = value["seconds"]
+        else:
+            setattr(message, name, value)
+    with pytest.raises(InvalidArgument, match=r"^bad evaluation query: ") as caught:
+        from_proto(message, EvaluationQuery, "evaluation query")
+    assert reason in str(caught.value) and "\n" not in str(caught.value)
