@@ -437,7 +437,7 @@ def test_a_token_opens_a_session_that_ends_with_it(guarded: Guarded) -> None:
     jar = {COOKIE: session}
     zoo = ui.get("/zoo", cookies=jar)
     assert zoo.status_code == 200 and "digits_cnn" in zoo.text and token not in zoo.text
-    assert ui.get("/api/evaluations", cookies=jar).json()["total"] == 0
+    assert ui.get("/api/evaluations", cookies=jar).json()["matched"] == 0
     assert ui.get("/fleet/live", cookies=jar).status_code == 200
     # A read token may look but not run: the run ends with the server's refusal, in one line.
     started = ui.post("/api/evaluations", json={"model": "digits_cnn"}, cookies=jar)
