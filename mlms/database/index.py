@@ -130,6 +130,11 @@ class EvaluationIndex:
                 except IntegrityError:
                     connection.execute(update(state).where(state.c.key == key).values(value=value))
 
+    def analyze(self) -> None:
+        """Refresh the planner's statistics (after a bulk load: its plans follow the rows)."""
+        with connect.errors(self.url), self.engine.begin() as connection:
+            connection.exec_driver_sql("ANALYZE")
+
     def forget(self, evaluation_id: str) -> None:
         """Drop an id that was claimed but whose record could not be stored."""
         with connect.errors(self.url), self.engine.begin() as connection:

@@ -75,6 +75,8 @@ def rebuild(
                 continue
             index.add_sweep(sweep.id, [c.evaluation_id for c in sweep.cells])
             sweeps += 1
+    if indexed:
+        index.analyze()
     index.set_state(STORE_KEY, store.url)
     index.set_state(REBUILT_KEY, "yes")
     for key in store.list(PENDING):  # every stored record is indexed now

@@ -53,9 +53,9 @@ evaluations = Table(
     # Lower-case words of the fields the free-text filter searches.
     Column("search", Text(), nullable=False),
     Index("ix_evaluations_created", "created_at", "id"),
-    Index("ix_evaluations_model_hw_created", "model", "hw", "created_at"),
-    Index("ix_evaluations_framework_created", "framework", "created_at"),
-    Index("ix_evaluations_hw_created", "hw", "created_at"),
+    Index("ix_evaluations_model_hw_created", "model", "hw", "created_at", "id"),
+    Index("ix_evaluations_framework_created", "framework", "created_at", "id"),
+    Index("ix_evaluations_hw_created", "hw", "created_at", "id"),
 )
 
 #: Per batch size: the numbers the named views aggregate.

@@ -49,9 +49,13 @@ def upgrade() -> None:
         sa.Column("search", sa.Text(), nullable=False),
     )
     op.create_index("ix_evaluations_created", "evaluations", ["created_at", "id"])
-    op.create_index("ix_evaluations_model_hw_created", "evaluations", ["model", "hw", "created_at"])
-    op.create_index("ix_evaluations_framework_created", "evaluations", ["framework", "created_at"])
-    op.create_index("ix_evaluations_hw_created", "evaluations", ["hw", "created_at"])
+    op.create_index(
+        "ix_evaluations_model_hw_created", "evaluations", ["model", "hw", "created_at", "id"]
+    )
+    op.create_index(
+        "ix_evaluations_framework_created", "evaluations", ["framework", "created_at", "id"]
+    )
+    op.create_index("ix_evaluations_hw_created", "evaluations", ["hw", "created_at", "id"])
     op.create_table(
         "results",
         sa.Column("evaluation_id", sa.String(32), primary_key=True),
