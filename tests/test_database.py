@@ -421,3 +421,35 @@ def test_bad_queries_off_the_wire_are_one_line(fields: dict, reason: str) -> Non
     with pytest.raises(InvalidArgument, match=r"^bad evaluation query: ") as caught:
         from_proto(message, EvaluationQuery, "evaluation query")
     assert reason in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_an_agent_with_the_database_claims_its_records_there(postgres: PostgresServer, store):
+    """An agent given ``--database`` claims each record's id before storing it (no pending
+    marker), and the server lists it from the same database at once."""
+    from mlms.agent.process import Agent, AgentConfig
+    from mlms.evaluation.record import EvaluationRequest
+    from mlms.registry.memory import MemoryRegistry
+    from mlms.remote_client import RemoteClient
+    from mlms.server.process import Server, ServerConfig
+    from tests.processes import wait_for
+
+    url = postgres.database()
+    registry = MemoryRegistry()
+    agent = Agent(AgentConfig(framework="torch", grace=0, database=url), registry=registry)
+    server = Server(ServerConfig(grace=0, database=url), registry=registry)
+    agent.start()
+    server.start()
+    try:
+        wait_for(lambda: server.fleet.agents(), 30, "the agent at the server")
+        request = EvaluationRequest(
+            model="digits_cnn", framework="torch", iterations=2, warmup=0, min_seconds=0
+        )
+        with RemoteClient(f"127.0.0.1:{server.port}") as client:
+            record = client.evaluate(request)
+            listed = client.list_evaluations(EvaluationQuery(text=record.id))
+        assert [s.id for s in listed.summaries] == [record.id]
+        assert f"{PENDING}{record.id}" not in store.list(PENDING)
+        assert agent.index is not None and agent.index.present([record.id]) == {record.id}
+    finally:
+        server.stop(0)
+        agent.stop(0)
