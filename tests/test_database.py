@@ -15,6 +15,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from mlms.database import keeper
 from mlms.database.index import EvaluationIndex
 from mlms.database.keeper import catch_up, needs_rebuild, rebuild
 from mlms.errors import InvalidArgument, Unavailable
@@ -222,7 +223,7 @@ def test_named_views(index: EvaluationIndex) -> None:
         index.view("worst", EvaluationQuery())
 
 
-def test_rebuild_after_losing_the_database(tmp_path: Path) -> None:
+def test_rebuild_after_losing_the_database(tmp_path: Path, monkeypatch) -> None:
     """The store is the archive: a lost index is made again from it, resuming where a crash
     stopped it, and a second run finds nothing to do."""
     store = LocalStore(tmp_path / "store")
@@ -253,7 +254,8 @@ def test_rebuild_after_losing_the_database(tmp_path: Path) -> None:
         wal.unlink()
     again = EvaluationIndex(url)
     assert again.created and again.count() == 0
-    assert rebuild(store, again).indexed == 1200
+    monkeypatch.setattr(keeper, "PARALLEL_FROM", 0)  # read in two processes, as a big one is
+    assert rebuild(store, again, processes=2).indexed == 1200
     assert set(_all_pages(again, EvaluationQuery(page_size=1000))) == set(stored_ids(store))
     again.close()
 

@@ -69,33 +69,42 @@ class EvaluationIndex:
     def claim(self, record: EvaluationRecord) -> bool:
         """Index ``record`` unless its id is indexed already: False then (the first writer of
         an id wins; the database's primary key decides, whatever the race)."""
+        return self._insert([evaluation_row(record)], result_rows(record))
+
+    def _insert(self, rows: list[dict[str, Any]], batch_rows: list[dict[str, Any]]) -> bool:
+        """Both kinds of rows in one transaction; False when an id is indexed already."""
         try:
             with connect.errors(self.url), self.engine.begin() as connection:
-                connection.execute(insert(evaluations), [evaluation_row(record)])
-                if record.results:
-                    connection.execute(insert(results), result_rows(record))
+                connection.execute(insert(evaluations), rows)
+                if batch_rows:
+                    connection.execute(insert(results), batch_rows)
         except IntegrityError:
             return False
         return True
 
     def add(self, records: Sequence[EvaluationRecord]) -> int:
         """Index those of ``records`` not indexed yet, in one transaction; how many were new."""
-        if not records:
-            return 0
-        fresh = {r.id: r for r in records}
+        return self.add_rows(
+            [evaluation_row(r) for r in records], [row for r in records for row in result_rows(r)]
+        )
+
+    def add_rows(self, rows: list[dict[str, Any]], batch_rows: list[dict[str, Any]]) -> int:
+        """``add`` for rows made already (``mlms.database.rows``): a rebuild makes them in
+        processes of its own."""
+        fresh = {row["id"]: row for row in rows}
         for known in self.present(list(fresh)):
-            fresh.pop(known, None)
+            fresh.pop(known)
         if not fresh:
             return 0
-        try:
-            with connect.errors(self.url), self.engine.begin() as connection:
-                connection.execute(insert(evaluations), [evaluation_row(r) for r in fresh.values()])
-                rows = [row for r in fresh.values() for row in result_rows(r)]
-                if rows:
-                    connection.execute(insert(results), rows)
-        except IntegrityError:  # another writer indexed some meanwhile: one at a time then
-            return sum(self.claim(r) for r in fresh.values())
-        return len(fresh)
+        results_of: dict[str, list[dict[str, Any]]] = {}
+        for row in batch_rows:
+            if row["evaluation_id"] in fresh:
+                results_of.setdefault(row["evaluation_id"], []).append(row)
+        every = [row for rows_of in results_of.values() for row in rows_of]
+        if self._insert(list(fresh.values()), every):
+            return len(fresh)
+        # Another writer indexed some meanwhile: one evaluation at a time then.
+        return sum(self._insert([row], results_of.get(key, [])) for key, row in fresh.items())
 
     def add_sweep(self, sweep_id: str, evaluation_ids: Iterable[str]) -> None:
         """Remember which evaluations a sweep holds (its cells' ids, before they run)."""

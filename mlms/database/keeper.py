@@ -7,14 +7,20 @@ indexed already is skipped, so running either again after a crash goes on where 
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import logging
+import multiprocessing
+import os
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from mlms.database.index import EvaluationIndex
+from mlms.database.rows import evaluation_row, result_rows
 from mlms.errors import MlmsError, StoreError
 from mlms.evaluation.record import EvaluationRecord
 from mlms.evaluation.records import PENDING, RECORDS, stored_ids
@@ -28,6 +34,8 @@ log = logging.getLogger(__name__)
 BATCH = 500
 #: Records read from the store at once (S3 answers each in a round trip).
 READERS = 8
+#: Rebuilds of at least this many records read them in processes of their own.
+PARALLEL_FROM = 4 * BATCH
 #: The state key under which the index keeps the URL of the store it indexes.
 STORE_KEY = "store"
 REBUILT_KEY = "rebuilt"
@@ -49,22 +57,35 @@ class Rebuilt:
 
 
 def rebuild(
-    store: ObjectStore, index: EvaluationIndex, progress: Progress | None = None
+    store: ObjectStore,
+    index: EvaluationIndex,
+    progress: Progress | None = None,
+    processes: int | None = None,
 ) -> Rebuilt:
-    """Index every record in the store that the index lacks, and every sweep's cells."""
+    """Index every record in the store that the index lacks, and every sweep's cells.
+
+    Reading and validating the records is most of the work: past ``PARALLEL_FROM`` missing
+    records it runs in ``processes`` processes (default: one per core) while this one writes."""
     started = time.perf_counter()
     ids = stored_ids(store)
     missing = sorted(set(ids) - index.present(ids))
     report = progress or (lambda _done, _total: None)
     report(0, len(missing))
-    indexed = skipped = 0
-    with ThreadPoolExecutor(READERS) as pool:
-        for start in range(0, len(missing), BATCH):
-            chunk = missing[start : start + BATCH]
-            records = [r for r in pool.map(lambda i: _read(store, i), chunk) if r is not None]
-            skipped += len(chunk) - len(records)
-            indexed += index.add(records)
-            report(min(start + BATCH, len(missing)), len(missing))
+    batches = [missing[start : start + BATCH] for start in range(0, len(missing), BATCH)]
+    workers = (os.cpu_count() or 1) if processes is None else processes
+    indexed = skipped = done = 0
+    with contextlib.ExitStack() as stack:
+        if workers > 1 and len(missing) >= PARALLEL_FROM:
+            spawn = multiprocessing.get_context("spawn")  # never fork a process with threads
+            pool = stack.enter_context(ProcessPoolExecutor(workers, mp_context=spawn))
+            parsed = _in_order(pool, store.url, batches, 2 * workers)
+        else:
+            parsed = (_rows_of(store, batch) for batch in batches)
+        for batch, (rows, batch_rows) in zip(batches, parsed, strict=True):
+            skipped += len(batch) - len(rows)
+            indexed += index.add_rows(rows, batch_rows)
+            done += len(batch)
+            report(done, len(missing))
     sweeps = 0
     for key in store.list(SWEEPS):
         if key.endswith(".json"):
@@ -82,6 +103,35 @@ def rebuild(
     for key in store.list(PENDING):  # every stored record is indexed now
         store.delete(key)
     return Rebuilt(len(ids), indexed, skipped, sweeps, time.perf_counter() - started)
+
+
+Rows = tuple[list[dict[str, Any]], list[dict[str, Any]]]
+
+
+def _in_order(pool: ProcessPoolExecutor, url: str, batches: list[list[str]], ahead: int):
+    """The rows of each batch, in order, read by the pool at most ``ahead`` batches ahead (so
+    memory stays a few batches whatever the store holds)."""
+    waiting: collections.deque[Future[Rows]] = collections.deque()
+    for batch in batches:
+        waiting.append(pool.submit(_rows_in_process, url, batch))
+        if len(waiting) >= ahead:
+            yield waiting.popleft().result()
+    while waiting:
+        yield waiting.popleft().result()
+
+
+def _rows_in_process(url: str, batch: list[str]) -> Rows:
+    from mlms.store.factory import store_from_url
+
+    return _rows_of(store_from_url(url), batch)
+
+
+def _rows_of(store: ObjectStore, batch: list[str]) -> Rows:
+    """The index rows of the readable records of ``batch`` (S3 answers each read in a round
+    trip: ``READERS`` at once)."""
+    with ThreadPoolExecutor(READERS) as pool:
+        records = [r for r in pool.map(lambda i: _read(store, i), batch) if r is not None]
+    return [evaluation_row(r) for r in records], [row for r in records for row in result_rows(r)]
 
 
 def catch_up(store: ObjectStore, index: EvaluationIndex) -> int:
