@@ -153,7 +153,10 @@ class EmbeddedClient:
             record = evaluate_in_child(forwarded, self.store, progress, evaluation_id=evaluation_id)
             index = self._writing_index()  # the child stored it without: index it now
             if index is not None:
-                index.add([record])
+                try:
+                    index.add([record])
+                except MlmsError as exc:  # its pending marker has it indexed later
+                    log.warning("evaluation %s: not indexed now: %s", record.id, exc)
             return record
         return evaluate(
             request,

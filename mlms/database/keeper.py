@@ -169,7 +169,12 @@ def needs_rebuild(index: EvaluationIndex) -> bool:
 
 
 def index_sweep(index: EvaluationIndex, sweep: SweepState) -> None:
-    index.add_sweep(sweep.id, [c.evaluation_id for c in sweep.cells])
+    """Remember the sweep's cells; with the index down the sweep runs all the same, and
+    ``mlms db rebuild`` indexes its cells later (they are in the stored sweep)."""
+    try:
+        index.add_sweep(sweep.id, [c.evaluation_id for c in sweep.cells])
+    except MlmsError as exc:
+        log.warning("sweep %s: its cells are not indexed now: %s", sweep.id, exc)
 
 
 class IndexKeeper:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections.abc import Callable, Iterator
@@ -13,7 +14,7 @@ from mlms.analysis.catalog import analyze_stored, to_ipc
 from mlms.bounds.record import BoundRequest, list_bounds
 from mlms.database.index import EvaluationIndex
 from mlms.database.keeper import index_sweep
-from mlms.errors import InvalidArgument, StoreError, UnknownEvaluation
+from mlms.errors import InvalidArgument, MlmsError, StoreError, UnknownEvaluation
 from mlms.evaluation.query import EvaluationQuery
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.records import FULL_ID, load_record
@@ -132,7 +133,7 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         record = from_proto(message, EvaluationRecord, "evaluation record from an agent")
         try:
             self.index.add([record])
-        except StoreError as exc:  # down: the keeper catches up from the store later
+        except MlmsError as exc:  # down: the keeper catches up from the store later
             log.warning("evaluation %s: not indexed now: %s", record.id, exc)
 
     def GetEvaluation(self, request, context):
@@ -140,9 +141,10 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         cached = self.records.get(wanted)
         if cached is not None:
             return cached
-        if not FULL_ID.fullmatch(wanted):
-            found = self.index.resolve(wanted) if wanted else []
-            wanted = found[0] if len(found) == 1 else wanted
+        if wanted and not FULL_ID.fullmatch(wanted):
+            with contextlib.suppress(MlmsError):  # the index down: the store resolves it
+                found = self.index.resolve(wanted)
+                wanted = found[0] if len(found) == 1 else wanted
             cached = self.records.get(wanted)
             if cached is not None:
                 return cached
