@@ -59,9 +59,12 @@ def status(store: str | None, database: str | None) -> None:
     """Where the index is and how many evaluations it holds."""
     from mlms.database.connect import url_for
     from mlms.database.index import EvaluationIndex
+    from mlms.database.keeper import STORE_KEY
     from mlms.store.factory import store_from_url
 
     target = store_from_url(store)
     index = EvaluationIndex(url_for(target, database))
-    out.print(f"{index.shown_url}: {index.count()} evaluations indexed (store {target.url})")
+    built = index.get_state(STORE_KEY)
+    source = f"rebuilt from {built}" if built else "never rebuilt: 'mlms db rebuild'"
+    out.print(f"{index.shown_url}: {index.count()} evaluations indexed ({source})")
     index.close()
