@@ -19,6 +19,11 @@ belong to. Afterwards, once the fleet is quiet, every submission is one of:
 - ``duplicated``: two records in the store for one submission, or one record written twice
   (the bucket is versioned: each write of a record is a version).
 
+Copies refused: an evaluation moved to another agent (its first agent cut off, not dead) can
+finish twice; the later copy finds the id taken (claimed in the evaluation index, or its
+record stored) and is dropped with its span archive. The summary counts those refusals from
+the agents' logs (``refused_copies``); a refused copy is no duplicate.
+
 Faults run one after another (so that each heal is its own): after a fault ends (link up,
 process restarted and serving, etcd healthy) the script measures how long until the fleet has
 healed: every live agent registered in etcd and, for the server's faults, the server answering
@@ -58,6 +63,9 @@ from tests.netns_fleet import (
 
 DEADLINE_S = 300.0  # one evaluation, however many retries and faults it meets
 HEAL_LIMIT_S = 120.0  # waiting longer than this is a failure of the run, reported as such
+#: What an agent logs when it drops its copy of an evaluation stored first by another: found
+#: stored before its span archive was written, or refused when it claimed the id.
+REFUSED = ("already; dropping this copy", "was stored by another copy first")
 
 
 @dataclass
@@ -306,12 +314,18 @@ class Chaos:
                 f"{left} {heal}  {ok}"
             )
         counts = Counter(s.outcome for s in self.submissions)
+        refused = sum(
+            path.read_text(errors="replace").count(phrase)
+            for path in (self.fleet.root / "logs").glob("agent*.log")
+            for phrase in REFUSED
+        )
         healed = [f for f in self.faults if f.heal_s is not None and f.heal_s <= limit]
         summary = {
             "seed": self.args.seed,
             "evaluations": len(self.submissions),
             "outcomes": dict(sorted(counts.items())),
             "faults": len(self.faults),
+            "refused_copies": refused,
             "healed_within_2xTTL": len(healed),
             "max_heal_s": round(max((f.heal_s or 0) for f in self.faults), 2)
             if self.faults

@@ -6,10 +6,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+import logging
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
+
+from mlms.errors import MlmsError
 
 if TYPE_CHECKING:  # the CLI imports this module at start: what runs loads on use
     import pandas as pd
@@ -17,22 +21,28 @@ if TYPE_CHECKING:  # the CLI imports this module at start: what runs loads on us
 
     from mlms.bounds.record import BoundRecord, BoundRequest
     from mlms.evaluation.progress import ProgressCallback
+    from mlms.evaluation.query import EvaluationQuery, P50Row
     from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
+    from mlms.evaluation.summary import EvaluationSummary
     from mlms.evaluation.sweep import SweepSpec, SweepState
     from mlms.server.jobs import Job
     from mlms.store.base import ObjectStore
     from mlms.zoo.file_models import ModelOptions
     from mlms.zoo.manifest import ModelManifest
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class Evaluations:
-    records: list[EvaluationRecord]  # stored, oldest first; not those the caller said it knew
+    """One page of a listing, and what is in flight."""
+
+    summaries: list[EvaluationSummary]  # in the query's order
     # Dispatched by a live server, no record yet. The embedded platform runs evaluations in
     # the caller's process, so it never reports any.
     in_flight: list[Job] = field(default_factory=list)
-    # Every stored record's id, the known ones included: what a caller's copy should hold.
-    stored_ids: list[str] = field(default_factory=list)
+    total: int = 0  # the evaluations that match the query's filters
+    next_page_token: str = ""  # empty on the last page
 
 
 class Client(Protocol):
@@ -58,9 +68,14 @@ class Client(Protocol):
         """The stored record; ``EvaluationInFlight`` while a server still dispatches it."""
         ...
 
-    def list_evaluations(self, known: Collection[str] = ()) -> Evaluations:
-        """The stored records but those in ``known`` (records never change once stored, so a
-        caller that keeps copies asks only for the new ones), and what is in flight."""
+    def list_evaluations(self, query: EvaluationQuery | None = None) -> Evaluations:
+        """One page of the stored evaluations that match ``query`` (default: the newest 50),
+        from the evaluation index, and what is in flight."""
+        ...
+
+    def view_evaluations(self, view: str, query: EvaluationQuery | None = None) -> list[P50Row]:
+        """A named view (``mlms.evaluation.query.VIEWS``) over the completed evaluations that
+        match ``query``'s filters."""
         ...
 
     def spans(self, trace_id: str) -> pa.Table:
@@ -96,10 +111,39 @@ class Client(Protocol):
 
 
 class EmbeddedClient:
-    def __init__(self, store: ObjectStore | None = None) -> None:
+    def __init__(self, store: ObjectStore | None = None, database: str | None = None) -> None:
+        """``database``: the evaluation index's URL; default: MLMS_DATABASE, else SQLite
+        beside a local store (``$MLMS_HOME/index.db`` for the default one)."""
         from mlms.store.factory import default_store
 
         self.store = store or default_store()
+        self.database = database
+        self._index = None  # opened at the first call that needs it
+        self._opening = threading.Lock()
+
+    @property
+    def index(self):  # -> EvaluationIndex; SQLAlchemy is imported only when it is needed
+        """The evaluation index, opened (and brought up to date with the store) on first use."""
+        with self._opening:
+            if self._index is None:
+                from mlms.database.connect import url_for
+                from mlms.database.index import EvaluationIndex
+                from mlms.database.keeper import needs_rebuild, rebuild
+
+                index = EvaluationIndex(url_for(self.store, self.database))
+                if needs_rebuild(index):  # a new database beside records stored before it
+                    rebuild(self.store, index)
+                self._index = index
+            return self._index
+
+    def _writing_index(self):
+        """The index for storing a record, or None while it cannot be opened (the record is
+        then stored with a pending marker and indexed later)."""
+        try:
+            return self.index
+        except MlmsError as exc:
+            log.warning("the evaluation index is unavailable; indexing later: %s", exc)
+            return None
 
     def evaluate(
         self,
@@ -123,8 +167,21 @@ class EmbeddedClient:
             from mlms.agent.child import evaluate_in_child
 
             forwarded = request.model_copy(update={"framework": framework})
-            return evaluate_in_child(forwarded, self.store, progress, evaluation_id=evaluation_id)
-        return evaluate(request, store=self.store, progress=progress, evaluation_id=evaluation_id)
+            record = evaluate_in_child(forwarded, self.store, progress, evaluation_id=evaluation_id)
+            index = self._writing_index()  # the child stored it without: index it now
+            if index is not None:
+                try:
+                    index.add([record])
+                except MlmsError as exc:  # its pending marker has it indexed later
+                    log.warning("evaluation %s: not indexed now: %s", record.id, exc)
+            return record
+        return evaluate(
+            request,
+            store=self.store,
+            progress=progress,
+            evaluation_id=evaluation_id,
+            index=self._writing_index(),
+        )
 
     def list_models(self) -> list[ModelManifest]:
         from mlms.zoo.resolve import all_models
@@ -153,11 +210,22 @@ class EmbeddedClient:
 
         return load_record(self.store, evaluation_id)
 
-    def list_evaluations(self, known: Collection[str] = ()) -> Evaluations:
-        from mlms.evaluation.records import list_new_records
+    def list_evaluations(self, query: EvaluationQuery | None = None) -> Evaluations:
+        from mlms.database.keeper import catch_up
 
-        records, stored = list_new_records(self.store, known)
-        return Evaluations(records, stored_ids=stored)
+        catch_up(self.store, self.index)  # records stored while no index took them
+        from mlms.evaluation.query import EvaluationQuery
+
+        page = self.index.page(query or EvaluationQuery())
+        return Evaluations(page.summaries, total=page.total, next_page_token=page.next_page_token)
+
+    def view_evaluations(self, view: str, query: EvaluationQuery | None = None) -> list[P50Row]:
+        from mlms.database.keeper import catch_up
+
+        catch_up(self.store, self.index)
+        from mlms.evaluation.query import EvaluationQuery
+
+        return self.index.view(view, query or EvaluationQuery())
 
     def spans(self, trace_id: str) -> pa.Table:
         from mlms.tracer.archive import read_table
@@ -203,7 +271,10 @@ class EmbeddedClient:
                 return load_record(self.store, cell.evaluation_id)
             return self.evaluate(request, evaluation_id=cell.evaluation_id)
 
+        from mlms.database.keeper import index_sweep
+
         sweep = load_sweep(self.store, sweep_id) if sweep_id else new_sweep(spec)
+        index_sweep(self.index, sweep)  # before its cells run: the sweep filter finds them
         run = SweepRun(sweep, self.store, run_cell).start()
         try:
             for state in run.updates():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
@@ -25,9 +25,17 @@ from mlms.bounds.record import BoundRecord, BoundRequest
 from mlms.client import Evaluations
 from mlms.errors import EvaluationInFlight, InvalidArgument, Unavailable, UnknownModel
 from mlms.evaluation.progress import ProgressCallback
+from mlms.evaluation.query import EvaluationQuery, P50Row
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
+from mlms.evaluation.summary import EvaluationSummary
 from mlms.evaluation.sweep import SweepSpec, SweepState
-from mlms.protos.mlms.v2 import calls_pb2, evaluator_pb2, evaluator_pb2_grpc, sweep_pb2
+from mlms.protos.mlms.v2 import (
+    calls_pb2,
+    evaluation_pb2,
+    evaluator_pb2,
+    evaluator_pb2_grpc,
+    sweep_pb2,
+)
 from mlms.registry.base import AgentRecord
 from mlms.rpc.convert import from_proto, to_proto
 from mlms.rpc.options import CHANNEL_OPTIONS
@@ -171,14 +179,24 @@ class RemoteClient:
             )
         return self._decode(reply.record, EvaluationRecord)
 
-    def list_evaluations(self, known: Collection[str] = ()) -> Evaluations:
-        request = evaluator_pb2.ListEvaluationsRequest(known_ids=sorted(known))
+    def list_evaluations(self, query: EvaluationQuery | None = None) -> Evaluations:
+        request = evaluator_pb2.ListEvaluationsRequest(
+            query=to_proto(query or EvaluationQuery(), evaluation_pb2.EvaluationQuery)
+        )
         reply = self._call(lambda: self._stub.ListEvaluations(request, timeout=CALL_TIMEOUT_S))
         return Evaluations(
-            [self._decode(r, EvaluationRecord) for r in reply.records],
+            [self._decode(s, EvaluationSummary) for s in reply.summaries],
             [self._decode(j, Job) for j in reply.jobs],
-            list(reply.stored_ids),
+            reply.total,
+            reply.next_page_token,
         )
+
+    def view_evaluations(self, view: str, query: EvaluationQuery | None = None) -> list[P50Row]:
+        request = evaluator_pb2.ViewEvaluationsRequest(
+            view=view, query=to_proto(query or EvaluationQuery(), evaluation_pb2.EvaluationQuery)
+        )
+        reply = self._call(lambda: self._stub.ViewEvaluations(request, timeout=CALL_TIMEOUT_S))
+        return [self._decode(row, P50Row) for row in reply.rows]
 
     def spans(self, trace_id: str) -> pa.Table:
         return upgrade(read_parquet(self._archive_bytes(trace_id)))

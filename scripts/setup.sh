@@ -55,6 +55,23 @@ fi
     || { echo "setup: the fleet's Python packages did not install" >&2; exit 1; }
 # --- end fleet infrastructure ----------------------------------------------------------------
 
+# --- PostgreSQL for the evaluation index's tests (tests/postgres.py starts Debian's server in a
+# temp folder, as the postgres user when run as root). The package enables a cluster that
+# systemd starts where it runs: stopped, so the tests' own server is the only one.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    if apt_install postgresql; then
+        if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet postgresql 2>/dev/null; then
+            systemctl disable --now postgresql >/dev/null 2>&1 || true
+        fi
+    else
+        echo "setup: PostgreSQL is not installed and this is not root with apt-get:" \
+            "run 'apt-get install -y postgresql' as root; the PostgreSQL tests will skip"
+    fi
+fi
+"$VENV/bin/python" -c "import sqlalchemy, alembic, psycopg" \
+    || { echo "setup: the evaluation index's Python packages did not install" >&2; exit 1; }
+# --- end PostgreSQL ------------------------------------------------------------------------
+
 # --- The report's browser tests: Debian's chromium, driven by playwright's Python API ------
 # tests/test_report.py opens reports in /usr/bin/chromium (never a browser that playwright
 # downloads). Without root it is skipped with a message and those tests skip.

@@ -12,6 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.postgres import PostgresServer
+from tests.postgres import unavailable as postgres_unavailable
 from tests.services import EtcdServer, S3Server, etcd_binary
 
 
@@ -46,3 +48,15 @@ def s3() -> Iterator[S3Server]:
         else:
             os.environ[name] = value
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server for the session; ``postgres.database()`` gives each test an
+    empty database of its own."""
+    reason = postgres_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    server = PostgresServer().start()
+    yield server
+    server.remove()

@@ -23,7 +23,9 @@ from mlms import errors
 from mlms.analysis.engine import Spans
 from mlms.analysis.layers import layer_table, layer_types, slowest_layers
 from mlms.client import EmbeddedClient
+from mlms.evaluation.query import EvaluationQuery
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
+from mlms.evaluation.summary import EvaluationSummary
 from mlms.protos.mlms.v2 import (
     calls_pb2,
     evaluation_pb2,
@@ -172,12 +174,10 @@ def test_remote_eval_matches_embedded(fleet: Fleet) -> None:
     with fleet.client() as client:
         remote = client.evaluate(request)
         assert client.get_evaluation(remote.id[:12]) == remote
-        listing = client.list_evaluations()
-        assert remote.id in {r.id for r in listing.records}
-        assert {r.id for r in listing.records} == set(listing.stored_ids)
-        again = client.list_evaluations(known=[remote.id])  # only what the caller lacks
-        assert remote.id not in {r.id for r in again.records} and remote.id in again.stored_ids
-        assert len(again.records) == len(listing.records) - 1
+        # Indexed by the server as it relayed the record: listed at once, newest first.
+        listing = client.list_evaluations(EvaluationQuery(model=request.model, page_size=1))
+        assert [s.id for s in listing.summaries] == [remote.id]
+        assert listing.summaries[0] == EvaluationSummary.of(remote)
     assert set(remote.model_dump()) == set(embedded.model_dump())
     same = ("request", "model", "framework", "device", "trace_level", "span_count", "accuracy")
     for name in same:
@@ -296,10 +296,11 @@ def test_bad_inputs_over_grpc(fleet: Fleet) -> None:
     assert code == grpc.StatusCode.RESOURCE_EXHAUSTED
     code, details = status(lambda: stub.GetEvaluation(evaluator_pb2.GetEvaluationRequest()))
     assert code == grpc.StatusCode.NOT_FOUND or code == grpc.StatusCode.INVALID_ARGUMENT
-    listing = evaluator_pb2.ListEvaluationsRequest(known_ids=["../etc"])
+    query = evaluation_pb2.EvaluationQuery(sweep_id="../etc")
+    listing = evaluator_pb2.ListEvaluationsRequest(query=query)
     code, details = status(lambda: stub.ListEvaluations(listing))
     assert code == grpc.StatusCode.INVALID_ARGUMENT
-    assert details == "known evaluation id '../etc': expected a full id, 32 hex digits"
+    assert details == "bad evaluation query: sweep_id: sweep id '../etc': expected 32 hex digits"
     # Still serving, and a good predict goes through the same route.
     batch = np.zeros((2, 1, 8, 8), np.float32)
     with fleet.client() as client:

@@ -126,6 +126,7 @@ SERVER_METHODS = {
     "GetSpans": (evaluator_pb2.GetSpansRequest, True),
     "Analyze": (evaluator_pb2.AnalyzeRequest, True),
     "Sweep": (sweep_pb2.SweepRequest, True),
+    "ViewEvaluations": (evaluator_pb2.ViewEvaluationsRequest, False),
 }
 AGENT_METHODS = {
     "Info": (predictor_pb2.InfoRequest, False),

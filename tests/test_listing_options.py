@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from mlms.client import EmbeddedClient
+from mlms.client import EmbeddedClient, Evaluations
+from mlms.evaluation.query import EvaluationQuery
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.records import save_record
+from mlms.evaluation.summary import EvaluationSummary
 from mlms.store.local import LocalStore
 from mlms.ui import pages
-from mlms.ui.index import Filters, Snapshot, Summary
+from mlms.ui.search import Filters
 
 VARIANTS = [
     {},
@@ -49,14 +51,21 @@ def test_request_options_name_what_differs() -> None:
     assert threads == "fp32, threads 4/-"
 
 
-def test_the_ui_list_shows_and_searches_the_options(records) -> None:
-    rows = [Summary.of(r) for r in records]
+def test_the_ui_list_shows_and_searches_the_options(records, tmp_path: Path) -> None:
+    rows = [EvaluationSummary.of(r) for r in records]
     assert [row.options for row in rows] == SHOWN
-    html = pages.evaluations(Snapshot(rows, [], 0.0), Filters(), rows, ["digits_cnn"])
+    html = pages.evaluations(Evaluations(rows, total=len(rows)), Filters(), ["digits_cnn"])
     assert ">options<" in html
     for shown in SHOWN:
         assert f">{shown}<" in html
-    assert [row.options for row in Filters(text="bf16").match(rows)] == ["bf16"]
+    store = LocalStore(tmp_path / "store")
+    for record in records:
+        save_record(store, record)
+    client = EmbeddedClient(store)
+    indexed = client.list_evaluations(EvaluationQuery(sort="created")).summaries
+    assert sorted(row.options for row in indexed) == sorted(SHOWN)
+    found = client.list_evaluations(EvaluationQuery(text="bf16")).summaries
+    assert [row.options for row in found] == ["bf16"]
 
 
 def test_mlms_evals_shows_the_options(records, tmp_path: Path) -> None:

@@ -102,11 +102,11 @@ def two_records(store) -> list[EvaluationRecord]:
 
 
 def _listed(ui: RunningUi, records: list[EvaluationRecord]) -> None:
-    """Wait until the UI lists ``records``: stored behind its back, they show up at its next
-    background listing (``mlms.ui.index.REFRESH_S``)."""
+    """Wait until the UI lists ``records`` (stored beside it, through the evaluation index
+    that the UI queries)."""
 
     def listed() -> bool:
-        answer = ui.get("/api/evaluations", params={"limit": "10000"}).json()
+        answer = ui.get("/api/evaluations", params={"limit": "1000"}).json()
         return {r.id for r in records} <= {e["id"] for e in answer["evaluations"]}
 
     wait_for(listed, 30, "the UI to list the evaluations stored beside it", every=0.2)
@@ -437,7 +437,7 @@ def test_a_token_opens_a_session_that_ends_with_it(guarded: Guarded) -> None:
     jar = {COOKIE: session}
     zoo = ui.get("/zoo", cookies=jar)
     assert zoo.status_code == 200 and "digits_cnn" in zoo.text and token not in zoo.text
-    assert ui.get("/api/evaluations", cookies=jar).json()["total"] == 0
+    assert ui.get("/api/evaluations", cookies=jar).json()["matched"] == 0
     assert ui.get("/fleet/live", cookies=jar).status_code == 200
     # A read token may look but not run: the run ends with the server's refusal, in one line.
     started = ui.post("/api/evaluations", json={"model": "digits_cnn"}, cookies=jar)
@@ -595,3 +595,25 @@ def test_forms_posted_from_another_site_are_refused(ui: RunningUi) -> None:
     assert foreign.status_code == 403 and "cross-site POST refused" in foreign.text
     same = ui.post("/run", data=body, headers={"Origin": ui.url})
     assert same.status_code == 400  # reached the form's checks (batch size 0)
+
+
+def test_the_evaluations_page_links_its_next_page() -> None:
+    """A page of the listing says how many match and links the next page with the same
+    search (the index pages by token)."""
+    from mlms.client import Evaluations
+    from mlms.evaluation.summary import EvaluationSummary
+    from mlms.ui import pages
+    from mlms.ui.search import Filters
+    from tests.evaluation_copies import copies
+
+    shown = [EvaluationSummary.of(r) for r in copies(3, seed=9)]
+    filters = Filters.parse({"model": "resnet50", "hardware": "H100", "sort": "p50"})
+    html = pages.evaluations(Evaluations(shown, total=10, next_page_token="tok"), filters, [])
+    assert "10 evaluations match, 3 on this page" in html
+    assert (
+        'href="/evaluations?model=resnet50&amp;hardware=h100&amp;sort=p50&amp;page_token=tok"'
+        in html
+    )
+    assert all(s.id[:12] in html for s in shown)
+    last = pages.evaluations(Evaluations(shown, total=3), filters, [])
+    assert "page_token" not in last and "3 evaluations match" in last

@@ -51,6 +51,8 @@ class AgentConfig:
     #: Under TLS the agent demands a client certificate from the CA naming the server role.
     tls: TlsFiles = field(default_factory=TlsFiles)
     insecure: bool = False  # plaintext allowed off loopback
+    #: The evaluation index where record ids are claimed; None: none (servers index them).
+    database: str | None = None
 
 
 def runnable_models(framework: str, version: str) -> list[str]:
@@ -82,11 +84,18 @@ class Agent:
         self.registry = registry or registry_from_url(config.registry)
         self._owns_registry = registry is None  # a shared one is closed by whoever made it
         self.store = store_from_url(config.store)
+        self.index = None
+        if config.database:
+            # Imported here: an agent without the database never loads SQLAlchemy.
+            from mlms.database.index import EvaluationIndex
+
+            self.index = EvaluationIndex(config.database)
         self.provider = process_provider("mlms-agent", config.otlp_endpoint)
         self.load = Load()
         self.service = PredictorService(
             framework=config.framework,
             store=self.store,
+            index=self.index,
             describe=self.record,
             agent_labels=self.labels,
             load=self.load,
@@ -182,6 +191,8 @@ class Agent:
         self.service.close_all()
         self.open_inference.close()
         self.provider.shutdown()
+        if self.index is not None:
+            self.index.close()
         if self._owns_registry:
             self.registry.close()
 

@@ -33,6 +33,7 @@ from mlms.errors import InvalidArgument, NotFound, UnsupportedFramework
 from mlms.evaluation.device_lock import exclusive_device
 from mlms.evaluation.progress import Progress, ProgressCallback
 from mlms.evaluation.record import EvaluationRecord
+from mlms.evaluation.records import RecordIndex
 from mlms.evaluation.runner import evaluate
 from mlms.predictors.base import Predictor, PredictorOptions
 from mlms.predictors.registry import choose_framework, predictor_class
@@ -100,6 +101,7 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
         *,
         framework: str,
         store: ObjectStore,
+        index: RecordIndex | None = None,
         describe: Callable[[], AgentRecord],
         agent_labels: Callable[[], dict[str, str]],
         load: Load,
@@ -108,6 +110,7 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
     ) -> None:
         self.framework = framework
         self.store = store
+        self.index = index
         self.describe = describe
         self.agent_labels = agent_labels
         self.load = load
@@ -229,6 +232,7 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
             return evaluate(
                 evaluation,
                 store=self.store,
+                index=self.index,
                 progress=progress,
                 processors=otlp_sinks(self.otlp_endpoint, f"evaluation {evaluation_id}"),
                 parent=trace.set_span_in_context(trace.get_current_span()),

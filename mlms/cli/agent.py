@@ -101,9 +101,19 @@ def _logging() -> None:
     metavar="HOST:PORT",
     help="The address servers reach this agent at; default: --listen with the bound port.",
 )
+@click.option(
+    "--database",
+    envvar="MLMS_DATABASE",
+    default=None,
+    metavar="URL",
+    help="The fleet's evaluation index (postgresql://USER@HOST:PORT/NAME): each record's id is "
+    "claimed there before it is stored, so of two copies of one evaluation only the first is "
+    "kept. Without it the servers index what this agent stores.",
+)
 @_common("127.0.0.1:50052")
 def agent(
     framework: str,
+    database: str | None,
     advertise: str | None,
     listen: str,
     registry: str,
@@ -129,6 +139,7 @@ def agent(
     process = Agent(
         AgentConfig(
             framework=framework,
+            database=database,
             listen=listen,
             advertise=advertise,
             registry=registry,
@@ -157,8 +168,27 @@ def agent(
     default=None,
     help="Require bearer tokens ('mlms token'); default: required unless --listen is loopback.",
 )
+@click.option(
+    "--database",
+    envvar="MLMS_DATABASE",
+    default=None,
+    metavar="URL",
+    help="The evaluation index, the same for every server of the fleet: "
+    "postgresql://USER@HOST:PORT/NAME, or sqlite:///PATH for one server; default: SQLite "
+    "under $MLMS_HOME.",
+)
+@click.option(
+    "--record-cache",
+    envvar="MLMS_RECORD_CACHE",
+    default=4096,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Evaluation records kept in memory for GetEvaluation (they never change); 0: none.",
+)
 @_common("127.0.0.1:50051")
 def server(
+    database: str | None,
+    record_cache: int,
     agent_tls_name: str | None,
     auth: bool | None,
     listen: str,
@@ -191,6 +221,8 @@ def server(
             insecure=insecure,
             auth=auth,
             agent_tls_name=agent_tls_name,
+            database=database,
+            record_cache=record_cache,
         )
     ).start()
     signalled.wait_then(process.stop)

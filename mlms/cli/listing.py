@@ -2,35 +2,120 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 import click
+from pydantic import ValidationError
 
 from mlms.cli.options import client_for, server_option
 from mlms.cli.render import out, rows_table
+from mlms.errors import InvalidArgument
+from mlms.evaluation.precisions import PRECISIONS
+from mlms.evaluation.query import MAX_PAGE_SIZE, VIEWS, EvaluationQuery, P50Row
+
+
+def _until(moment: datetime | None) -> datetime | None:
+    """A day alone ends at its last instant: ``--until 2026-01-31`` includes that day."""
+    if moment is None or moment.time() != datetime.min.time():
+        return moment
+    return moment + timedelta(days=1) - timedelta(microseconds=1)
+
+
+_DAY = click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"])
 
 
 @click.command()
+@click.option("--model", help="Only this model.")
+@click.option("--framework", help="Only this framework (torch, onnxruntime, ...).")
+@click.option("--hw", "hardware", metavar="ALIAS", help="Only this --hw alias (cpu, h100, ...).")
+@click.option("--precision", type=click.Choice(PRECISIONS), help="Only this precision.")
+@click.option("--status", type=click.Choice(["completed", "failed"]), help="Only this status.")
+@click.option("--since", type=_DAY, help="Created on or after (UTC): YYYY-MM-DD[THH:MM:SS].")
+@click.option("--until", type=_DAY, help="Created on or before (UTC): YYYY-MM-DD[THH:MM:SS].")
+@click.option("--sweep", "sweep_id", metavar="ID", help="Only the evaluations of this sweep.")
+@click.option(
+    "--search",
+    default="",
+    metavar="WORDS",
+    help="Words each found in the id, model, framework, hardware, device or agent.",
+)
+@click.option(
+    "--sort",
+    default="-created",
+    show_default=True,
+    metavar="KEY",
+    help="created, p50, throughput, model or framework; '-' before: descending.",
+)
+@click.option(
+    "--limit",
+    default=50,
+    show_default=True,
+    type=click.IntRange(1, 100_000),
+    help="Evaluations shown at most.",
+)
+@click.option(
+    "--view",
+    type=click.Choice(VIEWS),
+    help="Instead of the list: best_p50 (the lowest p50 per model, hardware and batch "
+    "size) or framework_versions (a model's p50 per framework version).",
+)
 @server_option
-def evals(server: str | None) -> None:
-    """List stored evaluations, oldest first, and those still in flight on a fleet."""
-    listing = client_for(server).list_evaluations()
-    rows = []
-    for record in listing.records:
-        first = record.results[0] if record.results else None
-        rows.append(
-            {
-                "id": record.id[:12],
-                "created": record.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-                "model": record.model.name,
-                "framework": f"{record.framework.name} {record.framework.version}",
-                "device": record.device,
-                "batch sizes": ",".join(str(r.batch_size) for r in record.results),
-                "p50 first bs (ms)": first.latency_ms.p50 if first else float("nan"),
-                "trace level": record.trace_level,
-                "options": record.request.options(),
-            }
+def evals(
+    model: str | None,
+    framework: str | None,
+    hardware: str | None,
+    precision: str | None,
+    status: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    sweep_id: str | None,
+    search: str,
+    sort: str,
+    limit: int,
+    view: str | None,
+    server: str | None,
+) -> None:
+    """List stored evaluations (newest first, the filters given all holding), and those still
+    in flight on a fleet."""  # fmt: skip
+    from mlms.rpc.convert import one_line
+
+    try:
+        query = EvaluationQuery(
+            model=model, framework=framework, hardware=hardware, precision=precision,
+            status=status, since=since, until=_until(until), sweep_id=sweep_id, text=search,
+            sort=sort, page_size=min(limit, MAX_PAGE_SIZE),
+        )  # fmt: skip
+    except ValidationError as exc:
+        raise InvalidArgument(one_line(exc)) from None
+    client = client_for(server)
+    if view is not None:
+        _print_view(view, client.view_evaluations(view, query))
+        return
+    listing = client.list_evaluations(query)
+    summaries = list(listing.summaries)
+    while listing.next_page_token and len(summaries) < limit:
+        listing = client.list_evaluations(
+            query.model_copy(update={"page_token": listing.next_page_token})
         )
+        summaries.extend(listing.summaries)
+    rows = [
+        {
+            "id": s.id[:12],
+            "created (UTC)": s.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+            "model": s.model,
+            "framework": f"{s.framework} {s.framework_version}",
+            "hardware": s.hardware_label,
+            "options": s.options,
+            "batch sizes": ",".join(map(str, s.batch_sizes)),
+            "p50 first bs (ms)": s.p50_ms if s.p50_ms is not None else float("nan"),
+            "trace level": s.trace_level,
+            "status": s.status,
+        }
+        for s in summaries[:limit]
+    ]
     if rows:
-        out.print(rows_table(rows, "evaluations"))
+        shown = f"{len(rows)} of {listing.total}" if listing.total > len(rows) else str(len(rows))
+        out.print(rows_table(rows, f"evaluations ({shown}, sorted by {sort})"))
     if listing.in_flight:
         running = [
             {
@@ -46,4 +131,34 @@ def evals(server: str | None) -> None:
         ]
         out.print(rows_table(running, "in flight"))
     if not rows and not listing.in_flight:
-        out.print("no evaluations yet; run 'mlms eval --model resnet50'")
+        filtered = query.model_dump(exclude_defaults=True, exclude={"page_size"})
+        out.print(
+            "no evaluation matches these filters"
+            if filtered
+            else "no evaluations yet; run 'mlms eval --model resnet50'"
+        )
+
+
+def _print_view(view: str, rows: list[P50Row]) -> None:
+    if not rows:
+        out.print(f"no completed evaluation matches these filters ({view})")
+        return
+    table = [
+        {
+            "model": r.model,
+            "hardware": r.hw,
+            "batch size": r.batch_size,
+            "framework": f"{r.framework} {r.framework_version}",
+            "best p50 (ms)": r.p50_ms,
+            "mean p50 (ms)": r.mean_p50_ms,
+            "evaluations": r.evaluations,
+            "best evaluation": r.evaluation_id[:12],
+            "latest (UTC)": r.latest.strftime("%Y-%m-%d %H:%M"),
+        }
+        for r in rows
+    ]
+    titles = {
+        "best_p50": "best p50 per model, hardware and batch size",
+        "framework_versions": "p50 per framework version",
+    }
+    out.print(rows_table(table, titles[view]))

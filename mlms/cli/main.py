@@ -14,6 +14,7 @@ from mlms.cli.analyze import analyze
 from mlms.cli.assets import assets
 from mlms.cli.bound import bound
 from mlms.cli.compare import compare
+from mlms.cli.database import db
 from mlms.cli.datasets import datasets
 from mlms.cli.evaluate import evaluate
 from mlms.cli.import_trace import import_trace
@@ -53,6 +54,7 @@ cli.add_command(certs)
 cli.add_command(ui)
 cli.add_command(loadgen)
 cli.add_command(datasets)
+cli.add_command(db)
 
 
 def main() -> None:

@@ -139,7 +139,10 @@ def sweep_progress() -> Iterator[Callable[[SweepState], None]]:
 
 
 def summary(state: SweepState) -> Table:
-    table = Table(title=f"sweep {state.id}")
+    table = Table(
+        title=f"sweep {state.id}",
+        caption=f"'mlms evals --sweep {state.id}' lists its evaluations",
+    )
     for column in ("model", "framework", "batch", "hw", "state", "p50 (ms)", "inputs/s",
                    "J/inference", "agent", "evaluation"):  # fmt: skip
         table.add_column(column)

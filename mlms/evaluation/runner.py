@@ -45,7 +45,7 @@ from mlms.evaluation.record import (
     ModelRef,
     Predictions,
 )
-from mlms.evaluation.records import load_record, save_record
+from mlms.evaluation.records import RecordIndex, load_record, save_record, stored_winner
 from mlms.evaluation.stats import latency_stats
 from mlms.predictors.base import InputCopy, Predictor, PredictorOptions, TokenGenerator
 from mlms.predictors.registry import choose_framework, predictor_class
@@ -111,11 +111,14 @@ def evaluate(
     parent: otel_context.Context | None = None,
     agent: dict[str, str] | None = None,
     evaluation_id: str | None = None,
+    index: RecordIndex | None = None,
 ) -> EvaluationRecord:
     """Run one evaluation in this process and store its record and span archive.
 
     ``evaluation_id`` is given by a server that dispatches the evaluation, so that a retry on
-    another agent keeps the id the client was told."""
+    another agent keeps the id the client was told. The record's id is claimed in ``index``
+    before the record is stored: a copy that finds it claimed (another agent finished the same
+    evaluation first) discards its span archive and answers with the first copy's record."""
     plan = _plan(request, store)
     dispatched = evaluation_id is not None
     evaluation_id = evaluation_id or uuid.uuid4().hex
@@ -140,6 +143,7 @@ def evaluate(
             return stored
     records = tracer.records()
     trace_id = measured.trace_id
+    archive = write_spans(store, trace_id, records) if trace_id else None
     record = EvaluationRecord(
         id=evaluation_id,
         created_at=datetime.now(UTC),
@@ -162,7 +166,7 @@ def evaluate(
         },
         trace_level=request.trace_level.label,
         trace_id=trace_id,
-        trace_archive=write_spans(store, trace_id, records) if trace_id else None,
+        trace_archive=archive,
         span_count=len(records),
         queue_wait_seconds=round(measured.waited, 6),
         asset_sha256=plan.asset.sha256,
@@ -171,7 +175,15 @@ def evaluate(
         predictions=measured.predictions,
         agent=agent or {"mode": "embedded"},
     )
-    save_record(store, record)
+    if not save_record(store, record, index):
+        if archive is not None:
+            store.delete(archive)
+        log.warning(
+            "evaluation %s was stored by another copy first; this copy and its span archive "
+            "are discarded",
+            evaluation_id,
+        )
+        return stored_winner(store, evaluation_id)
     return record
 
 

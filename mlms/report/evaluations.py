@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from mlms.evaluation.record import EvaluationRecord
-from mlms.registry.hardware import GpuInfo
+from mlms.evaluation.summary import device_name, gpu_of
 from mlms.report.html import Section, collapsed, question, table
 
 
@@ -24,12 +24,6 @@ def short_label(record: EvaluationRecord) -> str:
     return f"{record.model.name} · {record.framework.name} · {record.device} · {record.id[:8]}"
 
 
-def device_name(record: EvaluationRecord) -> str:
-    """``cpu`` or the GPU's name for a ``cuda:N`` device."""
-    gpu = _gpu(record)
-    return gpu.name if gpu else record.device
-
-
 def hardware(record: EvaluationRecord) -> str:
     """The machine in one line: the GPU (with its compute capability and driver) where the
     evaluation ran on one, then the CPU, cores, memory and host."""
@@ -38,7 +32,7 @@ def hardware(record: EvaluationRecord) -> str:
         f"{hw.cpu_brand}, {hw.cpu_cores_logical} cores, {hw.memory_bytes / 2**30:.0f} GiB "
         f"({hw.host}, {hw.machine})"
     )
-    gpu = _gpu(record)
+    gpu = gpu_of(record)
     if gpu is None:
         return cpu
     return (
@@ -89,10 +83,3 @@ def _accuracy(record: EvaluationRecord) -> str:
         return "not measured"
     acc = record.accuracy
     return f"top-1 {acc.top1:.4f}, top-5 {acc.top5:.4f} on {acc.dataset} ({acc.samples} samples)"
-
-
-def _gpu(record: EvaluationRecord) -> GpuInfo | None:
-    if not record.device.startswith("cuda"):
-        return None
-    index = int(record.device.partition(":")[2] or 0)
-    return next((g for g in record.hardware.gpus if g.index == index), None)

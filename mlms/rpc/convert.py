@@ -198,7 +198,10 @@ def _value(field: FieldDescriptor, value: Any, annotation: Any, what: str) -> An
     if descriptor is None:
         return value
     if descriptor.full_name == _TIMESTAMP:
-        return value.ToDatetime(tzinfo=UTC)
+        try:
+            return value.ToDatetime(tzinfo=UTC)
+        except (ValueError, OverflowError) as exc:  # seconds past year 9999
+            raise InvalidArgument(f"bad {what}: {field.name}: {exc}") from None
     if _is_list(descriptor):
         return list(value.values)
     if _is_union(descriptor):

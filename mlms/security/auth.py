@@ -26,7 +26,7 @@ from mlms.security.tokens import Role, Tokens
 #: The Evaluator's methods and the role each needs.
 EVALUATOR_ROLES: dict[str, Role] = {
     **{m: "read" for m in ("ListAgents", "ListModels", "GetEvaluation", "ListEvaluations",
-                           "ListBounds", "GetSpans", "Analyze")},
+                           "ListBounds", "GetSpans", "Analyze", "ViewEvaluations")},
     **{m: "run" for m in ("Evaluate", "Bound", "Predict", "Sweep")},
     **{m: "models" for m in ("AddModel", "RemoveModel")},
 }  # fmt: skip

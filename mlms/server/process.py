@@ -13,6 +13,9 @@ import uuid
 from dataclasses import dataclass, field
 
 from mlms.client_tls import is_loopback
+from mlms.database.connect import url_for
+from mlms.database.index import EvaluationIndex
+from mlms.database.keeper import IndexKeeper
 from mlms.protos.mlms.v2 import evaluator_pb2, evaluator_pb2_grpc
 from mlms.registry.base import Registry
 from mlms.registry.factory import registry_from_url
@@ -27,6 +30,7 @@ from mlms.server.dispatch import Dispatcher
 from mlms.server.fleet import Fleet
 from mlms.server.jobs import Jobs
 from mlms.server.models import DEFAULT_MAX_UPLOAD_BYTES
+from mlms.server.record_cache import DEFAULT_SIZE, RecordCache
 from mlms.server.service import EvaluatorService
 from mlms.store.factory import store_from_url
 
@@ -51,6 +55,11 @@ class ServerConfig:
     agent_tls_name: str | None = None
     #: The largest model artifact AddModel takes.
     max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES
+    #: The evaluation index (``mlms.database``): every server of a fleet names the same one;
+    #: None: ``MLMS_DATABASE``, else SQLite beside a local store or under ``$MLMS_HOME``.
+    database: str | None = None
+    #: Records GetEvaluation keeps in memory (records never change); 0: read the store each time.
+    record_cache: int = DEFAULT_SIZE
 
     @property
     def requires_tokens(self) -> bool:
@@ -70,6 +79,8 @@ class Server:
         self.registry = registry or registry_from_url(config.registry)
         self._owns_registry = registry is None  # a shared one is closed by whoever made it
         self.store = store_from_url(config.store)
+        self.index = EvaluationIndex(url_for(self.store, config.database))
+        self.keeper = IndexKeeper(self.store, self.index)
         self.provider = process_provider("mlms-server", config.otlp_endpoint)
         self.lease = self.registry.lease(config.ttl)
         # Under TLS, agents are admitted by their certificates and dialled with ours.
@@ -89,8 +100,10 @@ class Server:
             fleet=self.fleet,
             registry=self.registry,
             store=self.store,
+            index=self.index,
             provider=self.provider,
             max_upload_bytes=config.max_upload_bytes,
+            cache=RecordCache(config.record_cache),
         )
         self.server: RunningServer | None = None
         self._stopped = threading.Event()
@@ -119,8 +132,10 @@ class Server:
                 else []
             ),
         )
+        self.keeper.start()
         log.info(
-            "server %s: listening on %s (port %d, %s, %s), registry %s, store %s, %d agents",
+            "server %s: listening on %s (port %d, %s, %s), registry %s, store %s, "
+            "database %s, %d agents",
             self.id,
             self.config.listen,
             self.server.port,
@@ -128,6 +143,7 @@ class Server:
             "tokens required" if self.tokens is not None else "no tokens",
             self.registry.url,
             self.store.url,
+            self.index.shown_url,
             len(self.fleet.agents()),
         )
         return self
@@ -142,6 +158,8 @@ class Server:
             self.server.stop(grace)
         self.fleet.close()
         self.channels.close()
+        self.keeper.stop()
+        self.index.close()
         self.lease.close()
         self.provider.shutdown()
         if self._owns_registry:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
 from collections.abc import Callable, Iterator
 
@@ -10,9 +12,12 @@ from opentelemetry.trace import set_span_in_context
 
 from mlms.analysis.catalog import analyze_stored, to_ipc
 from mlms.bounds.record import BoundRequest, list_bounds
-from mlms.errors import InvalidArgument, StoreError, UnknownEvaluation
-from mlms.evaluation.record import EvaluationRequest
-from mlms.evaluation.records import list_new_records, load_record
+from mlms.database.index import EvaluationIndex
+from mlms.database.keeper import index_sweep
+from mlms.errors import InvalidArgument, MlmsError, StoreError, UnknownEvaluation
+from mlms.evaluation.query import EvaluationQuery
+from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
+from mlms.evaluation.records import FULL_ID, load_record
 from mlms.evaluation.sweep import SweepSpec, load_sweep, new_sweep
 from mlms.protos.mlms.v2 import (
     bound_pb2,
@@ -33,11 +38,14 @@ from mlms.server import jobs
 from mlms.server.dispatch import Dispatcher
 from mlms.server.fleet import Fleet
 from mlms.server.models import DEFAULT_MAX_UPLOAD_BYTES, receive_model
+from mlms.server.record_cache import RecordCache
 from mlms.server.sweeps import FleetCells, SweepRun
 from mlms.store.base import ObjectStore
 from mlms.tracer.archive import archive_key
 from mlms.zoo.model_store import remove_model
 from mlms.zoo.resolve import all_models
+
+log = logging.getLogger(__name__)
 
 _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 
@@ -50,14 +58,18 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         fleet: Fleet,
         registry: Registry,
         store: ObjectStore,
+        index: EvaluationIndex,
         provider: TracerProvider,
         max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
+        cache: RecordCache | None = None,
     ) -> None:
         self.max_upload_bytes = max_upload_bytes
         self.dispatcher = dispatcher
         self.fleet = fleet
         self.registry = registry  # in-flight jobs of every server
         self.store = store
+        self.index = index  # shared by every server of the fleet
+        self.records = cache if cache is not None else RecordCache()
         self.provider = provider
         self.tracer = provider.get_tracer("mlms.server")
         self.cells = FleetCells(dispatcher, fleet, registry, store)
@@ -91,9 +103,12 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         )
         try:
             for event in dispatch(request, set_span_in_context(span)):
-                if event.WhichOneof("event") == "assigned":
+                which = event.WhichOneof("event")
+                if which == "assigned":
                     span.set_attribute(id_attribute, event.assigned.evaluation_id)
                     span.set_attribute("mlms.agent_id", event.assigned.agent_id)
+                elif which == "evaluation":
+                    self._index(event.evaluation)
                 yield event
         finally:
             span.end()
@@ -128,25 +143,59 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
             versions=remove_model(self.store, request.name, version)
         )
 
-    def GetEvaluation(self, request, context):
+    def _index(self, message: evaluation_pb2.EvaluationRecord) -> None:
+        """Index a record an agent answered with (agents without the database leave that to
+        the servers); a record indexed already stays as it is."""
+        record = from_proto(message, EvaluationRecord, "evaluation record from an agent")
         try:
-            record = load_record(self.store, request.evaluation_id)
+            self.index.add([record])
+        except MlmsError as exc:  # down: the keeper catches up from the store later
+            log.warning("evaluation %s: not indexed now: %s", record.id, exc)
+
+    def GetEvaluation(self, request, context):
+        wanted = request.evaluation_id.lower()
+        cached = self.records.get(wanted)
+        if cached is not None:
+            return cached
+        if wanted and not FULL_ID.fullmatch(wanted):
+            with contextlib.suppress(MlmsError):  # the index down: the store resolves it
+                found = self.index.resolve(wanted)
+                wanted = found[0] if len(found) == 1 else wanted
+            cached = self.records.get(wanted)
+            if cached is not None:
+                return cached
+        try:
+            record = load_record(self.store, wanted)
         except UnknownEvaluation:
             # Not stored yet: it may be in flight on this or any other server.
             job = jobs.find(self.registry, request.evaluation_id, "evaluation")
             if job is None:
                 raise
             return evaluator_pb2.GetEvaluationResponse(job=to_proto(job, fleet_pb2.Job))
-        return evaluator_pb2.GetEvaluationResponse(
+        answer = evaluator_pb2.GetEvaluationResponse(
             record=to_proto(record, evaluation_pb2.EvaluationRecord)
         )
+        self.records.put(record.id, answer)
+        return answer
 
     def ListEvaluations(self, request, context):
-        records, stored = list_new_records(self.store, request.known_ids)
+        query = (
+            from_proto(request.query, EvaluationQuery, "evaluation query")
+            if request.HasField("query")
+            else EvaluationQuery()
+        )
+        page = self.index.page(query)
         return evaluator_pb2.ListEvaluationsResponse(
-            records=[to_proto(r, evaluation_pb2.EvaluationRecord) for r in records],
-            stored_ids=stored,
+            summaries=[to_proto(s, evaluation_pb2.EvaluationSummary) for s in page.summaries],
+            next_page_token=page.next_page_token,
+            total=page.total,
             jobs=[to_proto(j, fleet_pb2.Job) for j in jobs.in_flight(self.registry, "evaluation")],
+        )
+
+    def ViewEvaluations(self, request, context):
+        query = from_proto(request.query, EvaluationQuery, "evaluation query")
+        return evaluator_pb2.ViewEvaluationsResponse(
+            rows=[to_proto(r, evaluation_pb2.P50Row) for r in self.index.view(request.view, query)]
         )
 
     def ListBounds(self, request, context):
@@ -164,6 +213,7 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
             sweep = load_sweep(self.store, request.sweep_id)
         else:
             sweep = new_sweep(from_proto(request.spec, SweepSpec, "sweep request"))
+        index_sweep(self.index, sweep)  # before its cells run: the sweep filter finds them
         run = SweepRun(sweep, self.store, self.cells.run, self.cells.lane, self.cells.width)
         # When the caller goes away, the cells running finish (and are stored); no more start.
         context.add_callback(run.stop)

@@ -59,7 +59,12 @@ class LocalStore:
 
     def list(self, prefix: str) -> list[str]:
         keys = []
-        for path in self.root.rglob("*"):
+        # Only the folder the prefix names is walked (not the whole store: span archives,
+        # models and records of other prefixes).
+        folder = self.root.joinpath(*prefix.split("/")[:-1])
+        if not folder.is_dir():
+            return []
+        for path in folder.rglob("*"):
             if path.is_file() and not path.name.startswith(".tmp"):
                 key = path.relative_to(self.root).as_posix()
                 if key.startswith(prefix):

@@ -9,7 +9,7 @@ browser gets one stylesheet and one script from ``static/`` and nothing from els
 
     config.py       what ``mlms ui`` was started with
     connections.py  the client of each browser session (tokens stay here, not in the browser)
-    index.py        the evaluations' summaries, kept fresh in the background; search filters
+    search.py       the evaluations search: query parameters to the index's query
     runs.py         evaluations started from the form, with their progress
     reports.py      the report of ``mlms report`` per evaluation(s), cached; the Chrome trace
     fleet.py        agents, hardware and load

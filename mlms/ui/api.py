@@ -9,12 +9,13 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 
 from mlms.errors import InvalidArgument
+from mlms.evaluation.query import MAX_PAGE_SIZE
 from mlms.ui.connections import COOKIE
 from mlms.ui.deps import connection, connections
 from mlms.ui.forms import as_text, evaluation_request
-from mlms.ui.index import Filters
 from mlms.ui.pages import SHOWN
 from mlms.ui.routes import compared, set_session
+from mlms.ui.search import Filters
 
 router = APIRouter(prefix="/api")
 
@@ -25,7 +26,7 @@ def fleet(request: Request) -> dict[str, object]:
     return {
         "embedded": conn.embedded,
         "machines": [m.__dict__ for m in conn.machines()],
-        "in_flight": [j.model_dump(mode="json") for j in conn.index.snapshot().in_flight],
+        "in_flight": [j.model_dump(mode="json") for j in conn.in_flight()],
         "runs": [r.as_json() for r in conn.runs.active()],
     }
 
@@ -39,20 +40,20 @@ def models(request: Request) -> list[dict[str, object]]:
 def evaluations(request: Request) -> dict[str, object]:
     query = dict(request.query_params)
     limit = _limit(query.pop("limit", str(SHOWN)))
-    filters = Filters.parse(query)
-    snapshot = connection(request).index.snapshot()
-    matched = filters.match(snapshot.rows)
+    listing = connection(request).client.list_evaluations(Filters.parse(query).query(limit))
     return {
-        "total": len(snapshot.rows),
-        "matched": len(matched),
-        "evaluations": [row.as_json() for row in matched[:limit]],
-        "in_flight": [j.model_dump(mode="json") for j in snapshot.in_flight],
+        "matched": listing.total,
+        "evaluations": [s.model_dump(mode="json") for s in listing.summaries],
+        "next_page_token": listing.next_page_token,
+        "in_flight": [j.model_dump(mode="json") for j in listing.in_flight],
     }
 
 
 def _limit(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= 10_000:
-        raise InvalidArgument(f"bad limit {text!r}: expected a whole number from 1 to 10000")
+    if not text.isdigit() or not 1 <= int(text) <= MAX_PAGE_SIZE:
+        raise InvalidArgument(
+            f"bad limit {text!r}: expected a whole number from 1 to {MAX_PAGE_SIZE}"
+        )
     return int(text)
 
 

@@ -9,6 +9,7 @@ succeeded, and a session whose token the server stops accepting is dropped.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 from collections import OrderedDict
@@ -19,9 +20,9 @@ from mlms.client import Client, EmbeddedClient
 from mlms.errors import MlmsError
 from mlms.registry.base import AgentRecord
 from mlms.security.tls import TlsFiles
+from mlms.server.jobs import Job
 from mlms.ui.config import UiConfig
 from mlms.ui.fleet import Machine
-from mlms.ui.index import EvaluationIndex
 from mlms.ui.reports import Reports
 from mlms.ui.runs import Runs
 
@@ -40,14 +41,25 @@ class Connection:
 
     client: Client
     embedded: bool
-    index: EvaluationIndex = field(init=False)
     runs: Runs = field(init=False)
     reports: Reports = field(init=False)
 
     def __post_init__(self) -> None:
-        self.index = EvaluationIndex(self.client.list_evaluations)
-        self.runs = Runs(self.client.evaluate, self.index.add, workers=1 if self.embedded else 4)
+        # A finished run is in the index already (stored through it, or indexed by the server
+        # that relayed it), so nothing is done with its record here.
+        self.runs = Runs(self.client.evaluate, lambda _record: None, workers=self._workers())
         self.reports = Reports(self.client)
+
+    def _workers(self) -> int:
+        return 1 if self.embedded else 4
+
+    def in_flight(self) -> list[Job]:
+        """The evaluations the fleet dispatches now (embedded: none, they are this UI's runs)."""
+        if self.embedded:
+            return []
+        from mlms.evaluation.query import EvaluationQuery
+
+        return self.client.list_evaluations(EvaluationQuery(page_size=1)).in_flight
 
     def machines(self) -> list[Machine]:
         if self.embedded:
@@ -60,6 +72,11 @@ class Connection:
         close = getattr(self.client, "close", None)
         if close is not None:
             close()
+
+
+def _open_index(client: Client) -> None:
+    with contextlib.suppress(MlmsError):  # the first page's own call reports the error
+        client.index  # type: ignore[attr-defined]  # noqa: B018 (opening it is the point)
 
 
 class Connections:
@@ -90,10 +107,13 @@ class Connections:
             return self._shared
 
     def warm(self) -> None:
-        """Embedded, every visitor shares one store: list it before the first page asks. (A
-        server's listing waits for the first visitor: it may want their token.)"""
+        """Embedded, every visitor shares one store: open its index (and bring it up to date
+        with the store) before the first page asks. (A server's waits for the first visitor:
+        it may want their token.)"""
         if self.config.server is None:
-            self.for_session(None).index.warm()
+            client = self.for_session(None).client
+            opening = threading.Thread(target=_open_index, args=(client,), daemon=True)
+            opening.start()
 
     def login(self, token: str) -> str:
         """A new session for ``token`` once the server accepted it; its id for the cookie."""

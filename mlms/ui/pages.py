@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from urllib.parse import quote
 
+from mlms.client import Evaluations
 from mlms.evaluation.record import EvaluationRecord
 from mlms.frameworks import FRAMEWORKS
 from mlms.report.evaluations import hardware, label
@@ -12,11 +13,11 @@ from mlms.server.jobs import Job
 from mlms.tracer.levels import TraceLevel
 from mlms.ui.fleet import Machine
 from mlms.ui.html import e, link, message, number, table
-from mlms.ui.index import Filters, Snapshot, Summary
 from mlms.ui.runs import Run
+from mlms.ui.search import Filters
 from mlms.zoo.manifest import ModelManifest
 
-#: Rows the evaluations table shows at most; the search narrows the rest down.
+#: Rows a page of the evaluations table shows; the next page is a link.
 SHOWN = 200
 LIVE_FLEET_MS = 2000
 LIVE_RUN_MS = 500
@@ -111,9 +112,7 @@ def zoo(models: Sequence[ModelManifest]) -> str:
     return table(headers, rows, table_id="models", raw=True)
 
 
-def evaluations(
-    snapshot: Snapshot, filters: Filters, matched: list[Summary], models: Sequence[str]
-) -> str:
+def evaluations(listing: Evaluations, filters: Filters, models: Sequence[str]) -> str:
     def option(value: str, chosen: str) -> str:
         selected = " selected" if value == chosen else ""
         return f'<option value="{e(value)}"{selected}>{e(value or "any")}</option>'
@@ -130,9 +129,9 @@ def evaluations(
 <label>from <input type="date" name="since" value="{e(filters.since or "")}"></label>
 <label>to <input type="date" name="until" value="{e(filters.until or "")}"></label>
 <button>search</button> {link("/evaluations", "clear")}</form>"""
-    shown = matched[:SHOWN]
-    count = f"{len(matched)} of {len(snapshot.rows)} evaluations" + (
-        f", the newest {SHOWN} shown: narrow the search" if len(matched) > SHOWN else ""
+    shown = listing.summaries
+    count = f"{listing.total} evaluations match" + (
+        f", {len(shown)} on this page" if listing.total > len(shown) else ""
     )
     rows = [
         [
@@ -141,7 +140,7 @@ def evaluations(
             e(s.created_at.strftime("%Y-%m-%d %H:%M:%S")),
             e(s.model),
             e(f"{s.framework} {s.framework_version}"),
-            e(s.hardware),
+            e(s.hardware_label),
             e(s.trace_level),
             e(s.options),
             e(",".join(map(str, s.batch_sizes))),
@@ -154,19 +153,28 @@ def evaluations(
     headers = ["", "evaluation", "created (UTC)", "model", "framework", "hardware",
                "trace level", "options", "batch sizes", "p50 first bs (ms)", "inputs/s",
                "status"]  # fmt: skip
-    listing = (
+    listed = (
         table(headers, rows, table_id="evaluations", raw=True)
         if rows
         else message("no evaluation matches; start one under Run", "muted")
     )
+    following = (
+        '<p class="pages">'
+        + link(
+            "/evaluations", "next page", **filters.parameters(page_token=listing.next_page_token)
+        )
+        + "</p>"
+        if listing.next_page_token
+        else ""
+    )
     in_flight = (
-        f'<p class="muted">{len(snapshot.in_flight)} in flight on the fleet (see Fleet)</p>'
-        if snapshot.in_flight
+        f'<p class="muted">{len(listing.in_flight)} in flight on the fleet (see Fleet)</p>'
+        if listing.in_flight
         else ""
     )
     return f"""{search}{in_flight}<p class="muted" id="count">{e(count)}</p>
 <form method="get" action="/compare" id="compare-form">
-<button id="compare">compare selected</button>{listing}</form>"""
+<button id="compare">compare selected</button>{listed}</form>{following}"""
 
 
 def _results(records: Sequence[EvaluationRecord]) -> str:

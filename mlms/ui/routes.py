@@ -15,7 +15,7 @@ from mlms.ui.connections import COOKIE, Connection, LoginRequired
 from mlms.ui.deps import config, connection, connections, signed_in
 from mlms.ui.forms import evaluation_request
 from mlms.ui.html import frame
-from mlms.ui.index import Filters
+from mlms.ui.search import Filters
 
 router = APIRouter()
 
@@ -40,16 +40,14 @@ def home() -> RedirectResponse:
 @router.get("/fleet")
 def fleet(request: Request) -> HTMLResponse:
     conn = connection(request)
-    live = pages.fleet_live(conn.machines(), conn.index.snapshot().in_flight, conn.runs.active())
+    live = pages.fleet_live(conn.machines(), conn.in_flight(), conn.runs.active())
     return page(request, "Fleet", pages.fleet(conn.embedded, live), active="/fleet")
 
 
 @router.get("/fleet/live")
 def fleet_live(request: Request) -> HTMLResponse:
     conn = connection(request)
-    return fragment(
-        pages.fleet_live(conn.machines(), conn.index.snapshot().in_flight, conn.runs.active())
-    )
+    return fragment(pages.fleet_live(conn.machines(), conn.in_flight(), conn.runs.active()))
 
 
 @router.get("/zoo")
@@ -61,9 +59,10 @@ def zoo(request: Request) -> HTMLResponse:
 @router.get("/evaluations")
 def evaluations(request: Request) -> HTMLResponse:
     filters = Filters.parse(dict(request.query_params))
-    snapshot = connection(request).index.snapshot()
-    models = sorted({row.model for row in snapshot.rows})
-    body = pages.evaluations(snapshot, filters, filters.match(snapshot.rows), models)
+    conn = connection(request)
+    listing = conn.client.list_evaluations(filters.query(pages.SHOWN))
+    models = sorted(m.name for m in conn.client.list_models())
+    body = pages.evaluations(listing, filters, models)
     return page(request, "Evaluations", body, active="/evaluations")
 
 

@@ -325,3 +325,99 @@ class EvaluationRecord(_message.Message):
     predictions: Predictions
     agent: _containers.ScalarMap[str, str]
     def __init__(self, id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., request: _Optional[_Union[EvaluationSpec, _Mapping]] = ..., model: _Optional[_Union[ModelRef, _Mapping]] = ..., framework: _Optional[_Union[FrameworkRef, _Mapping]] = ..., hardware: _Optional[_Union[_fleet_pb2.HardwareInfo, _Mapping]] = ..., device: _Optional[str] = ..., software: _Optional[_Mapping[str, str]] = ..., settings: _Optional[_Mapping[str, _types_pb2.Value]] = ..., trace_level: _Optional[_Union[_types_pb2.TraceLevel, str]] = ..., trace_id: _Optional[str] = ..., trace_archive: _Optional[str] = ..., span_count: _Optional[int] = ..., queue_wait_seconds: _Optional[float] = ..., asset_sha256: _Optional[str] = ..., results: _Optional[_Iterable[_Union[BatchResult, _Mapping]]] = ..., accuracy: _Optional[_Union[Accuracy, _Mapping]] = ..., predictions: _Optional[_Union[Predictions, _Mapping]] = ..., agent: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class EvaluationSummary(_message.Message):
+    __slots__ = ("id", "created_at", "status", "model", "model_version", "framework", "framework_version", "hw", "hardware", "device", "precision", "compile", "trace_level", "trace_id", "batch_sizes", "p50_ms", "throughput", "accuracy_top1", "agent", "options")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
+    FRAMEWORK_VERSION_FIELD_NUMBER: _ClassVar[int]
+    HW_FIELD_NUMBER: _ClassVar[int]
+    HARDWARE_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    COMPILE_FIELD_NUMBER: _ClassVar[int]
+    TRACE_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZES_FIELD_NUMBER: _ClassVar[int]
+    P50_MS_FIELD_NUMBER: _ClassVar[int]
+    THROUGHPUT_FIELD_NUMBER: _ClassVar[int]
+    ACCURACY_TOP1_FIELD_NUMBER: _ClassVar[int]
+    AGENT_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    created_at: _timestamp_pb2.Timestamp
+    status: EvaluationStatus
+    model: str
+    model_version: str
+    framework: str
+    framework_version: str
+    hw: str
+    hardware: str
+    device: str
+    precision: str
+    compile: str
+    trace_level: str
+    trace_id: str
+    batch_sizes: _containers.RepeatedScalarFieldContainer[int]
+    p50_ms: float
+    throughput: float
+    accuracy_top1: float
+    agent: str
+    options: str
+    def __init__(self, id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., model: _Optional[str] = ..., model_version: _Optional[str] = ..., framework: _Optional[str] = ..., framework_version: _Optional[str] = ..., hw: _Optional[str] = ..., hardware: _Optional[str] = ..., device: _Optional[str] = ..., precision: _Optional[str] = ..., compile: _Optional[str] = ..., trace_level: _Optional[str] = ..., trace_id: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., p50_ms: _Optional[float] = ..., throughput: _Optional[float] = ..., accuracy_top1: _Optional[float] = ..., agent: _Optional[str] = ..., options: _Optional[str] = ...) -> None: ...
+
+class EvaluationQuery(_message.Message):
+    __slots__ = ("model", "framework", "hardware", "precision", "status", "since", "until", "sweep_id", "text", "sort", "page_size", "page_token")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
+    HARDWARE_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    SINCE_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
+    SWEEP_ID_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    SORT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    framework: str
+    hardware: str
+    precision: str
+    status: EvaluationStatus
+    since: _timestamp_pb2.Timestamp
+    until: _timestamp_pb2.Timestamp
+    sweep_id: str
+    text: str
+    sort: str
+    page_size: int
+    page_token: str
+    def __init__(self, model: _Optional[str] = ..., framework: _Optional[str] = ..., hardware: _Optional[str] = ..., precision: _Optional[str] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sweep_id: _Optional[str] = ..., text: _Optional[str] = ..., sort: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class P50Row(_message.Message):
+    __slots__ = ("model", "hw", "framework", "framework_version", "batch_size", "p50_ms", "evaluation_id", "evaluations", "mean_p50_ms", "latest")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    HW_FIELD_NUMBER: _ClassVar[int]
+    FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
+    FRAMEWORK_VERSION_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    P50_MS_FIELD_NUMBER: _ClassVar[int]
+    EVALUATION_ID_FIELD_NUMBER: _ClassVar[int]
+    EVALUATIONS_FIELD_NUMBER: _ClassVar[int]
+    MEAN_P50_MS_FIELD_NUMBER: _ClassVar[int]
+    LATEST_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    hw: str
+    framework: str
+    framework_version: str
+    batch_size: int
+    p50_ms: float
+    evaluation_id: str
+    evaluations: int
+    mean_p50_ms: float
+    latest: _timestamp_pb2.Timestamp
+    def __init__(self, model: _Optional[str] = ..., hw: _Optional[str] = ..., framework: _Optional[str] = ..., framework_version: _Optional[str] = ..., batch_size: _Optional[int] = ..., p50_ms: _Optional[float] = ..., evaluation_id: _Optional[str] = ..., evaluations: _Optional[int] = ..., mean_p50_ms: _Optional[float] = ..., latest: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...

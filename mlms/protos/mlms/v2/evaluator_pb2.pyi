@@ -114,20 +114,28 @@ class GetEvaluationResponse(_message.Message):
     def __init__(self, record: _Optional[_Union[_evaluation_pb2.EvaluationRecord, _Mapping]] = ..., job: _Optional[_Union[_fleet_pb2.Job, _Mapping]] = ...) -> None: ...
 
 class ListEvaluationsRequest(_message.Message):
-    __slots__ = ("known_ids",)
+    __slots__ = ("known_ids", "query")
     KNOWN_IDS_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
     known_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, known_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    query: _evaluation_pb2.EvaluationQuery
+    def __init__(self, known_ids: _Optional[_Iterable[str]] = ..., query: _Optional[_Union[_evaluation_pb2.EvaluationQuery, _Mapping]] = ...) -> None: ...
 
 class ListEvaluationsResponse(_message.Message):
-    __slots__ = ("records", "jobs", "stored_ids")
+    __slots__ = ("records", "jobs", "stored_ids", "summaries", "next_page_token", "total")
     RECORDS_FIELD_NUMBER: _ClassVar[int]
     JOBS_FIELD_NUMBER: _ClassVar[int]
     STORED_IDS_FIELD_NUMBER: _ClassVar[int]
+    SUMMARIES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TOTAL_FIELD_NUMBER: _ClassVar[int]
     records: _containers.RepeatedCompositeFieldContainer[_evaluation_pb2.EvaluationRecord]
     jobs: _containers.RepeatedCompositeFieldContainer[_fleet_pb2.Job]
     stored_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, records: _Optional[_Iterable[_Union[_evaluation_pb2.EvaluationRecord, _Mapping]]] = ..., jobs: _Optional[_Iterable[_Union[_fleet_pb2.Job, _Mapping]]] = ..., stored_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    summaries: _containers.RepeatedCompositeFieldContainer[_evaluation_pb2.EvaluationSummary]
+    next_page_token: str
+    total: int
+    def __init__(self, records: _Optional[_Iterable[_Union[_evaluation_pb2.EvaluationRecord, _Mapping]]] = ..., jobs: _Optional[_Iterable[_Union[_fleet_pb2.Job, _Mapping]]] = ..., stored_ids: _Optional[_Iterable[str]] = ..., summaries: _Optional[_Iterable[_Union[_evaluation_pb2.EvaluationSummary, _Mapping]]] = ..., next_page_token: _Optional[str] = ..., total: _Optional[int] = ...) -> None: ...
 
 class ListBoundsRequest(_message.Message):
     __slots__ = ()
@@ -168,3 +176,17 @@ class AnalysisChunk(_message.Message):
     analysis: str
     data: bytes
     def __init__(self, analysis: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class ViewEvaluationsRequest(_message.Message):
+    __slots__ = ("view", "query")
+    VIEW_FIELD_NUMBER: _ClassVar[int]
+    QUERY_FIELD_NUMBER: _ClassVar[int]
+    view: str
+    query: _evaluation_pb2.EvaluationQuery
+    def __init__(self, view: _Optional[str] = ..., query: _Optional[_Union[_evaluation_pb2.EvaluationQuery, _Mapping]] = ...) -> None: ...
+
+class ViewEvaluationsResponse(_message.Message):
+    __slots__ = ("rows",)
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    rows: _containers.RepeatedCompositeFieldContainer[_evaluation_pb2.P50Row]
+    def __init__(self, rows: _Optional[_Iterable[_Union[_evaluation_pb2.P50Row, _Mapping]]] = ...) -> None: ...

@@ -101,6 +101,11 @@ class EvaluatorStub:
                 request_serializer=mlms_dot_v2_dot_evaluator__pb2.RemoveModelRequest.SerializeToString,
                 response_deserializer=mlms_dot_v2_dot_evaluator__pb2.RemoveModelResponse.FromString,
                 _registered_method=True)
+        self.ViewEvaluations = channel.unary_unary(
+                '/mlms.v2.Evaluator/ViewEvaluations',
+                request_serializer=mlms_dot_v2_dot_evaluator__pb2.ViewEvaluationsRequest.SerializeToString,
+                response_deserializer=mlms_dot_v2_dot_evaluator__pb2.ViewEvaluationsResponse.FromString,
+                _registered_method=True)
 
 
 class EvaluatorServicer:
@@ -203,6 +208,15 @@ class EvaluatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ViewEvaluations(self, request, context):
+        """A named view over the evaluation index (best_p50: the lowest p50 per model, hardware and
+        batch size; framework_versions: a model's p50 per framework version), over the completed
+        evaluations that match the query's filters.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EvaluatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -270,6 +284,11 @@ def add_EvaluatorServicer_to_server(servicer, server):
                     servicer.RemoveModel,
                     request_deserializer=mlms_dot_v2_dot_evaluator__pb2.RemoveModelRequest.FromString,
                     response_serializer=mlms_dot_v2_dot_evaluator__pb2.RemoveModelResponse.SerializeToString,
+            ),
+            'ViewEvaluations': grpc.unary_unary_rpc_method_handler(
+                    servicer.ViewEvaluations,
+                    request_deserializer=mlms_dot_v2_dot_evaluator__pb2.ViewEvaluationsRequest.FromString,
+                    response_serializer=mlms_dot_v2_dot_evaluator__pb2.ViewEvaluationsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -623,6 +642,33 @@ class Evaluator:
             '/mlms.v2.Evaluator/RemoveModel',
             mlms_dot_v2_dot_evaluator__pb2.RemoveModelRequest.SerializeToString,
             mlms_dot_v2_dot_evaluator__pb2.RemoveModelResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ViewEvaluations(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mlms.v2.Evaluator/ViewEvaluations',
+            mlms_dot_v2_dot_evaluator__pb2.ViewEvaluationsRequest.SerializeToString,
+            mlms_dot_v2_dot_evaluator__pb2.ViewEvaluationsResponse.FromString,
             options,
             channel_credentials,
             insecure,

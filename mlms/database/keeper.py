@@ -1,0 +1,223 @@
+"""The index's side of the store: catching up with records stored while no index took them,
+and rebuilding the index from the store (the archive).
+
+Both are idempotent and resumable: each batch of records is committed on its own and an id
+indexed already is skipped, so running either again after a crash goes on where it stopped.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import multiprocessing
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from mlms.database.index import EvaluationIndex
+from mlms.database.rows import evaluation_row, result_rows
+from mlms.errors import MlmsError, StoreError
+from mlms.evaluation.record import EvaluationRecord
+from mlms.evaluation.records import PENDING, RECORDS, stored_ids
+from mlms.evaluation.sweep import PREFIX as SWEEPS
+from mlms.evaluation.sweep import SweepState
+from mlms.store.base import ObjectStore
+
+log = logging.getLogger(__name__)
+
+#: Records read and indexed per transaction.
+BATCH = 500
+#: Records read from the store at once (S3 answers each in a round trip).
+READERS = 8
+#: Rebuilds of at least this many records read them in processes of their own.
+PARALLEL_FROM = 4 * BATCH
+#: The state key under which the index keeps the URL of the store it indexes.
+STORE_KEY = "store"
+REBUILT_KEY = "rebuilt"
+
+Progress = Callable[[int, int], None]  # (done, total)
+
+
+@dataclass(frozen=True)
+class Rebuilt:
+    stored: int  # records in the store
+    indexed: int  # added to the index by this run
+    skipped: int  # unreadable records (named in the log)
+    sweeps: int
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return self.indexed / self.seconds if self.seconds > 0 else 0.0
+
+
+def rebuild(
+    store: ObjectStore,
+    index: EvaluationIndex,
+    progress: Progress | None = None,
+    processes: int | None = None,
+) -> Rebuilt:
+    """Index every record in the store that the index lacks, and every sweep's cells.
+
+    Reading and validating the records is most of the work: past ``PARALLEL_FROM`` missing
+    records it runs in ``processes`` processes (default: one per core) while this one writes."""
+    started = time.perf_counter()
+    ids = stored_ids(store)
+    missing = sorted(set(ids) - index.present(ids))
+    report = progress or (lambda _done, _total: None)
+    report(0, len(missing))
+    batches = [missing[start : start + BATCH] for start in range(0, len(missing), BATCH)]
+    workers = (os.cpu_count() or 1) if processes is None else processes
+    indexed = skipped = done = 0
+    with contextlib.ExitStack() as stack:
+        if workers > 1 and len(missing) >= PARALLEL_FROM:
+            spawn = multiprocessing.get_context("spawn")  # never fork a process with threads
+            pool = stack.enter_context(ProcessPoolExecutor(workers, mp_context=spawn))
+            parsed = _in_order(pool, store.url, batches, 2 * workers)
+        else:
+            parsed = (_rows_of(store, batch) for batch in batches)
+        for batch, (rows, batch_rows) in zip(batches, parsed, strict=True):
+            skipped += len(batch) - len(rows)
+            indexed += index.add_rows(rows, batch_rows)
+            done += len(batch)
+            report(done, len(missing))
+    sweeps = 0
+    for key in store.list(SWEEPS):
+        if key.endswith(".json"):
+            try:
+                sweep = SweepState.model_validate_json(store.get_bytes(key))
+            except (MlmsError, ValueError) as exc:
+                log.warning("rebuild: skipping unreadable sweep %s: %s", key, exc)
+                continue
+            index.add_sweep(sweep.id, [c.evaluation_id for c in sweep.cells])
+            sweeps += 1
+    if indexed:
+        index.analyze()
+    index.set_state(STORE_KEY, store.url)
+    index.set_state(REBUILT_KEY, "yes")
+    for key in store.list(PENDING):  # every stored record is indexed now
+        store.delete(key)
+    return Rebuilt(len(ids), indexed, skipped, sweeps, time.perf_counter() - started)
+
+
+Rows = tuple[list[dict[str, Any]], list[dict[str, Any]]]
+
+
+def _in_order(pool: ProcessPoolExecutor, url: str, batches: list[list[str]], ahead: int):
+    """The rows of each batch, in order, read by the pool at most ``ahead`` batches ahead (so
+    memory stays a few batches whatever the store holds)."""
+    waiting: collections.deque[Future[Rows]] = collections.deque()
+    for batch in batches:
+        waiting.append(pool.submit(_rows_in_process, url, batch))
+        if len(waiting) >= ahead:
+            yield waiting.popleft().result()
+    while waiting:
+        yield waiting.popleft().result()
+
+
+def _rows_in_process(url: str, batch: list[str]) -> Rows:
+    from mlms.store.factory import store_from_url
+
+    return _rows_of(store_from_url(url), batch)
+
+
+def _rows_of(store: ObjectStore, batch: list[str]) -> Rows:
+    """The index rows of the readable records of ``batch`` (S3 answers each read in a round
+    trip: ``READERS`` at once)."""
+    with ThreadPoolExecutor(READERS) as pool:
+        records = [r for r in pool.map(lambda i: _read(store, i), batch) if r is not None]
+    return [evaluation_row(r) for r in records], [row for r in records for row in result_rows(r)]
+
+
+def catch_up(store: ObjectStore, index: EvaluationIndex) -> int:
+    """Index the records stored with a pending marker (no index took them then), dropping
+    each marker once its record is indexed; how many were added. A marker whose record is not
+    in the store yet (being written) stays for the next time."""
+    keys = store.list(PENDING)
+    ids = [key[len(PENDING) :] for key in keys]
+    added = 0
+    for start in range(0, len(ids), BATCH):
+        chunk = ids[start : start + BATCH]
+        records = [r for r in map(lambda i: _read(store, i, quiet=True), chunk) if r is not None]
+        added += index.add(records)
+        for record in records:
+            store.delete(f"{PENDING}{record.id}")
+    return added
+
+
+def _read(store: ObjectStore, evaluation_id: str, quiet: bool = False) -> EvaluationRecord | None:
+    try:
+        return RECORDS.model.model_validate_json(
+            store.get_bytes(f"{RECORDS.prefix}{evaluation_id}.json")
+        )
+    except StoreError as exc:
+        if not quiet:
+            log.warning("index: no record %s in %s: %s", evaluation_id, store.url, exc)
+    except ValueError as exc:  # pydantic's ValidationError: another version's, or damaged
+        log.warning("index: skipping unreadable record %s: %s", evaluation_id, exc)
+    return None
+
+
+def needs_rebuild(index: EvaluationIndex) -> bool:
+    """True until a rebuild has gone through once (a new database over an existing store)."""
+    return index.get_state(REBUILT_KEY) is None
+
+
+def index_sweep(index: EvaluationIndex, sweep: SweepState) -> None:
+    """Remember the sweep's cells; with the index down the sweep runs all the same, and
+    ``mlms db rebuild`` indexes its cells later (they are in the stored sweep)."""
+    try:
+        index.add_sweep(sweep.id, [c.evaluation_id for c in sweep.cells])
+    except MlmsError as exc:
+        log.warning("sweep %s: its cells are not indexed now: %s", sweep.id, exc)
+
+
+class IndexKeeper:
+    """A server's background upkeep of the index: the first rebuild of a new database, then a
+    catch-up every ``every`` seconds (records stored by agents without the index, or while
+    it was down). A failure is logged once and retried at the next turn."""
+
+    def __init__(self, store: ObjectStore, index: EvaluationIndex, every: float = 2.0) -> None:
+        self.store = store
+        self.index = index
+        self.every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="index-keeper", daemon=True)
+        self._failing = False
+
+    def start(self) -> IndexKeeper:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        rebuilt = False
+        while not self._stop.is_set():
+            try:
+                if not rebuilt and needs_rebuild(self.index):
+                    done = rebuild(self.store, self.index)
+                    log.info(
+                        "index %s: %d records of %s indexed in %.1fs",
+                        self.index.shown_url, done.indexed, self.store.url, done.seconds,
+                    )  # fmt: skip
+                rebuilt = True
+                added = catch_up(self.store, self.index)
+                if added:
+                    log.info("index %s: caught up with %d records", self.index.shown_url, added)
+                if self._failing:
+                    log.info("index %s: reachable again", self.index.shown_url)
+                self._failing = False
+            except MlmsError as exc:
+                if not self._failing:
+                    log.warning("index upkeep failed (retrying every %ss): %s", self.every, exc)
+                self._failing = True
+            self._stop.wait(self.every)

@@ -1,0 +1,114 @@
+"""A record as rows of the index, and an index row as a summary."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
+from mlms.evaluation.summary import EvaluationSummary
+
+
+def utc_naive(moment: datetime) -> datetime:
+    """The index keeps UTC without a zone (both dialects compare those the same way)."""
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment
+
+
+def evaluation_row(record: EvaluationRecord) -> dict[str, Any]:
+    summary = EvaluationSummary.of(record)
+    request = record.request
+    row = {
+        "id": record.id,
+        "created_at": utc_naive(record.created_at),
+        "status": record.status,
+        "model": summary.model,
+        "model_version": summary.model_version,
+        "framework": summary.framework,
+        "framework_version": summary.framework_version,
+        "hw": summary.hw,
+        "hardware": summary.hardware,
+        "device": record.device,
+        "host": record.hardware.host,
+        "precision": request.precision,
+        "compile": request.compile,
+        "channels_last": request.channels_last,
+        "input_on_device": request.input_on_device,
+        "inputs": ",".join(request.inputs)[:512],
+        "seq_len": request.seq_len,
+        "generate": request.generate,
+        "trace_level": record.trace_level,
+        "trace_id": record.trace_id,
+        "batch_sizes": ",".join(map(str, summary.batch_sizes)),
+        "p50_ms": summary.p50_ms,
+        "throughput": summary.throughput,
+        "accuracy_top1": record.accuracy.top1 if record.accuracy else None,
+        "accuracy_top5": record.accuracy.top5 if record.accuracy else None,
+        "dataset": record.accuracy.dataset if record.accuracy else None,
+        "agent_id": record.agent.get("agent_id", ""),
+        "agent": summary.agent,
+    }
+    row["search"] = " ".join(
+        str(row[key]).lower()
+        for key in ("id", "model", "framework", "framework_version", "hw", "hardware", "device",
+                    "precision", "trace_level", "status", "agent", "host")
+    )  # fmt: skip
+    return row
+
+
+def result_rows(record: EvaluationRecord) -> list[dict[str, Any]]:
+    return [
+        {
+            "evaluation_id": record.id,
+            "batch_size": result.batch_size,
+            "p50_ms": result.latency_ms.p50,
+            "p90_ms": result.latency_ms.p90,
+            "p99_ms": result.latency_ms.p99,
+            "mean_ms": result.latency_ms.mean,
+            "throughput": result.throughput,
+        }
+        for result in record.results
+    ]
+
+
+def summary_of(row: Mapping[str, Any]) -> EvaluationSummary:
+    return EvaluationSummary(
+        id=row["id"],
+        created_at=row["created_at"].replace(tzinfo=UTC),
+        status=row["status"],
+        model=row["model"],
+        model_version=row["model_version"],
+        framework=row["framework"],
+        framework_version=row["framework_version"],
+        hw=row["hw"],
+        hardware=row["hardware"],
+        device=row["device"],
+        precision=row["precision"],
+        compile=row["compile"],
+        trace_level=row["trace_level"],
+        trace_id=row["trace_id"],
+        batch_sizes=[int(b) for b in row["batch_sizes"].split(",") if b],
+        p50_ms=row["p50_ms"],
+        throughput=row["throughput"],
+        accuracy_top1=row["accuracy_top1"],
+        agent=row["agent"],
+        options=_options(row),
+    )
+
+
+def _options(row: Mapping[str, Any]) -> str:
+    """``EvaluationRequest.options`` from the indexed fields (threads are not indexed)."""
+    request = EvaluationRequest.model_construct(
+        precision=row["precision"],
+        compile=row["compile"],
+        channels_last=row["channels_last"],
+        inputs=row["inputs"].split(",") if row["inputs"] else ["synthetic"],
+        input_on_device=row["input_on_device"],
+        seq_len=row["seq_len"],
+        generate=row["generate"],
+        intra_op_threads=None,
+        inter_op_threads=None,
+    )
+    return request.options()
