@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 _ERRNO = re.compile(r"\[Errno -?\d+\][^'\")]*")
 
@@ -34,3 +38,12 @@ def short_numbers(values: Sequence[int], keep: int = 8) -> str:
     if len(values) <= keep:
         return str(list(values))
     return f"[{', '.join(map(str, values[:keep]))}, ...] ({len(values)} in all)"
+
+
+def one_line(exc: ValidationError) -> str:
+    """A validation error's first problem: the field, what is wrong, the value it got."""
+    first = exc.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or "value"
+    if first["type"] == "value_error":  # the validator's own message names the value
+        return f"{field}: {first['msg'].removeprefix('Value error, ')}"
+    return f"{field}: {first['msg']}, got {short(first['input'])}"

@@ -8,7 +8,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from mlms.errors import InvalidArgument
-from mlms.rpc.convert import one_line
+from mlms.reasons import one_line
 
 
 def parse_batch_sizes(text: str) -> list[int]:

@@ -168,6 +168,9 @@ def test_cli_prints_loadgens_summary_and_the_ratio(store) -> None:
     assert "LoadGen p90 / mlms p90 = " in result.stdout
     run_id = result.stderr.split("loadgen/")[1].split("/")[0]
     assert store.exists(record_key(run_id))
+    # Where it went, on one line to copy, however long the store's path.
+    where = [line for line in result.stderr.splitlines() if "loadgen/" in line]
+    assert where == [f"record and LoadGen's logs: {store.url}/loadgen/{run_id}/"], result.stderr
 
 
 def test_cli_sweep_as_json(store) -> None:

@@ -30,6 +30,7 @@ HEAVY = (
     "polars",
     "sqlalchemy",
     "grpc",
+    "google",  # protobuf
 )
 
 #: Runs the CLI as ``mlms ARGS`` would (then imports the module named by the second argument,

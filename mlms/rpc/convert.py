@@ -38,7 +38,7 @@ from google.protobuf.message import Message
 from pydantic import BaseModel, ValidationError
 
 from mlms.errors import InvalidArgument
-from mlms.reasons import short
+from mlms.reasons import one_line
 
 M = TypeVar("M", bound=BaseModel)
 P = TypeVar("P", bound=Message)
@@ -61,15 +61,6 @@ def from_proto(message: Message, model: type[M], what: str) -> M:
         return model.model_validate(data)
     except ValidationError as exc:
         raise InvalidArgument(f"bad {what}: {one_line(exc)}") from None
-
-
-def one_line(exc: ValidationError) -> str:
-    """A validation error's first problem: the field, what is wrong, the value it got."""
-    first = exc.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or "value"
-    if first["type"] == "value_error":  # the validator's own message names the value
-        return f"{field}: {first['msg'].removeprefix('Value error, ')}"
-    return f"{field}: {first['msg']}, got {short(first['input'])}"
 
 
 # -- model -> message ---------------------------------------------------------------------------
