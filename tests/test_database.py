@@ -455,3 +455,48 @@ def test_an_agent_with_the_database_claims_its_records_there(postgres: PostgresS
     finally:
         server.stop(0)
         agent.stop(0)
+
+
+def test_a_copy_that_loses_the_claim_discards_its_archive_and_answers_the_first(
+    tmp_path: Path, store: LocalStore
+) -> None:
+    """The race's loser, in the real evaluation loop: its id was claimed by another copy
+    whose record is not written yet. It drops its span archive, waits for that record and
+    answers with it."""
+    import threading
+
+    from mlms.evaluation.record import EvaluationRequest
+    from mlms.evaluation.records import RECORDS
+    from mlms.evaluation.runner import evaluate
+
+    index = EvaluationIndex(f"sqlite:///{tmp_path / 'index.db'}")
+    (first,) = copies(1, seed=10)
+    archives = store.list("traces/")
+    assert index.claim(first)  # the first copy claimed the id, and is still writing its record
+    refused = threading.Event()
+
+    class Watched:
+        def claim(self, record: EvaluationRecord) -> bool:
+            won = index.claim(record)
+            if not won:
+                refused.set()
+            return won
+
+        def forget(self, evaluation_id: str) -> None:
+            index.forget(evaluation_id)
+
+    def first_copy_finishes() -> None:
+        refused.wait(600)
+        RECORDS.save(store, first)
+
+    writer = threading.Thread(target=first_copy_finishes)
+    writer.start()
+    request = EvaluationRequest(
+        model="digits_cnn", framework="torch", iterations=2, warmup=0, min_seconds=0
+    )
+    answer = evaluate(request, store=store, evaluation_id=first.id, index=Watched())
+    writer.join(60)
+    assert refused.is_set() and answer == first
+    assert store.list("traces/") == archives  # the loser's span archive is gone
+    assert load_record(store, first.id) == first
+    index.close()
