@@ -24,6 +24,8 @@ What a test may rely on:
 - Expensive inputs that do not depend on the code under test (a GPU capture, a trace) are
   small files in ``tests/data/``, not made again by each run.
 - TensorFlow never loads in the test process (``tensorflow_stays_out``).
+- With workers, ``OMP_NUM_THREADS`` is the worker's share of the cores (set at import, below),
+  for it and the processes it starts; a test that asks for threads says how many.
 
 A run that collects no test fails (pytest's exit status 5), with workers or without.
 """
@@ -38,6 +40,14 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # keep torch.profiler's C++ chatter quiet
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    # The cores shared out between the workers (and the processes they start): with each of
+    # them running as many OpenMP threads as there are cores, the threads spin-wait on each
+    # other's cores. Set before any framework loads here; children inherit it.
+    os.environ.setdefault(
+        "OMP_NUM_THREADS",
+        str(max(1, len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))),
+    )
 
 pytest_plugins = ["tests.fixtures_services"]  # etcd and s3: real servers on loopback
 
