@@ -1,6 +1,33 @@
-"""Shared fixtures: a private MLMS_HOME per test session, so tests never touch ~/.mlms.
+"""Shared fixtures, and how the suite runs in parallel.
 
-Model assets are built once per session (in the session's store) and reused by every test.
+How it runs: ``python -m pytest`` (pyproject's addopts) starts one pytest-xdist worker per core
+for a run of several test files (``pytest_xdist_auto_num_workers`` below), and none for a run
+of one file, which keeps ``-x``, ``--pdb`` and print debugging as usual; ``-n N`` or ``-n 0``
+choose. Each worker gets whole modules (``pytest_xdist_make_scheduler``), the modules with more
+tests first: a module-scoped fixture (a fleet, an evaluation, a server) is made once, on the
+worker that runs the module, and its tests never run beside each other. The long tests of a
+module that shares nothing between them are spread one by one instead (add it to
+``SPREAD``). Every worker is a pytest session of its own: what is ``session``-scoped below is
+made once per worker.
+
+What a test may rely on:
+- ``mlms_home``: a private ``$MLMS_HOME`` per worker (never ``~/.mlms``), so records, traces,
+  device locks and the asset cache of one worker are not another's. Tests must not count on
+  being alone on the machine (another worker evaluates beside them).
+- ``store``: the local store in it. Its ``models/`` folder (the built model assets) is shared by
+  the workers of one run: ``mlms.zoo.assets`` builds an asset once under a lock on its folder,
+  so whichever worker needs digits_cnn or resnet18 first builds it and the other loads it. A
+  test that damages an asset does so in a store of its own (``tmp_path``), never in this one.
+- ``etcd``, ``running_etcd``, ``s3`` (``tests/fixtures_services.py``): real servers on free
+  loopback ports, one per module; ports come from ``tests.processes.free_port``, so workers
+  never collide.
+- Expensive inputs that do not depend on the code under test (a GPU capture, a trace) are
+  small files in ``tests/data/``, not made again by each run.
+- TensorFlow never loads in the test process (``tensorflow_stays_out``).
+- With workers, ``OMP_NUM_THREADS`` is the worker's share of the cores (set at import, below),
+  for it and the processes it starts; a test that asks for threads says how many.
+
+A run that collects no test fails (pytest's exit status 5), with workers or without.
 """
 
 from __future__ import annotations
@@ -13,13 +40,68 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # keep torch.profiler's C++ chatter quiet
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    # The cores shared out between the workers (and the processes they start): with each of
+    # them running as many OpenMP threads as there are cores, the threads spin-wait on each
+    # other's cores. Set before any framework loads here; children inherit it.
+    os.environ.setdefault(
+        "OMP_NUM_THREADS",
+        str(max(1, len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))),
+    )
 
 pytest_plugins = ["tests.fixtures_services"]  # etcd and s3: real servers on loopback
 
+TESTS = Path(__file__).parent
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker per core, at most one per test file named on the command line
+    (or under the folders named), and none (in-process) for a single file."""
+    files: set[Path] = set()
+    for arg in config.args or [str(TESTS)]:
+        path = Path(arg.split("::", 1)[0]).resolve()
+        files.update(path.rglob("test_*.py") if path.is_dir() else [path])
+    cores = len(os.sched_getaffinity(0))
+    workers = min(cores, len(files))
+    return workers if workers > 1 else 0
+
+
+#: Modules whose tests share no module-scoped fixture and take long each: their tests are spread
+#: over the workers one by one (after the modules that go whole), not run as one unit.
+SPREAD = frozenset({"tests/test_zoo_models.py"})
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadscope`` (pyproject's), but the tests of the ``SPREAD`` modules each a unit
+    of their own; another ``--dist`` as xdist has it."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModulesWhole(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return nodeid if module in SPREAD else module
+
+    return ModulesWhole(config, log)
+
+
+def _shared_folder(factory: pytest.TempPathFactory) -> Path | None:
+    """A folder that every worker of this run sees (the run's base folder), or None when the
+    session runs alone."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return None
+    return factory.getbasetemp().parent / "shared"
+
 
 @pytest.fixture(scope="session", autouse=True)
-def mlms_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def mlms_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("mlms_home")
+    shared = _shared_folder(tmp_path_factory)
+    if shared is not None:
+        (shared / "models").mkdir(parents=True, exist_ok=True)
+        (home / "store").mkdir()
+        (home / "store" / "models").symlink_to(shared / "models", target_is_directory=True)
     previous = os.environ.get("MLMS_HOME")
     os.environ["MLMS_HOME"] = str(home)
     yield home

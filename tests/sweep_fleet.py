@@ -13,10 +13,12 @@ from pathlib import Path
 
 from mlms.registry.factory import registry_from_url
 from mlms.remote_client import RemoteClient
+from mlms.store.base import ObjectStore
 from mlms.store.factory import store_from_url
 from mlms.zoo.assets import AssetManager
 from mlms.zoo.catalog import get_model
 from tests.processes import MlmsProcess, free_port, wait_for
+from tests.shared_assets import copy_asset
 
 
 @dataclass
@@ -79,16 +81,22 @@ def start_fleet(
     frameworks: list[str],
     models: list[str],
     root: Path,
+    assets_from: ObjectStore | None = None,
 ) -> SweepFleet:
     """A server and one agent per entry of ``frameworks``, the models' assets in the store
-    beforehand (agents would otherwise race to build them), all registered."""
+    beforehand (agents would otherwise race to build them), all registered. The assets are
+    copied from ``assets_from`` (the tests' session store) where given, else built."""
     home = root / "home"
     env = {**env, "MLMS_HOME": str(home), "MLMS_REGISTRY": registry_url,
            "MLMS_STORE": store_url, "MLMS_TTL": "2"}  # fmt: skip
-    assets = AssetManager(store_from_url(store_url), home / "cache")
+    store = store_from_url(store_url)
+    assets = AssetManager(store, home / "cache")
     for model in models:
         for framework in set(frameworks):
-            assets.ensure(get_model(model), framework)
+            if assets_from is None:
+                assets.ensure(get_model(model), framework)
+            else:
+                copy_asset(assets_from, store, model, framework)
     fleet = SweepFleet(env, root, registry_url)
     for framework in frameworks:
         fleet.start_agent(framework)

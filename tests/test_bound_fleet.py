@@ -27,9 +27,8 @@ from mlms.registry.memory import MemoryRegistry
 from mlms.remote_client import RemoteClient
 from mlms.server import jobs
 from mlms.store.factory import store_from_url
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model
 from tests.processes import MlmsProcess, free_port, wait_for
+from tests.shared_assets import copy_asset
 
 #: Seconds for one gRPC call of these tests; a tiny bound finishes in a few.
 CALL_TIMEOUT_S = 60
@@ -48,7 +47,7 @@ class BoundFleet:
 
 
 @pytest.fixture(scope="module")
-def fleet(etcd, s3, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoundFleet]:
+def fleet(etcd, s3, store, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoundFleet]:
     home = tmp_path_factory.mktemp("bound_home")
     logs = tmp_path_factory.mktemp("bound_logs")
     env = {
@@ -69,10 +68,8 @@ def fleet(etcd, s3, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoundF
     ]
     fleet = BoundFleet(server, agent, etcd.url, s3.url, processes)
     try:
-        # The asset is built here while the processes start (the bound would build it anyway).
-        AssetManager(store_from_url(s3.url), home / "cache").ensure(
-            get_model("digits_cnn"), "torch"
-        )
+        # The asset is put in place while the processes start (the bound would build it).
+        copy_asset(store, store_from_url(s3.url), "digits_cnn", "torch")
         with RemoteClient(server) as client:
             wait_for(lambda: _agents(client) == {agent}, 60, "the agent at the server")
         yield fleet

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -216,20 +217,27 @@ def test_malformed_command_lines_are_one_line() -> None:
     _one_line_error(mlms("analyze"), "Missing argument 'EVALUATION_ID'", status=2)
 
 
-def test_checksum_mismatch_is_refused(evaluated: dict) -> None:
-    manifest = get_model("digits_cnn")
-    store = Path(os.environ["MLMS_HOME"]) / "store"
-    path = store / asset_prefix(manifest, "onnxruntime") / "model.onnx"
-    original = path.read_bytes()
-    path.write_bytes(original + b"tampered")
-    try:
-        _one_line_error(
-            mlms("eval", "--model", "digits_cnn", "--framework", "onnxruntime"),
-            "checksum mismatch",
-            "model.onnx",
-        )
-    finally:
-        path.write_bytes(original)
+def test_checksum_mismatch_is_refused(evaluated: dict, tmp_path: Path) -> None:
+    """The built asset, copied into a home of this test's own and damaged there (the session's
+    store is shared with other tests, which must not meet a damaged asset)."""
+    prefix = asset_prefix(get_model("digits_cnn"), "onnxruntime")
+    built = Path(os.environ["MLMS_HOME"]) / "store" / prefix
+    copy = tmp_path / "store" / prefix
+    shutil.copytree(built, copy)
+    path = copy / "model.onnx"
+    path.write_bytes(path.read_bytes() + b"tampered")
+    _one_line_error(
+        mlms(
+            "eval",
+            "--model",
+            "digits_cnn",
+            "--framework",
+            "onnxruntime",
+            env={"MLMS_HOME": str(tmp_path)},
+        ),
+        "checksum mismatch",
+        "model.onnx",
+    )
 
 
 def test_assets_builds_into_a_store_and_verifies_what_is_there(tmp_path: Path) -> None:

@@ -40,10 +40,9 @@ from mlms.rpc.options import MAX_MESSAGE_BYTES
 from mlms.server.jobs import Job
 from mlms.store.factory import store_from_url
 from mlms.tracer.levels import TraceLevel
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model
 from tests.otlp_receiver import Receiver
 from tests.processes import MlmsProcess, free_port, wait_for
+from tests.shared_assets import copy_asset
 
 TTL = 2.0
 AGENTS = 3
@@ -99,7 +98,7 @@ class Fleet:
 
 
 @pytest.fixture(scope="module")
-def fleet(etcd, s3, tmp_path_factory) -> Iterator[Fleet]:
+def fleet(etcd, s3, store, tmp_path_factory) -> Iterator[Fleet]:
     home = tmp_path_factory.mktemp("fleet_home")
     logs = tmp_path_factory.mktemp("fleet_logs")
     receiver = Receiver()
@@ -111,8 +110,8 @@ def fleet(etcd, s3, tmp_path_factory) -> Iterator[Fleet]:
         "MLMS_TTL": str(TTL),
         "MLMS_OTLP_ENDPOINT": receiver.endpoint,
     }
-    # Build the asset once, so that three agents do not race to build it on first use.
-    AssetManager(store_from_url(s3.url), home / "cache").ensure(get_model("digits_cnn"), "torch")
+    # The asset in place before they start, so that three agents do not race to build it.
+    copy_asset(store, store_from_url(s3.url), "digits_cnn", "torch")
     fleet = Fleet(env, logs, etcd.url, s3.url, receiver)
     for _ in range(AGENTS):
         fleet.start_agent()

@@ -215,6 +215,8 @@ class FileAudit:
 def _allowed_roots() -> tuple[str, ...]:
     roots = {
         str(mlms_home().resolve()),
+        # The store's model assets, where the test run shares them between its workers.
+        str((mlms_home() / "store" / "models").resolve()),
         sys.prefix,
         sys.base_prefix,
         sys.exec_prefix,

@@ -192,11 +192,11 @@ def test_a_bad_spec_over_grpc_is_invalid_argument() -> None:
 
 
 @pytest.fixture(scope="module")
-def fleet(etcd, s3, tmp_path_factory) -> Iterator[SweepFleet]:
+def fleet(etcd, s3, mlms_home, tmp_path_factory) -> Iterator[SweepFleet]:
     root = tmp_path_factory.mktemp("sweep_fleet")
     fleet = start_fleet(
         etcd.url, s3.url, s3.env, ["torch", "torch", "onnxruntime", "onnxruntime"],
-        ["digits_cnn"], root,
+        ["digits_cnn"], root, assets_from=LocalStore(mlms_home / "store"),
     )  # fmt: skip
     try:
         yield fleet

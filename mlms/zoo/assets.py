@@ -9,13 +9,16 @@ download is checked against it before anything is stored.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import importlib.util
 import json
+import os
 import sys
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,24 +72,12 @@ class AssetManager:
         original = manifest.file_source
         if original is not None and original.path:
             return self._in_place(manifest, framework, original)
-        if not self.store.exists(f"{asset_prefix(manifest, framework)}/asset.json"):
-            source = manifest.source_for(framework)
-            if isinstance(source, UrlSource):
-                self._download(manifest, source)
-            elif isinstance(source, FileSource):
-                if source.framework == framework:
-                    raise AssetError(
-                        f"model {manifest.name!r} version {manifest.version}: its artifact is "
-                        f"missing from {self.store.url} ({asset_prefix(manifest, framework)}); "
-                        "add it again with 'mlms models add ... --replace'"
-                    )
-                made = self._export_file(
-                    manifest, framework, self.ensure(manifest, source.framework).path
-                )
-                with made as (folder, name):
-                    self._store(manifest, framework, folder / name, f"export:{source.format}")
-            else:
-                self._build(manifest, framework, source)
+        prefix = asset_prefix(manifest, framework)
+        if not self.store.exists(f"{prefix}/asset.json"):
+            with _building(self.store, prefix):
+                # Another process sharing the store may have made it while this one waited.
+                if not self.store.exists(f"{prefix}/asset.json"):
+                    self._make(manifest, framework)
         return self.load(manifest, framework)
 
     def _in_place(self, manifest: ModelManifest, framework: str, source: FileSource) -> Asset:
@@ -236,6 +227,25 @@ class AssetManager:
                     f"got {digest.hexdigest()}; nothing was stored"
                 )
             self._store(manifest, source.framework, path, f"url:{source.url}")
+
+
+@contextlib.contextmanager
+def _building(store: ObjectStore, prefix: str) -> Iterator[None]:
+    """One maker of the asset under ``prefix`` at a time among the processes on this machine
+    that share a local store: an exclusive ``flock`` on the asset's folder (a lock file would
+    be an object of the store). Builds are not byte-identical everywhere (threaded training,
+    saved-model ids), and two makers' files and ``asset.json`` could pair up wrongly."""
+    if not isinstance(store, LocalStore):
+        yield
+        return
+    folder = store.path_of(prefix)
+    folder.mkdir(parents=True, exist_ok=True)
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
 
 
 def _require_torch(manifest: ModelManifest) -> None:
