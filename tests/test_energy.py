@@ -388,6 +388,9 @@ def test_the_record_the_table_and_the_report_show_energy(metered: EvaluationReco
     efficiency = energy_by_batch(metered)
     assert efficiency["batch size"].tolist() == [1, 4]
     assert (efficiency["source"] == "rapl").all()
+    uncertainty = [100 * r.energy.joules_uncertainty for r in metered.results]
+    assert efficiency["± (%)"].tolist() == pytest.approx(uncertainty)
+    assert all(0 < r.energy.counter_period_s < 0.05 for r in metered.results)  # 1 ms updates
     spans = spans_for(EmbeddedClient(store), [metered])
     compared = compare_frameworks([metered], spans)
     assert compared["energy (J/inference)"].tolist() == table[ENERGY_COLUMN].tolist()
@@ -406,6 +409,7 @@ def test_mlms_analyze_and_eval_tables_show_the_energy_column(metered: Evaluation
     assert shown.returncode == 0, shown.stderr
     assert ENERGY_COLUMN in shown.stdout
     assert "energy vs batch size" in shown.stdout and "inferences/J" in shown.stdout
+    assert "± (%)" in shown.stdout and "counter period (ms)" in shown.stdout
     from mlms.cli import render
 
     with render.out.capture() as captured:
