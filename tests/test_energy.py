@@ -29,7 +29,7 @@ from mlms.client import EmbeddedClient
 from mlms.evaluation import energy
 from mlms.evaluation.counters import NoCounter, RaplCounter
 from mlms.evaluation.energy import energy_meter
-from mlms.evaluation.power_sampler import PowerSampler
+from mlms.evaluation.power_sampler import PowerSampler, PowerSamples
 from mlms.evaluation.record import EnergyResult, EvaluationRecord, EvaluationRequest
 from mlms.evaluation.runner import evaluate
 from mlms.protos.mlms.v2 import evaluation_pb2
@@ -266,22 +266,32 @@ def test_switched_off_it_says_so(gpu: FakeGpu, monkeypatch) -> None:
 
 
 def test_the_power_samplers_child_on_rapl(powercap) -> None:
-    """The real child on the powercap tree: samples between start and stop only, served again
-    and again, and a stop that comes at once."""
-    sampler = PowerSampler("cpu", powercap["root"], hz=200)
+    """The real child on the powercap tree: samples between start and stop, window after
+    window."""
+    sampler = PowerSampler("cpu", powercap["root"])  # 20 Hz
     try:
-        sampler.start()
-        assert sampler.stop().count <= 1  # at once: before its second reading
         with KernelRapl(powercap["package-0"], watts=45.0):
-            time.sleep(0.1)  # a reading after the kernel began
-            sampler.start()
-            time.sleep(0.3)
-            samples = sampler.stop()
-        assert samples.count >= 10
-        assert samples.mean == pytest.approx(45.0, rel=0.3) and samples.peak >= samples.mean
-        time.sleep(0.1)
+            time.sleep(0.1)  # its first reading after the kernel began
+            for _ in range(2):
+                sampler.start()
+                time.sleep(0.5)
+                samples = sampler.stop()
+                assert samples.count >= 5
+                # RAPL's watts are the counter's differences over ~50 ms; a loaded machine's
+                # kernel thread updates in bursts, so a sample is only roughly the power
+                assert samples.mean == pytest.approx(45.0, rel=0.5)
+                assert samples.peak >= samples.mean
+    finally:
+        sampler.close()
+
+
+def test_the_power_sampler_stops_at_once(powercap) -> None:
+    sampler = PowerSampler("cpu", powercap["root"], hz=0.01)  # its first reading in 100 s
+    try:
+        began = time.perf_counter()
         sampler.start()
-        assert sampler.stop().count <= 1
+        assert sampler.stop() == PowerSamples(count=0, peak=None, mean=None)
+        assert time.perf_counter() - began < 5
     finally:
         sampler.close()
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -144,6 +145,8 @@ def _answer(answers: IO[str], message: dict[str, Any]) -> None:
 
 
 def main(argv: list[str]) -> None:
+    # Ctrl-C reaches the whole process group: the parent ends the child by closing its stdin.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     device, powercap, hz = argv
     try:
         counter = open_counter(device, Path(powercap))
