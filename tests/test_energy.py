@@ -221,6 +221,18 @@ def test_the_measured_process_runs_no_sampler_thread(gpu: FakeGpu) -> None:
     assert run.result(inferences=1).power_samples >= 1
 
 
+def test_a_sampler_child_that_dies_costs_the_peak_only(gpu: FakeGpu) -> None:
+    with energy_meter("cuda:0") as meter:
+        with meter.measure() as run:
+            meter._sampler._child.kill()  # the child crashing mid-run
+            time.sleep(0.1)
+        with meter.measure() as after:
+            time.sleep(0.1)
+    for result in (run.result(inferences=1), after.result(inferences=1)):
+        assert result.joules == pytest.approx(60.0 * result.seconds, rel=0.05)
+        assert result.peak_watts is None and result.power_samples == 0
+
+
 def test_a_gpu_without_an_energy_counter_says_so(gpu: FakeGpu, monkeypatch) -> None:
     import pynvml
 

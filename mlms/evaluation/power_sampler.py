@@ -12,6 +12,7 @@ The child speaks one JSON line per command on its stdout; its stdin carries the 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import select
 import signal
@@ -97,7 +98,8 @@ class PowerSampler:
     def close(self) -> None:
         """Ends the child: its stdin closed, it exits."""
         if self._child.stdin:
-            self._child.stdin.close()
+            with contextlib.suppress(OSError):  # a child already gone: nothing to flush to
+                self._child.stdin.close()
         try:
             self._child.wait(timeout=5)
         except subprocess.TimeoutExpired:
