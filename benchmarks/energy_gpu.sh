@@ -7,12 +7,21 @@
 #
 # Run from the repository root there. The image has torch 2.11 (Python 3.12) but neither
 # transformers (BERT-base is built from its configuration) nor mlms's own pure-Python
-# dependencies: the wheels come carried in .whl-energy/ (ignored), made here with
-#   mkdir -p .whl-energy && cp /work/main/.whl-tf/*.whl .whl-energy/   # transformers_gpu.sh's set
-#   .venv/bin/pip download -d .whl-energy --no-deps nvidia-ml-py==13.615.71
-# The device tool's call:
-#   run(command="benchmarks/energy_gpu.sh $OUT", carry=[".whl-energy"], timeout_s=600)
-#   benchmarks/energy_gpu.sh OUT_DIR [energy_check.py options]
+# dependencies: the wheels come carried in .whl-energy/ (ignored), made here for Python 3.12
+# (tokenizers 0.22.2: 0.23 fails transformers 4.57.1's version check; cryptography, cffi and
+# pycparser for tests/fixtures_services; plotly and narwhals, the report's, left out for size):
+#   .venv/bin/pip download -d .whl-energy --no-deps --python-version 3.12 --only-binary=:all: \
+#       transformers==4.57.1 tokenizers==0.22.2 huggingface_hub==0.36.2 safetensors==0.8.0 \
+#       tqdm==4.70.1 pydantic==2.14.4 pydantic_core==2.50.5 annotated_types==0.8.0 \
+#       typing_extensions==4.16.0 typing_inspection==0.4.5 duckdb==2.0.1 cxxfilt==0.3.0 \
+#       pyelftools==0.33 importlib_metadata==10.2.0 zipp==4.1.2 opentelemetry_api==1.45.2 \
+#       opentelemetry_sdk==1.45.2 opentelemetry_semantic_conventions==0.66b2 \
+#       nvidia-ml-py==13.615.71 cryptography==50.0.2 cffi==2.1.1 pycparser==3.12
+# The device tool's call (/tmp/site-energy removed first: a dist-info of an older wheel left
+# there from an earlier call shadows the new one's):
+#   run(command="rm -rf /tmp/site-energy; ENERGY_CHECK_TIMEOUT=500 GPU_TESTS_TIMEOUT=60 \
+#       benchmarks/energy_gpu.sh $OUT --min-seconds 5 --rounds 2", carry=[".whl-energy"])
+#   benchmarks/energy_gpu.sh OUT_DIR [energy_check.py options, e.g. --configs --rounds]
 set -uo pipefail
 OUT=${1:?usage: benchmarks/energy_gpu.sh OUT_DIR [energy_check.py options]}
 shift

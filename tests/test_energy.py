@@ -3,9 +3,11 @@
 NVML and RAPL cannot run here (a CPU-only VM: no NVIDIA driver, no powercap), so they are faked
 at their library boundary only: pynvml's functions return what a driver returns (a cumulative
 millijoule counter, milliwatts), and RAPL is a powercap folder tree in tmp_path in the kernel's
-file format. Everything above them (the meter, the sampler thread, the evaluation loop, the
-record, the CLI and the report) is the product's. The real counters of this machine are asked
-too: the record carries why they cannot be read. The H100 run is benchmarks/energy_gpu.sh.
+file format. The power sampler's child process gets the same fake pynvml (tests/fake_nvml, first
+on its PYTHONPATH) and reads the same powercap tree. Everything above them (the meter, the
+sampler's child, the evaluation loop, the record, the CLI and the report) is the product's. The
+real counters of this machine are asked too: the record carries why they cannot be read. The H100
+run is benchmarks/energy_gpu.sh.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from mlms.analysis.model import ENERGY_COLUMN, energy_by_batch, energy_reasons, 
 from mlms.cli.options import spans_for
 from mlms.client import EmbeddedClient
 from mlms.evaluation import energy
-from mlms.evaluation.energy import NoCounter, RaplCounter, energy_meter
+from mlms.evaluation.counters import NoCounter, RaplCounter
+from mlms.evaluation.energy import energy_meter
+from mlms.evaluation.power_sampler import PowerSampler, PowerSamples
 from mlms.evaluation.record import EnergyResult, EvaluationRecord, EvaluationRequest
 from mlms.evaluation.runner import evaluate
 from mlms.protos.mlms.v2 import evaluation_pb2
@@ -122,35 +126,46 @@ def test_a_counter_that_does_not_advance_is_a_reason_not_a_zero(powercap) -> Non
 
 class FakeGpu:
     """What NVML's functions return for one GPU drawing ``watts``: the total energy counter
-    (mJ, integrated over time) and the power reading (mW)."""
+    (mJ, integrated over time, updated every ``period`` seconds as the driver does; 0: always)
+    and the power reading (mW), which the sampler's child reads from ``power_file``."""
 
-    def __init__(self, watts: float) -> None:
-        self.watts = watts
+    def __init__(self, watts: float, power_file: Path) -> None:
         self.shutdowns = 0
+        self.period = 0.0
+        self._power_file = power_file
         self._mj = 10_000_000.0
         self._at = time.perf_counter()
-        self._lock = threading.Lock()
+        self._shown = (self._at, self._mj)  # the counter's last update
+        self.draw(watts)
 
     def energy_mj(self, handle: object) -> int:
-        with self._lock:
-            now = time.perf_counter()
-            self._mj += self.watts * (now - self._at) * 1e3
-            self._at = now
-            return int(self._mj)
+        now = time.perf_counter()
+        self._mj += self.watts * (now - self._at) * 1e3
+        self._at = now
+        if now - self._shown[0] >= self.period:
+            self._shown = (now, self._mj)
+        return int(self._shown[1])
 
     def draw(self, watts: float) -> None:
-        self.energy_mj(None)  # the energy so far at the old power
+        if hasattr(self, "watts"):
+            self.energy_mj(None)  # the energy so far at the old power
         self.watts = watts
+        scratch = self._power_file.with_suffix(".new")
+        scratch.write_text(f"{watts}\n")
+        os.replace(scratch, self._power_file)
 
     def shutdown(self) -> None:
         self.shutdowns += 1
 
 
 @pytest.fixture
-def gpu(monkeypatch) -> FakeGpu:
+def gpu(monkeypatch, tmp_path: Path) -> FakeGpu:
     import pynvml
 
-    fake = FakeGpu(watts=60.0)
+    fake = FakeGpu(watts=60.0, power_file=tmp_path / "watts")
+    monkeypatch.setenv("FAKE_NVML_WATTS", str(tmp_path / "watts"))
+    fakes = Path(__file__).parent / "fake_nvml"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(fakes), *sys.path]))
     monkeypatch.setattr(pynvml, "nvmlInit", lambda: None)
     monkeypatch.setattr(pynvml, "nvmlShutdown", fake.shutdown)
     monkeypatch.setattr(pynvml, "nvmlDeviceGetHandleByIndex", lambda index: f"gpu{index}")
@@ -176,7 +191,46 @@ def test_nvml_meter_measures_idle_then_the_run(gpu: FakeGpu) -> None:
     assert result.joules_per_inference == pytest.approx(result.joules / 30)
     assert result.peak_watts == 400.0 and result.power_samples >= 1
     assert result.idle_watts == meter.idle_watts
-    assert gpu.shutdowns == 1  # NVML's init and shutdown balance
+    assert gpu.shutdowns == 1  # NVML's init and shutdown balance (the parent's)
+
+
+def test_the_counters_period_and_the_joules_uncertainty(gpu: FakeGpu) -> None:
+    """A counter updated every 50 ms: the meter finds the period, and the joules it reports
+    are within the uncertainty it states of the energy drawn."""
+    gpu.period = 0.05
+    with energy_meter("cuda:0") as meter:
+        assert meter.counter_period_s == pytest.approx(0.05, rel=0.1)
+        gpu.draw(300.0)
+        with meter.measure() as run:
+            began = time.perf_counter()
+            time.sleep(0.4)
+            drawn = 300.0 * (time.perf_counter() - began)
+    result = run.result(inferences=4)
+    assert result.counter_period_s == meter.counter_period_s
+    assert result.joules_uncertainty == pytest.approx(2 * meter.counter_period_s / result.seconds)
+    assert abs(result.joules - drawn) <= result.joules_uncertainty * result.joules
+
+
+def test_the_measured_process_runs_no_sampler_thread(gpu: FakeGpu) -> None:
+    """Power is sampled in a child process: the measured loop shares the GIL with nothing."""
+    with energy_meter("cuda:0") as meter:
+        threads = threading.enumerate()
+        with meter.measure() as run:
+            assert threading.enumerate() == threads
+            time.sleep(0.2)
+    assert run.result(inferences=1).power_samples >= 1
+
+
+def test_a_sampler_child_that_dies_costs_the_peak_only(gpu: FakeGpu) -> None:
+    with energy_meter("cuda:0") as meter:
+        with meter.measure() as run:
+            meter._sampler._child.kill()  # the child crashing mid-run
+            time.sleep(0.1)
+        with meter.measure() as after:
+            time.sleep(0.1)
+    for result in (run.result(inferences=1), after.result(inferences=1)):
+        assert result.joules == pytest.approx(60.0 * result.seconds, rel=0.05)
+        assert result.peak_watts is None and result.power_samples == 0
 
 
 def test_a_gpu_without_an_energy_counter_says_so(gpu: FakeGpu, monkeypatch) -> None:
@@ -223,12 +277,40 @@ def test_switched_off_it_says_so(gpu: FakeGpu, monkeypatch) -> None:
     assert gpu.shutdowns == 0  # NVML was not started
 
 
-def test_the_power_sampler_stops_at_once() -> None:
-    sampler = energy.PowerSampler(lambda: 1.0, hz=0.001)  # its first reading in 1000 s
-    began = time.perf_counter()
-    with sampler:
-        pass
-    assert time.perf_counter() - began < 5 and sampler.samples == []
+def test_the_power_samplers_child_on_rapl(powercap) -> None:
+    """The real child on the powercap tree: samples between start and stop, window after
+    window."""
+    sampler = PowerSampler("cpu", powercap["root"])  # 20 Hz
+    try:
+        with KernelRapl(powercap["package-0"], watts=45.0):
+            time.sleep(0.1)  # its first reading after the kernel began
+            for _ in range(2):
+                sampler.start()
+                time.sleep(0.5)
+                samples = sampler.stop()
+                assert samples.count >= 5
+                # RAPL's watts are the counter's differences over ~50 ms; a loaded machine's
+                # kernel thread updates in bursts, so a sample is only roughly the power
+                assert samples.mean == pytest.approx(45.0, rel=0.5)
+                assert samples.peak >= samples.mean
+    finally:
+        sampler.close()
+
+
+def test_the_power_sampler_stops_at_once(powercap) -> None:
+    sampler = PowerSampler("cpu", powercap["root"], hz=0.01)  # its first reading in 100 s
+    try:
+        began = time.perf_counter()
+        sampler.start()
+        assert sampler.stop() == PowerSamples(count=0, peak=None, mean=None)
+        assert time.perf_counter() - began < 5
+    finally:
+        sampler.close()
+
+
+def test_a_power_sampler_without_a_counter_says_why(tmp_path: Path) -> None:
+    with pytest.raises(NoCounter, match="does not exist"):
+        PowerSampler("cpu", tmp_path / "missing")
 
 
 def test_energy_round_trips_the_wire() -> None:
@@ -244,6 +326,8 @@ def test_energy_round_trips_the_wire() -> None:
             peak_watts=140.0,
             idle_watts=70.0,
             power_samples=2,
+            counter_period_s=0.1,
+            joules_uncertainty=2.0,
         ),
     ):
         message = to_proto(value, evaluation_pb2.EnergyResult)
@@ -326,6 +410,9 @@ def test_the_record_the_table_and_the_report_show_energy(metered: EvaluationReco
     efficiency = energy_by_batch(metered)
     assert efficiency["batch size"].tolist() == [1, 4]
     assert (efficiency["source"] == "rapl").all()
+    uncertainty = [100 * r.energy.joules_uncertainty for r in metered.results]
+    assert efficiency["± (%)"].tolist() == pytest.approx(uncertainty)
+    assert all(0 < r.energy.counter_period_s < 0.05 for r in metered.results)  # 1 ms updates
     spans = spans_for(EmbeddedClient(store), [metered])
     compared = compare_frameworks([metered], spans)
     assert compared["energy (J/inference)"].tolist() == table[ENERGY_COLUMN].tolist()
@@ -344,6 +431,7 @@ def test_mlms_analyze_and_eval_tables_show_the_energy_column(metered: Evaluation
     assert shown.returncode == 0, shown.stderr
     assert ENERGY_COLUMN in shown.stdout
     assert "energy vs batch size" in shown.stdout and "inferences/J" in shown.stdout
+    assert "± (%)" in shown.stdout and "counter period (ms)" in shown.stdout
     from mlms.cli import render
 
     with render.out.capture() as captured:

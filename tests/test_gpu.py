@@ -210,6 +210,12 @@ def test_energy_of_a_gpu_evaluation_comes_from_nvmls_counter(store):
         assert energy.joules_per_inference == pytest.approx(energy.joules / inferences)
         assert energy.seconds == pytest.approx(result.seconds, rel=0.05)
         assert 0 < energy.idle_watts < 1500 and 0 < energy.average_watts < 1500
-        assert energy.power_samples >= 10  # 20 Hz over at least a second
+        assert energy.power_samples >= 10  # 20 Hz over at least a second, in the child
+        assert energy.peak_watts is not None and energy.peak_watts > 0
+        # the driver's counter changes every few to 100 ms, which the joules' ± reflects
+        assert 0 < energy.counter_period_s < 0.5
+        assert energy.joules_uncertainty == pytest.approx(
+            2 * energy.counter_period_s / energy.seconds
+        )
     small, large = record.results
     assert large.energy.joules_per_inference < small.energy.joules_per_inference

@@ -19,11 +19,13 @@ ENERGY_COLUMN = "energy (J/inference)"
 ENERGY_COLUMNS = [
     "batch size",
     "J/inference",
+    "± (%)",
     "inferences/J",
     "average (W)",
     "peak (W)",
     "idle (W)",
     "seconds",
+    "counter period (ms)",
     "source",
 ]
 
@@ -91,16 +93,21 @@ def energy_by_batch(record: EvaluationRecord) -> pd.DataFrame:
     """Which batch size is the most efficient? Per measured batch size: joules per inference,
     inferences per joule, the average watts (all from the device's energy counter over the
     model-level run), the peak of the power sampled beside it and the idle power before the
-    model loaded. Empty where nothing was measured (``energy_reasons`` says why)."""
+    model loaded; the joules' uncertainty (± %) from the counter's update period, which each
+    end of the window may be off by. Empty where nothing was measured (``energy_reasons`` says
+    why)."""
+    nan = float("nan")
     rows = [
         [
             result.batch_size,
             energy.joules_per_inference,
+            nan if energy.joules_uncertainty is None else energy.joules_uncertainty * 100,
             energy.inferences_per_joule,
             energy.average_watts,
             energy.peak_watts,
             energy.idle_watts,
             energy.seconds,
+            nan if energy.counter_period_s is None else energy.counter_period_s * 1e3,
             energy.source,
         ]
         for result in record.results

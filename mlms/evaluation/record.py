@@ -193,6 +193,10 @@ class EnergyResult(BaseModel):
     peak_watts: float | None = None
     idle_watts: float | None = None
     power_samples: int = 0
+    # How often the counter changes (measured before the run), and the relative uncertainty
+    # of the joules it leaves: each end of the window up to one period off.
+    counter_period_s: float | None = None
+    joules_uncertainty: float | None = None  # ± 2 × period × average watts / joules
 
 
 class BatchResult(BaseModel):

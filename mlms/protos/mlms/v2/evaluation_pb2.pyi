@@ -161,7 +161,7 @@ class GenerationResult(_message.Message):
     def __init__(self, new_tokens: _Optional[int] = ..., time_to_first_token_ms: _Optional[_Union[LatencyStats, _Mapping]] = ..., time_per_output_token_ms: _Optional[_Union[LatencyStats, _Mapping]] = ..., tokens_per_second: _Optional[float] = ...) -> None: ...
 
 class EnergyResult(_message.Message):
-    __slots__ = ("source", "reason", "joules", "seconds", "joules_per_inference", "inferences_per_joule", "average_watts", "peak_watts", "idle_watts", "power_samples")
+    __slots__ = ("source", "reason", "joules", "seconds", "joules_per_inference", "inferences_per_joule", "average_watts", "peak_watts", "idle_watts", "power_samples", "counter_period_s", "joules_uncertainty")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     JOULES_FIELD_NUMBER: _ClassVar[int]
@@ -172,6 +172,8 @@ class EnergyResult(_message.Message):
     PEAK_WATTS_FIELD_NUMBER: _ClassVar[int]
     IDLE_WATTS_FIELD_NUMBER: _ClassVar[int]
     POWER_SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    COUNTER_PERIOD_S_FIELD_NUMBER: _ClassVar[int]
+    JOULES_UNCERTAINTY_FIELD_NUMBER: _ClassVar[int]
     source: EnergySource
     reason: str
     joules: float
@@ -182,7 +184,9 @@ class EnergyResult(_message.Message):
     peak_watts: float
     idle_watts: float
     power_samples: int
-    def __init__(self, source: _Optional[_Union[EnergySource, str]] = ..., reason: _Optional[str] = ..., joules: _Optional[float] = ..., seconds: _Optional[float] = ..., joules_per_inference: _Optional[float] = ..., inferences_per_joule: _Optional[float] = ..., average_watts: _Optional[float] = ..., peak_watts: _Optional[float] = ..., idle_watts: _Optional[float] = ..., power_samples: _Optional[int] = ...) -> None: ...
+    counter_period_s: float
+    joules_uncertainty: float
+    def __init__(self, source: _Optional[_Union[EnergySource, str]] = ..., reason: _Optional[str] = ..., joules: _Optional[float] = ..., seconds: _Optional[float] = ..., joules_per_inference: _Optional[float] = ..., inferences_per_joule: _Optional[float] = ..., average_watts: _Optional[float] = ..., peak_watts: _Optional[float] = ..., idle_watts: _Optional[float] = ..., power_samples: _Optional[int] = ..., counter_period_s: _Optional[float] = ..., joules_uncertainty: _Optional[float] = ...) -> None: ...
 
 class BatchResult(_message.Message):
     __slots__ = ("batch_size", "iterations", "seconds", "latency_ms", "throughput", "levels", "input_copy", "generation", "energy", "samples")
