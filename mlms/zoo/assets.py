@@ -80,6 +80,26 @@ class AssetManager:
                     self._make(manifest, framework)
         return self.load(manifest, framework)
 
+    def _make(self, manifest: ModelManifest, framework: str) -> None:
+        """Download, export or build the asset of ``manifest`` for ``framework``."""
+        source = manifest.source_for(framework)
+        if isinstance(source, UrlSource):
+            self._download(manifest, source)
+        elif isinstance(source, FileSource):
+            if source.framework == framework:
+                raise AssetError(
+                    f"model {manifest.name!r} version {manifest.version}: its artifact is "
+                    f"missing from {self.store.url} ({asset_prefix(manifest, framework)}); "
+                    "add it again with 'mlms models add ... --replace'"
+                )
+            made = self._export_file(
+                manifest, framework, self.ensure(manifest, source.framework).path
+            )
+            with made as (folder, name):
+                self._store(manifest, framework, folder / name, f"export:{source.format}")
+        else:
+            self._build(manifest, framework, source)
+
     def _in_place(self, manifest: ModelManifest, framework: str, source: FileSource) -> Asset:
         """A model read where it lies (a file, a Hub folder): checked against the sha256 it
         was read with; another framework's artifact is exported once into the cache."""
