@@ -85,7 +85,12 @@ def test_eval_json_prints_the_record(evaluated: dict) -> None:
     assert evaluated["accuracy"]["top5"] >= evaluated["accuracy"]["top1"]
     assert evaluated["accuracy"]["samples"] == 360  # the held-out split of digits
     assert evaluated["hardware"]["host"] and evaluated["hardware"]["cpu_cores_logical"] >= 1
-    assert evaluated["model"] == {"name": "digits_cnn", "version": "1.0.0"}
+    assert evaluated["model"] == {
+        "name": "digits_cnn",
+        "version": "1.0.0",
+        "origin": "zoo",
+        "source": "",
+    }
     assert evaluated["framework"]["name"] == "onnxruntime"
     for result in evaluated["results"]:
         assert set(result["levels"]) == {"model", "framework"}

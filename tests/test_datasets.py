@@ -354,6 +354,15 @@ def test_bad_inputs_over_the_cli(store, holdout, tmp_path, capsys, monkeypatch) 
         "1 unreadable image in",
         "'1/x.png'",
     )
+    two = unique("two")
+    arrays = np.zeros((4, 1, 8, 8), np.float32)
+    np.savez(tmp_path / "two.npz", pixels=arrays, mask=arrays, label=[0, 1, 2, 3])
+    assert cli("datasets", "add", str(tmp_path / "two.npz"), "--name", two)[0] == 0
+    one_line_error(
+        cli("eval", "-m", "digits_cnn", "--dataset", two),
+        f"data set {two!r} has arrays 'pixels' [1, 8, 8] float32, 'mask' [1, 8, 8] float32",
+        "expected an array named 'image'",
+    )
     beyond = unique("beyond")
     np.savez(tmp_path / "beyond.npz", image=np.zeros((4, 1, 8, 8), np.float32), label=[0, 3, 12, 1])
     assert cli("datasets", "add", str(tmp_path / "beyond.npz"), "--name", beyond)[0] == 0
@@ -368,7 +377,8 @@ def test_bad_inputs_over_the_cli(store, holdout, tmp_path, capsys, monkeypatch) 
     )
     one_line_error(
         cli("eval", "-m", "bert_base", "--dataset", name),
-        "expected an array named 'input_ids'",
+        f"data set {name!r} array 'image' has samples of shape [1, 8, 8]",
+        "model 'bert_base' expects [128]",
     )
     folder_name = unique("classes")
     assert cli("datasets", "add", str(holdout["classes"]), "--name", folder_name)[0] == 0

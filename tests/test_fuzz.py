@@ -127,7 +127,11 @@ SERVER_METHODS = {
     "Analyze": (evaluator_pb2.AnalyzeRequest, True),
     "Sweep": (sweep_pb2.SweepRequest, True),
     "ViewEvaluations": (evaluator_pb2.ViewEvaluationsRequest, False),
+    "AddModel": (evaluator_pb2.ModelUpload, False),
+    "RemoveModel": (evaluator_pb2.RemoveModelRequest, False),
 }
+#: Methods that take a stream of requests: the fuzzers send one message as the whole stream.
+CLIENT_STREAMING = frozenset({"AddModel"})
 AGENT_METHODS = {
     "Info": (predictor_pb2.InfoRequest, False),
     "Open": (predictor_pb2.OpenRequest, False),
@@ -150,7 +154,8 @@ def test_every_method_is_fuzzed() -> None:
         for m in methods:
             message, streaming = table[m.name]
             assert m.input_type.full_name == message.DESCRIPTOR.full_name
-            assert m.server_streaming == streaming and not m.client_streaming
+            assert m.server_streaming == streaming
+            assert m.client_streaming == (m.name in CLIENT_STREAMING)
 
 
 # -- what the processes touch -------------------------------------------------------------------
@@ -291,7 +296,9 @@ def invoke(channel: grpc.Channel, path: str, streaming: bool, data: bytes) -> Ca
     start = time.monotonic()
     replies: list[bytes] = []
     try:
-        if streaming:
+        if path.rpartition("/")[2] in CLIENT_STREAMING:
+            replies.append(channel.stream_unary(path)(iter([data]), timeout=DEADLINE_S))
+        elif streaming:
             replies.extend(channel.unary_stream(path)(data, timeout=DEADLINE_S))
         else:
             replies.append(channel.unary_unary(path)(data, timeout=DEADLINE_S))

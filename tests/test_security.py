@@ -309,7 +309,8 @@ def test_token_cli_and_the_token_file(fleet: SecureFleet, tmp_path: Path) -> Non
     bad = mlms("token", "create", "--name", "x", "--role", "admin", "--store", store)
     assert bad.returncode == 1
     assert bad.stderr.strip() == (
-        "mlms: error: bad role 'admin': expected a comma-separated list of ('read', 'run')"
+        "mlms: error: bad role 'admin': expected a comma-separated list of "
+        "('read', 'run', 'models')"
     )
 
 

@@ -77,7 +77,7 @@ def evals(
 ) -> None:
     """List stored evaluations (newest first, the filters given all holding), and those still
     in flight on a fleet."""  # fmt: skip
-    from mlms.rpc.convert import one_line
+    from mlms.reasons import one_line
 
     try:
         query = EvaluationQuery(

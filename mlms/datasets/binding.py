@@ -38,6 +38,9 @@ class BoundDataset:
     #: The model's class names, in output order (empty where the model has none).
     model_labels: tuple[str, ...]
     tokenizer: Any = None
+    #: The array that feeds the model's input (arrays kind): the one named like the input, or
+    #: the data set's only array.
+    array: str = ""
 
     @property
     def described(self) -> str:
@@ -72,7 +75,7 @@ class BoundDataset:
             done = pool.map(lambda part: preprocess([_decode(data) for data in part]), parts)
             return np.concatenate(list(done))
         if kind == "arrays":
-            column = batch.column(self.spec.name)
+            column = batch.column(self.array or self.spec.name)
             values = column.flatten().to_numpy(zero_copy_only=False)
             # A copy: Arrow's buffers are read-only, and frameworks may write to their inputs.
             array = np.array(values.reshape(len(column), *self.spec.shape), self.spec.dtype)
@@ -126,20 +129,23 @@ def bind(
             f"{what} holds text; model {manifest.name!r} takes {spec.layout} images of shape "
             f"{spec.shape}"
         )
-    if index.kind == "arrays":
-        _check_arrays(index, manifest, spec)
+    array = _check_arrays(index, manifest, spec) if index.kind == "arrays" else ""
     tokenizer = None
     if index.kind == "text" and any(c.name == "text" for c in index.columns):
         tokenizer = _tokenizer(index, manifest)
     model_labels = tuple(labels_of(manifest))
     _check_labels(index, manifest, model_labels)
-    return BoundDataset(index, sha256, manifest, spec, model_labels, tokenizer)
+    return BoundDataset(index, sha256, manifest, spec, model_labels, tokenizer, array)
 
 
-def _check_arrays(index: DatasetIndex, manifest: ModelManifest, spec: InputSpec) -> None:
+def _check_arrays(index: DatasetIndex, manifest: ModelManifest, spec: InputSpec) -> str:
+    """The array that feeds ``spec``: the one of its name, or the only one (a model exported
+    from another framework names its input its own way: ``x``, ``input``, ``image``)."""
     columns = {c.name: c for c in index.columns}
     have = ", ".join(f"{c.name!r} {c.shape} {c.dtype}" for c in index.columns)
     column = columns.get(spec.name)
+    if column is None and len(index.columns) == 1:
+        column = index.columns[0]
     if column is None:
         raise InvalidArgument(
             f"data set {index.name!r} has arrays {have}: model {manifest.name!r} takes input "
@@ -153,15 +159,16 @@ def _check_arrays(index: DatasetIndex, manifest: ModelManifest, spec: InputSpec)
             else ""
         )
         raise InvalidArgument(
-            f"data set {index.name!r} array {spec.name!r} has samples of shape {column.shape}: "
+            f"data set {index.name!r} array {column.name!r} has samples of shape {column.shape}: "
             f"model {manifest.name!r} expects {spec.shape}{hint}"
         )
     integer = np.dtype(column.dtype).kind in "iu"
     if spec.layout == "tokens" and not integer:
         raise InvalidArgument(
-            f"data set {index.name!r} array {spec.name!r} has dtype {column.dtype}: model "
+            f"data set {index.name!r} array {column.name!r} has dtype {column.dtype}: model "
             f"{manifest.name!r} takes integer token ids"
         )
+    return column.name
 
 
 def _check_labels(index: DatasetIndex, manifest: ModelManifest, model: tuple[str, ...]) -> None:

@@ -424,14 +424,15 @@ def _measure_batch(
         model_run: tuple[list[int], float] | None = None
         copies: list[InputCopy] = []
         for number, level in enumerate(runs, start=1):
+            # The energy window opens first, so that the run's span starts with its loop.
             with (
+                meter.measure() as energy,
                 tracer.run(number, level),
                 tracer.span(
                     f"run {number}: {level.label}",
                     TraceLevel.APPLICATION,
                     attributes={"mlms.run_level": level.label},
                 ),
-                meter.measure() as energy,
             ):
                 before = len(tracer.records())
                 latencies, seconds, dropped = _run(

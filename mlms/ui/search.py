@@ -77,7 +77,7 @@ class Filters:
                 page_token=self.page_token,
             )
         except ValidationError as exc:
-            from mlms.rpc.convert import one_line
+            from mlms.reasons import one_line
 
             raise InvalidArgument(f"bad search: {one_line(exc)}") from None
 

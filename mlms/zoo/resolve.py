@@ -26,7 +26,12 @@ from mlms.zoo.signatures import read_signature
 
 def is_path(name: str) -> bool:
     """Whether ``name`` names a file or folder rather than a model."""
-    return "/" in name or os.sep in name or name.startswith(("~", ".")) or Path(name).exists()
+    if "/" in name or os.sep in name or name.startswith(("~", ".")):
+        return True
+    try:
+        return Path(name).exists()
+    except (OSError, ValueError):  # too long a name, or a NUL in it: no file of that name
+        return False
 
 
 def is_local(name: str) -> bool:
