@@ -319,7 +319,7 @@ def test_bad_inputs_over_the_cli(store, holdout, tmp_path, capsys, monkeypatch) 
 
     name = unique("cli")
     status, out, _ = cli("datasets", "add", str(holdout["npz"]), "--name", name)
-    assert status == 0 and f"added data set {name}@1: 360 arrays samples" in out
+    assert status == 0 and f"added data set {name}@1: 360 samples (arrays)" in out
     status, out, _ = cli("datasets")
     assert status == 0 and name in out
     one_line_error(

@@ -164,7 +164,7 @@ def test_the_cli_adds_to_and_evaluates_from_the_fleet(fleet, added, tmp_path: Pa
         store_url,
     )
     assert added_line.returncode == 0, added_line.stderr
-    assert "added data set cli-digits@1: 360 arrays samples" in added_line.stdout
+    assert "added data set cli-digits@1: 360 samples (arrays)" in added_line.stdout
     result = mlms(
         "eval",
         "-m",

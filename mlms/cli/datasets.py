@@ -92,7 +92,7 @@ def add(
         else f"labels 0..{index.label_max}"
     )
     out.print(
-        f"added data set {index.name}@{index.version}: {index.samples} {index.kind} samples, "
+        f"added data set {index.name}@{index.version}: {index.samples} samples ({index.kind}), "
         f"{labels}, {len(index.shards)} shard{'s' if len(index.shards) > 1 else ''}, "
         f"index sha256 {sha256[:16]} in {target.url}"
     )
