@@ -47,7 +47,7 @@ from mlms.store.base import ObjectStore
 from mlms.zoo.assets import AssetManager
 from mlms.zoo.catalog import labels_of
 from mlms.zoo.manifest import ModelManifest
-from mlms.zoo.resolve import resolve_model
+from mlms.zoo.resolve import resolve_served
 
 SERVICE_NAME = oip.DESCRIPTOR.services_by_name["GRPCInferenceService"].full_name
 add_to_server = oip_grpc.add_GRPCInferenceServiceServicer_to_server
@@ -316,7 +316,7 @@ class OpenInferenceService(oip_grpc.GRPCInferenceServiceServicer):
         with self._lock:
             return oip.ModelStatisticsResponse(
                 model_stats=[
-                    _statistics(resolve_model(name, self.store), self._stats[name])
+                    _statistics(resolve_served(name, self.store), self._stats[name])
                     for name in names
                 ]
             )
@@ -365,7 +365,7 @@ class OpenInferenceService(oip_grpc.GRPCInferenceServiceServicer):
                 f"model {name!r} is not served by this {self.framework} agent: expected one of "
                 f"{_few(self.models)}"
             )
-        manifest = resolve_model(name, self.store)
+        manifest = resolve_served(name, self.store)
         if version not in ("", manifest.version):
             raise NotFound(
                 f"model {name!r} version {version!r}: this agent serves version "

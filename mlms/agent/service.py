@@ -47,7 +47,7 @@ from mlms.rpc.payloads import bound_request, evaluation_request, record_event
 from mlms.rpc.propagation import incoming_context
 from mlms.store.base import ObjectStore
 from mlms.zoo.assets import AssetManager
-from mlms.zoo.resolve import resolve_model
+from mlms.zoo.resolve import resolve_served
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
 
     def Open(self, request, context):
         spec = request.spec
-        manifest = resolve_model(spec.model, self.store, input_shapes=())
+        manifest = resolve_served(spec.model, self.store)
         framework, version = choose_framework(manifest, self._framework_for(spec.framework))
         device = hardware.resolve(spec.hw or "cpu")
         asset = AssetManager(self.store, mlms_home() / "cache").ensure(manifest, framework)
@@ -223,6 +223,7 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
 
     def Evaluate(self, request, context):
         evaluation = evaluation_request(request.spec)
+        resolve_served(evaluation.model, self.store)  # never a path on this machine
         evaluation = evaluation.model_copy(
             update={"framework": self._framework_for(evaluation.framework)}
         )
@@ -249,6 +250,7 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
         from mlms.bounds.run import bound
 
         wanted = bound_request(request.spec)
+        resolve_served(wanted.model, self.store)  # never a path on this machine
         wanted = wanted.model_copy(update={"framework": self._framework_for(wanted.framework)})
         bound_id = _job_id(request.bound_id, "bound")
 
