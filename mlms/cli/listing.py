@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 import click
 from pydantic import ValidationError
@@ -11,7 +12,10 @@ from mlms.cli.options import client_for, server_option
 from mlms.cli.render import out, rows_table
 from mlms.errors import InvalidArgument
 from mlms.evaluation.precisions import PRECISIONS
-from mlms.evaluation.query import MAX_PAGE_SIZE, VIEWS, EvaluationQuery, P50Row
+from mlms.evaluation.query_terms import MAX_PAGE_SIZE, VIEWS
+
+if TYPE_CHECKING:
+    from mlms.evaluation.query import P50Row
 
 
 def _until(moment: datetime | None) -> datetime | None:
@@ -77,6 +81,7 @@ def evals(
 ) -> None:
     """List stored evaluations (newest first, the filters given all holding), and those still
     in flight on a fleet."""  # fmt: skip
+    from mlms.evaluation.query import EvaluationQuery
     from mlms.reasons import one_line
 
     try:

@@ -29,7 +29,8 @@ from mlms.database import connect
 from mlms.database.rows import evaluation_row, result_rows, summary_of, utc_naive
 from mlms.database.schema import evaluations, results, state, sweep_cells
 from mlms.errors import InvalidArgument
-from mlms.evaluation.query import VIEWS, EvaluationPage, EvaluationQuery, P50Row
+from mlms.evaluation.query import EvaluationPage, EvaluationQuery, P50Row
+from mlms.evaluation.query_terms import VIEWS
 from mlms.evaluation.record import EvaluationRecord
 
 #: Ids per ``IN (...)`` list (SQLite allows 32,766 parameters; PostgreSQL 65,535).

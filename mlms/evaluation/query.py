@@ -10,17 +10,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from mlms.evaluation.query_terms import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, SORT_KEYS
 from mlms.evaluation.record import PRECISIONS
 from mlms.evaluation.summary import EvaluationSummary
 
-#: The orders a listing takes ("-" before one: descending).
-SORT_KEYS = ("created", "p50", "throughput", "model", "framework")
-MAX_PAGE_SIZE = 1000
-DEFAULT_PAGE_SIZE = 50
 _SWEEP_ID = re.compile(r"[0-9a-f]{32}")
-#: The named views: the best p50 per model, hardware and batch size; a model's p50 per
-#: framework version (the regression view).
-VIEWS = ("best_p50", "framework_versions")
 
 
 class EvaluationQuery(BaseModel):

@@ -9,7 +9,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse, Response
 
 from mlms.errors import InvalidArgument
-from mlms.evaluation.query import MAX_PAGE_SIZE
+from mlms.evaluation.query_terms import MAX_PAGE_SIZE
 from mlms.ui.connections import COOKIE
 from mlms.ui.deps import connection, connections
 from mlms.ui.forms import as_text, evaluation_request
