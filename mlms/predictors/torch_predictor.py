@@ -90,22 +90,26 @@ class TorchPredictor(Predictor):
             torch.backends.cudnn.allow_tf32 = options.precision == "tf32"
         self._layout = torch.channels_last if options.channels_last else None
         if manifest.file_source is not None:
-            module = load_torch_module(manifest, asset_path)
+            layers, runs = load_torch_module(manifest, asset_path)
         else:
-            module = architecture_of(manifest)
+            layers = runs = architecture_of(manifest)
             state = torch.load(asset_path, weights_only=True, map_location="cpu")
-            module.load_state_dict(state)
-        module = eval_mode(module).to(self.device, dtype=self.dtype)
-        self.module = module if self._layout is None else module.to(memory_format=self._layout)
+            layers.load_state_dict(state)
+        self.module = self._placed(layers)
+        self._runs = self.module if runs is layers else self._placed(runs)
         # Compiled lazily by the first call, which the warm-up makes.
         self._forward = (
-            torch.compile(self.module, mode=options.compile) if options.compile else self.module
+            torch.compile(self._runs, mode=options.compile) if options.compile else self._runs
         )
         self._pinned: dict[tuple[Any, ...], Any] = {}
         # While the profiler path runs: where each predict sat and what its batch was.
         self._predicts: list[tuple[PredictAnchor, Batch]] | None = None
         self._costs: LayerCosts | None = None
         self._hooked: HookedLayers | None = None
+
+    def _placed(self, module: Any) -> Any:
+        module = eval_mode(module).to(self.device, dtype=self.dtype)
+        return module if self._layout is None else module.to(memory_format=self._layout)
 
     @classmethod
     def framework_version(cls) -> str:
@@ -208,12 +212,20 @@ class TorchPredictor(Predictor):
             self._torch.cuda.synchronize(self.device)
 
     def close(self) -> None:
-        self.module = self._forward = self._costs = self._hooked = None
+        self.module = self._runs = self._forward = self._costs = self._hooked = None
         self._pinned.clear()
         if self.device.type == "cuda":
             self._torch.cuda.empty_cache()
 
     def _layer_events(self) -> Iterator[LayerCapture]:
+        # Predicts run the module whose submodules the hooks see (for most models the same).
+        self._forward = self.module
+        try:
+            yield from self._hooked_layer_events()
+        finally:
+            self._forward = self._runs
+
+    def _hooked_layer_events(self) -> Iterator[LayerCapture]:
         torch = self._torch
         cuda = self.device.type == "cuda"
         if self._costs is None:

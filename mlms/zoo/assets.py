@@ -297,7 +297,9 @@ def export_file_artifact(manifest: ModelManifest, framework: str, path: Path, fo
     (loaded from ``path``); the file's name. Runs in the exporter's own process."""
     from mlms.zoo.torch_files import eval_mode, load_torch_module
 
-    return EXPORTERS[framework](eval_mode(load_torch_module(manifest, path)), manifest, folder)
+    return EXPORTERS[framework](
+        eval_mode(load_torch_module(manifest, path).layers), manifest, folder
+    )
 
 
 def export_artifact(

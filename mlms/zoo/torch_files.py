@@ -6,13 +6,23 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from mlms.errors import InvalidArgument, UnsupportedFramework
 from mlms.zoo.manifest import ModelManifest
 
 
-def load_torch_module(manifest: ModelManifest, path: Path) -> Any:
+class TorchModules(NamedTuple):
+    """A loaded artifact: the module whose submodules layer hooks see, and the one predicts run
+    (the same object, except for a ``torch.export`` program: its unflattened module interprets
+    its graphs node by node in Python, 20 % slower than the eager network on resnet18 at batch 1
+    on the CPU, while the program's flat module runs generated code as fast as the eager one)."""
+
+    layers: Any
+    runs: Any
+
+
+def load_torch_module(manifest: ModelManifest, path: Path) -> TorchModules:
     import torch
 
     source = manifest.file_source
@@ -21,18 +31,21 @@ def load_torch_module(manifest: ModelManifest, path: Path) -> Any:
     try:
         if source.format == "torch_export":
             program = torch.export.load(str(path))
+            flat = program.module()
             try:
-                return torch.export.unflatten(program)
+                return TorchModules(torch.export.unflatten(program), flat)
             except Exception:  # some programs (e.g. with lifted constants) do not unflatten
-                return program.module()
+                return TorchModules(flat, flat)
         if source.format == "torchscript":
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)  # torch.jit's deprecation notice
-                return torch.jit.load(str(path), map_location="cpu")
+                scripted = torch.jit.load(str(path), map_location="cpu")
+            return TorchModules(scripted, scripted)
         if source.format == "hf_folder":
             from mlms.zoo.transformer_models import pretrained_module
 
-            return pretrained_module(str(path), manifest.task)
+            network = pretrained_module(str(path), manifest.task)
+            return TorchModules(network, network)
     except (RuntimeError, OSError, ValueError) as exc:
         first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
         raise InvalidArgument(
