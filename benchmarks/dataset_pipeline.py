@@ -102,10 +102,11 @@ def main() -> None:
 
 
 def run(tmp: Path, images: int, batch: int, rounds: int) -> None:
-    from mlms.config import default_store
     from mlms.datasets.ingest import add_dataset
     from mlms.evaluation.record import EvaluationRequest
-    from mlms.evaluation.runner import Progress, evaluate
+    from mlms.evaluation.progress import Progress
+    from mlms.evaluation.runner import evaluate
+    from mlms.store.factory import default_store
 
     started = time.perf_counter()
     size = make_jpegs(tmp / "jpegs", images)

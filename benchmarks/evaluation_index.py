@@ -197,11 +197,11 @@ def main() -> None:
     home.mkdir(parents=True, exist_ok=True)
     os.environ["MLMS_HOME"] = str(home)
 
-    from mlms.config import default_store
     from mlms.database.connect import url_for
     from mlms.database.index import EvaluationIndex
     from mlms.database.keeper import rebuild
     from mlms.evaluation.records import RECORDS, stored_ids
+    from mlms.store.factory import default_store
     from tests.evaluation_copies import HARDWARE, MODELS
 
     store = default_store()
