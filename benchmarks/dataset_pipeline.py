@@ -103,8 +103,8 @@ def main() -> None:
 
 def run(tmp: Path, images: int, batch: int, rounds: int) -> None:
     from mlms.datasets.ingest import add_dataset
-    from mlms.evaluation.record import EvaluationRequest
     from mlms.evaluation.progress import Progress
+    from mlms.evaluation.record import EvaluationRequest
     from mlms.evaluation.runner import evaluate
     from mlms.store.factory import default_store
 
