@@ -424,7 +424,10 @@ def _measure_batch(
         model_run: tuple[list[int], float] | None = None
         copies: list[InputCopy] = []
         for number, level in enumerate(runs, start=1):
-            # The energy window opens first, so that the run's span starts with its loop.
+            # Everything but the loop happens before the run's span opens, so that the span
+            # starts with its loop (min_seconds is measured from the loop's start).
+            before = len(tracer.records())
+            run_loop = functools.partial(loop, level, number)
             with (
                 meter.measure() as energy,
                 tracer.run(number, level),
@@ -434,14 +437,8 @@ def _measure_batch(
                     attributes={"mlms.run_level": level.label},
                 ),
             ):
-                before = len(tracer.records())
                 latencies, seconds, dropped = _run(
-                    predictor,
-                    tracer,
-                    request,
-                    level,
-                    functools.partial(loop, level, number),
-                    first_batch,
+                    predictor, tracer, request, level, run_loop, first_batch
                 )
                 spans = len(tracer.records()) - before
             if model_run is None:
