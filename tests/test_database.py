@@ -64,6 +64,19 @@ def test_a_new_database_is_made_by_the_migrations_once(database: str) -> None:
     again.close()
 
 
+def test_threads_of_one_process_migrate_their_databases_together(tmp_path: Path) -> None:
+    """A server and an embedded client in one process open (and so migrate) their indexes at
+    the same moment; Alembic's module-global state must not be shared between them."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    urls = [f"sqlite:///{tmp_path / f'index-{n}.db'}" for n in range(8)]
+    with ThreadPoolExecutor(len(urls)) as pool:
+        opened = list(pool.map(EvaluationIndex, urls))
+    assert all(index.created and index.count() == 0 for index in opened)
+    for index in opened:
+        index.close()
+
+
 def test_the_migrations_make_the_schema_the_code_queries(index: EvaluationIndex) -> None:
     """Alembic's comparison of the migrated database with ``schema.py`` finds nothing to add."""
     from alembic.autogenerate import compare_metadata

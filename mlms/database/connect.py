@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from pathlib import Path
 
 from sqlalchemy import Engine, create_engine, event, inspect, select, text
@@ -30,6 +31,9 @@ CONNECT_TIMEOUT_S = 5
 #: Any number held by every mlms process that migrates a PostgreSQL database, so that two
 #: servers starting together do not both create the tables.
 _MIGRATION_LOCK = 0x6D6C6D73
+#: Alembic keeps the running migration in module globals, so two threads of one process (a
+#: server and an embedded client opening their indexes together) must not migrate at once.
+_MIGRATING = threading.Lock()
 
 
 def default_url() -> str:
@@ -111,7 +115,7 @@ def migrate(engine: Engine) -> bool:
 
     config = Config()
     config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
-    with engine.begin() as connection:
+    with _MIGRATING, engine.begin() as connection:
         if connection.dialect.name == "postgresql":
             connection.execute(select(text(f"pg_advisory_xact_lock({_MIGRATION_LOCK})")))
         else:  # SQLite: one writer at a time from here on, so only one process migrates
