@@ -26,6 +26,9 @@ class FrameworkEntry:
     #: global LLVM symbols crash torch's Triton: ``mlms.isolation``), so the embedded client
     #: runs it in an agent of its own on this interpreter.
     own_process: bool = False
+    #: The framework whose stored asset it runs (Keras on JAX runs the TensorFlow agent's
+    #: ``.keras`` files); None: an asset of its own.
+    assets_of: str | None = None
 
 
 TABLE: dict[str, FrameworkEntry] = {
@@ -46,6 +49,17 @@ TABLE: dict[str, FrameworkEntry] = {
         "tensorflow",
         ("tensorflow-cpu", "tensorflow", "tensorflow-gpu"),
         own_process=True,
+    ),
+    # Keras 3 on the JAX backend: Keras picks its backend once per process (KERAS_BACKEND), so
+    # it runs in an agent of its own, like TensorFlow.
+    "jax": FrameworkEntry(
+        "jax",
+        "mlms.predictors.jax_predictor",
+        "JaxPredictor",
+        "jax",
+        ("jax",),
+        own_process=True,
+        assets_of="tensorflow",
     ),
     "mxnet": FrameworkEntry(
         "mxnet",
@@ -103,6 +117,12 @@ def loaded_apart() -> str | None:
         if entry.own_process and entry.imports in sys.modules:
             return name
     return None
+
+
+def asset_framework(name: str) -> str:
+    """The framework whose asset ``name`` runs (itself, unless it shares another's)."""
+    entry = TABLE.get(name)
+    return entry.assets_of if entry is not None and entry.assets_of else name
 
 
 def installed_frameworks() -> dict[str, str]:

@@ -58,11 +58,12 @@ DATATYPES = {"float32": "FP32", "float16": "FP16", "uint8": "UINT8", "int64": "I
 #: (FP16 has none: it travels as raw bytes only).
 CONTENTS = {"FP32": "fp32_contents", "UINT8": "uint_contents", "INT64": "int64_contents"}
 #: Triton's (platform, backend) for each framework, as a Triton model configuration names them;
-#: Triton has no MXNet backend, so an MXNet agent says what it runs.
+#: Triton has no MXNet or JAX backend, so such an agent says what it runs.
 PLATFORMS = {
     "torch": ("pytorch_libtorch", "pytorch"),
     "onnxruntime": ("onnxruntime_onnx", "onnxruntime"),
     "tensorflow": ("tensorflow_savedmodel", "tensorflow"),
+    "jax": ("jax", "jax"),
     "mxnet": ("mxnet", "mxnet"),
 }
 #: The calls an agent answers, for the message of those it does not.

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mlms.errors import AssetError, ChecksumMismatch, UnsupportedFramework
+from mlms.frameworks import asset_framework
 from mlms.isolation import call_in_own_process
 from mlms.store.base import ObjectStore
 from mlms.store.local import LocalStore
@@ -68,7 +69,9 @@ class AssetManager:
         self.cache_dir = Path(cache_dir)
 
     def ensure(self, manifest: ModelManifest, framework: str) -> Asset:
-        """The verified asset of ``manifest`` for ``framework``, creating it on first use."""
+        """The verified asset of ``manifest`` for ``framework``, creating it on first use (a
+        framework that runs another's asset, such as jax the Keras file, gets that one)."""
+        framework = asset_framework(framework)
         original = manifest.file_source
         if original is not None and original.path:
             return self._in_place(manifest, framework, original)

@@ -19,7 +19,9 @@ that full wheel over tensorflow-cpu; ``scripts/setup.sh`` installs it without th
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 import tempfile
 from typing import Any
 
@@ -54,10 +56,25 @@ def import_tensorflow() -> Any:
     return tensorflow
 
 
+def import_keras_for_building() -> Any:
+    """``keras`` on TensorFlow where it is installed, else on JAX (a GPU machine with JAX and
+    no TensorFlow builds the same ``.keras`` file for the jax framework). The seeded weights of
+    keras.applications come from the backend's random generator, so they differ between the
+    two. Runs in the asset builder's own process, where Keras is not yet imported."""
+    if "keras" not in sys.modules:
+        if importlib.util.find_spec("tensorflow") is not None:
+            os.environ["KERAS_BACKEND"] = "tensorflow"
+            import_tensorflow()
+        else:
+            os.environ["KERAS_BACKEND"] = "jax"
+    import keras
+
+    return keras
+
+
 def keras_model(module: Any, manifest: ModelManifest) -> Any:
     """The Keras model for ``manifest``: converted from the torch ``module`` or seeded."""
-    import_tensorflow()
-    import keras
+    keras = import_keras_for_building()
 
     source = next(s for s in manifest.sources if isinstance(s, BuildSource))
     spec = manifest.inputs[0]

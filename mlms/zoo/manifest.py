@@ -44,7 +44,7 @@ class _Strict(BaseModel):
 
 
 class FrameworkConstraint(_Strict):
-    name: Literal["torch", "onnxruntime", "tensorflow", "mxnet"]
+    name: Literal["torch", "onnxruntime", "tensorflow", "jax", "mxnet"]
     #: A PEP 440 range such as ">=2.0,<3"; empty admits every version.
     version: str = ""
 

@@ -1,0 +1,284 @@
+"""JAX predictor: the Keras model of the TensorFlow agent's asset (``.keras``) on Keras 3's JAX
+backend, run as one XLA executable compiled with ``jax.jit``.
+
+Keras picks its backend once per process, from ``KERAS_BACKEND``: this module sets it before
+Keras is imported, and the framework runs in an agent of its own (``mlms.frameworks``). The
+predict function is the model's stateless call with its weights as arguments; it is lowered and
+compiled once per input shape, at the first batch of that shape (the warm-up), and each
+compile's seconds go into the record's settings. Matrix products and convolutions run in strict
+fp32: JAX's "highest" matmul precision for the whole process (XLA's default runs f32 products as
+TF32 on NVIDIA GPUs, or as bf16 passes).
+
+Layer profiling runs JAX's own profiler over the stretch, with each predict call wrapped in a
+``TraceAnnotation`` whose start is matched to the host clock taken at the call. XLA reports what
+its executable ran: on the CPU one thunk per HLO instruction, on a GPU the kernels CUPTI saw,
+each named for its instruction. ``mlms.tracer.hlo_join`` maps them through the compiled module's
+``op_name`` metadata to the Keras layers they ran for; a fused kernel serving several layers
+becomes one span named for all of them (``conv1+bn1+relu1``).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from mlms.errors import UnsupportedFramework
+from mlms.predictors.base import InputCopy, LayerCapture, PredictAnchor, Predictor, anchor
+from mlms.tracer.hlo_join import (
+    HloModule,
+    Kernel,
+    LayerTree,
+    assign_kernels,
+    layer_classes,
+    layer_of_op,
+    layer_spans,
+    parse_hlo,
+)
+from mlms.tracer.layer_kinds import normalise_kind
+from mlms.tracer.levels import TraceLevel
+from mlms.tracer.spans import TimedEvent
+
+MARK = "mlms::predict"
+PRECISION = "highest"
+#: Layer classes whose kind says less than the layers fused with them.
+GENERIC_KINDS = frozenset({"add", "mul", "reshape", "activation", "other"})
+
+
+def import_keras() -> Any:
+    """``keras`` on its JAX backend; an error where this process loaded it on another."""
+    if "keras" not in sys.modules:
+        os.environ["KERAS_BACKEND"] = "jax"
+    import keras
+
+    if keras.backend.backend() != "jax":
+        raise UnsupportedFramework(
+            f"Keras in this process runs on {keras.backend.backend()!r}; the jax framework "
+            "needs a process of its own (KERAS_BACKEND=jax)"
+        )
+    return keras
+
+
+class JaxPredictor(Predictor):
+    framework = "jax"
+    stages_on_gpu = True
+
+    def __init__(self, manifest, asset_path, options):
+        super().__init__(manifest, asset_path, options)
+        self.require_precision(("fp32",))
+        keras = import_keras()
+        import jax
+
+        self._jax = jax
+        # Process-wide: the jit cache keys on it, and this agent's process runs only this model.
+        jax.config.update("jax_default_matmul_precision", PRECISION)
+        self.device = _jax_device(jax, options.device)
+        with jax.default_device(self.device):
+            model = keras.models.load_model(asset_path, compile=False)
+        self.model = model
+        self._trainable = jax.device_put([v.value for v in model.trainable_variables], self.device)
+        self._fixed = jax.device_put([v.value for v in model.non_trainable_variables], self.device)
+
+        def forward(trainable: Any, fixed: Any, batch: Any) -> Any:
+            return model.stateless_call(trainable, fixed, batch, training=False)[0]
+
+        self._jitted = jax.jit(forward)
+        self._compiled: dict[tuple, Any] = {}
+        self._modules: dict[tuple, HloModule] = {}
+        self.compile_seconds: dict[str, float] = {}
+        self._layers: LayerTree = _sublayers(model)
+        self._anchors: list[PredictAnchor] | None = None
+
+    @classmethod
+    def framework_version(cls) -> str:
+        import jax
+
+        return jax.__version__
+
+    def settings(self) -> dict[str, Any]:
+        import keras
+
+        return {
+            "device": self.options.device,
+            "jax_device": str(self.device),
+            "dtype": "float32",
+            "matmul_precision": PRECISION,
+            "mode": "jax.jit (XLA), Keras stateless call, inference",
+            "keras": keras.__version__,
+            # One scalar per compiled input shape (settings hold scalars only).
+            **{f"jit_compile_s.{shape}": s for shape, s in self.compile_seconds.items()},
+        }
+
+    def stage(self, batch: np.ndarray) -> tuple[Any, InputCopy | None]:
+        if not self.copies_input:
+            return batch, None
+        start = time.perf_counter()
+        on_device = self._jax.device_put(batch, self.device).block_until_ready()
+        return on_device, InputCopy(batch.nbytes, time.perf_counter() - start)
+
+    def _executable(self, batch: Any) -> Any:
+        """The compiled predict for this batch's shape, compiled (and timed) on first use."""
+        key = (tuple(batch.shape), str(batch.dtype))
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            start = time.perf_counter()
+            compiled = self._jitted.lower(self._trainable, self._fixed, batch).compile()
+            self.compile_seconds["x".join(map(str, key[0]))] = round(time.perf_counter() - start, 3)
+            self._compiled[key] = compiled
+            self._modules[key] = parse_hlo(compiled.as_text())
+        return compiled
+
+    def predict(self, batch: Any) -> np.ndarray:
+        compiled = self._executable(batch)
+        if self._anchors is None:
+            return np.asarray(compiled(self._trainable, self._fixed, batch))
+        self._anchors.append(anchor())
+        with self._jax.profiler.TraceAnnotation(MARK):
+            logits = compiled(self._trainable, self._fixed, batch).block_until_ready()
+        return np.asarray(logits)
+
+    def close(self) -> None:
+        self.model = self._jitted = self._trainable = self._fixed = None
+        self._compiled.clear()
+
+    def _layer_events(self) -> Iterator[LayerCapture]:
+        jax = self._jax
+        capture = LayerCapture()
+        options = jax.profiler.ProfileOptions()
+        options.python_tracer_level = 0
+        with tempfile.TemporaryDirectory() as logdir:
+            self._anchors = []
+            jax.profiler.start_trace(logdir, profiler_options=options)
+            try:
+                yield capture
+            finally:
+                jax.profiler.stop_trace()
+                anchors, self._anchors = self._anchors, None
+            pattern = os.path.join(logdir, "plugins", "profile", "*", "*.xplane.pb")
+            files = sorted(glob.glob(pattern))
+            if not files:
+                raise RuntimeError(f"the JAX profiler wrote no XPlane file under {logdir}")
+            marks, kernels = read_profile(
+                jax.profiler.ProfileData.from_file(files[-1]),
+                {m.name for m in self._modules.values()},
+                gpu=self.device.platform == "gpu",
+            )
+        capture.events = self._convert(marks, kernels, anchors)
+
+    def _convert(
+        self,
+        marks: list[tuple[int, int]],
+        kernels: list[tuple[str, Kernel]],
+        anchors: list[PredictAnchor],
+    ) -> list[TimedEvent]:
+        if len(marks) != len(anchors):
+            raise RuntimeError(
+                f"the JAX profiler recorded {len(marks)} predict annotations for "
+                f"{len(anchors)} predict calls"
+            )
+        by_module = {m.name: m for m in self._modules.values()}
+        classes = layer_classes(self._layers)
+        slots: dict[str, int] = {}
+        events: list[TimedEvent] = []
+        position = 0
+        for (start, end), where in zip(marks, anchors, strict=True):
+            mine: dict[str, list[Kernel]] = {}
+            while position < len(kernels) and kernels[position][1].start_ns <= end:
+                module, kernel = kernels[position]
+                position += 1
+                if kernel.start_ns >= start:
+                    mine.setdefault(module, []).append(kernel)
+            offset = where.start_ns - start
+            for module, ran in mine.items():
+                assigned = assign_kernels(
+                    by_module[module], ran, lambda op: layer_of_op(op, self._layers)
+                )
+                for span in layer_spans(ran, assigned):
+                    index = slots.setdefault(span.name, len(slots))
+                    events.append(
+                        TimedEvent(
+                            name=span.name,
+                            kind=_kind(span.layers, classes),
+                            level=TraceLevel.FRAMEWORK,
+                            start_ns=span.start_ns + offset,
+                            end_ns=span.end_ns + offset,
+                            thread=where.thread,
+                            layer_index=index,
+                            attributes={
+                                "layers": list(span.layers),
+                                "fused": len(span.layers) > 1,
+                                "hlo_instructions": list(span.instructions),
+                                "kernels": span.kernels,
+                                "kernel_ns": span.kernel_ns,
+                                "joined_by": span.how,
+                            },
+                        )
+                    )
+        return events
+
+
+def read_profile(
+    profile: Any, modules: set[str], *, gpu: bool
+) -> tuple[list[tuple[int, int]], list[tuple[str, Kernel]]]:
+    """(predict annotations as (start, end), (module, kernel) of ``modules``) from JAX's
+    ProfileData, by start on the profiler's clock: the GPU's kernels, or the CPU's thunks."""
+    marks: list[tuple[int, int]] = []
+    kernels: list[tuple[str, Kernel]] = []
+    for plane in profile.planes:
+        host = plane.name == "/host:CPU"
+        if not host and not (gpu and plane.name.startswith("/device:GPU")):
+            continue
+        for line in plane.lines:
+            for event in line.events:
+                start = int(event.start_ns)
+                end = start + int(event.duration_ns)
+                if host and event.name == MARK:
+                    marks.append((start, end))
+                    continue
+                if host == gpu:
+                    continue
+                stats = dict(event.stats)
+                module = stats.get("hlo_module")
+                if module in modules:
+                    op = stats.get("hlo_op")
+                    kernels.append((module, Kernel(event.name, start, end, op or None)))
+    marks.sort()
+    kernels.sort(key=lambda item: item[1].start_ns)
+    return marks, kernels
+
+
+def _kind(layers: tuple[str, ...], classes: dict[str, str]) -> str:
+    """The kind of the first layer that says more than an elementwise step (a fused
+    convolution + bias + ReLU is a conv), else of the first layer."""
+    kinds = [normalise_kind(classes.get(layer, layer.rpartition("/")[2])) for layer in layers]
+    return next((k for k in kinds if k not in GENERIC_KINDS), kinds[0] if kinds else "other")
+
+
+def _sublayers(layer: Any) -> LayerTree:
+    """Layer name -> (class name, its own sublayers), for the layers ``layer`` holds."""
+    return {
+        child.name: (type(child).__name__, _sublayers(child))
+        for child in layer._flatten_layers(include_self=False, recursive=False)
+    }
+
+
+def _jax_device(jax: Any, device: str) -> Any:
+    if not device.startswith("cuda"):
+        return jax.devices("cpu")[0]
+    index = int(device.partition(":")[2] or 0)
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError:
+        gpus = []
+    if index >= len(gpus):
+        raise UnsupportedFramework(
+            f"device {device!r} asked for, but this JAX sees {len(gpus)} GPU(s) (install "
+            "jax[cuda13] for NVIDIA GPUs)"
+        )
+    return gpus[index]
