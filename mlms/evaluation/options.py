@@ -59,7 +59,7 @@ def check_options(
     if request.input_on_device and not cls.stages_on_gpu:
         raise InvalidArgument(
             f"--input-on-device: framework {cls.framework!r} reads its inputs from host "
-            "memory; expected torch"
+            "memory; expected torch or jax"
         )
     if request.generate is not None:
         if manifest.outputs[0].type != "next_token":

@@ -89,7 +89,7 @@ class JaxPredictor(Predictor):
             return model.stateless_call(trainable, fixed, batch, training=False)[0]
 
         self._jitted = jax.jit(forward)
-        self._compiled: dict[tuple, Any] = {}
+        self._compiled: dict[tuple, Any] = {}  # (shape, dtype) -> executable
         self._modules: dict[tuple, HloModule] = {}
         self.compile_seconds: dict[str, float] = {}
         self._layers: LayerTree = _sublayers(model)
@@ -124,12 +124,14 @@ class JaxPredictor(Predictor):
 
     def _executable(self, batch: Any) -> Any:
         """The compiled predict for this batch's shape, compiled (and timed) on first use."""
-        key = (tuple(batch.shape), str(batch.dtype))
+        key = (batch.shape, batch.dtype)
         compiled = self._compiled.get(key)
         if compiled is None:
             start = time.perf_counter()
             compiled = self._jitted.lower(self._trainable, self._fixed, batch).compile()
-            self.compile_seconds["x".join(map(str, key[0]))] = round(time.perf_counter() - start, 3)
+            self.compile_seconds["x".join(map(str, batch.shape))] = round(
+                time.perf_counter() - start, 3
+            )
             self._compiled[key] = compiled
             self._modules[key] = parse_hlo(compiled.as_text())
         return compiled
@@ -214,6 +216,7 @@ class JaxPredictor(Predictor):
                                 "layers": list(span.layers),
                                 "fused": len(span.layers) > 1,
                                 "hlo_instructions": list(span.instructions),
+                                "kernel_names": list(span.kernel_names),
                                 "kernels": span.kernels,
                                 "kernel_ns": span.kernel_ns,
                                 "joined_by": span.how,

@@ -99,6 +99,7 @@ class LayerSpan:
     kernels: int
     instructions: tuple[str, ...]
     how: str
+    kernel_names: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -252,6 +253,7 @@ def layer_spans(kernels: Sequence[Kernel], assigned: Sequence[KernelLayers]) -> 
                 last.kernels + 1,
                 tuple(dict.fromkeys((*last.instructions, *what.instructions))),
                 last.how if last.how == what.how else "mixed",
+                tuple(dict.fromkeys((*last.kernel_names, kernel.name))),
             )
         else:
             spans.append(
@@ -263,6 +265,7 @@ def layer_spans(kernels: Sequence[Kernel], assigned: Sequence[KernelLayers]) -> 
                     1,
                     what.instructions,
                     what.how,
+                    (kernel.name,),
                 )
             )
     return spans
