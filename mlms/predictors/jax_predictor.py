@@ -93,7 +93,7 @@ class JaxPredictor(Predictor):
         self._modules: dict[tuple, HloModule] = {}
         self.compile_seconds: dict[str, float] = {}
         self._layers: LayerTree = _sublayers(model)
-        self._anchors: list[PredictAnchor] | None = None
+        self._anchors: list[tuple[PredictAnchor, tuple]] | None = None
 
     @classmethod
     def framework_version(cls) -> str:
@@ -140,7 +140,7 @@ class JaxPredictor(Predictor):
         compiled = self._executable(batch)
         if self._anchors is None:
             return np.asarray(compiled(self._trainable, self._fixed, batch))
-        self._anchors.append(anchor())
+        self._anchors.append((anchor(), (batch.shape, batch.dtype)))
         with self._jax.profiler.TraceAnnotation(MARK):
             logits = compiled(self._trainable, self._fixed, batch).block_until_ready()
         return np.asarray(logits)
@@ -168,71 +168,71 @@ class JaxPredictor(Predictor):
                 raise RuntimeError(f"the JAX profiler wrote no XPlane file under {logdir}")
             marks, kernels = read_profile(
                 jax.profiler.ProfileData.from_file(files[-1]),
-                {m.name for m in self._modules.values()},
                 gpu=self.device.platform == "gpu",
             )
-        capture.events = self._convert(marks, kernels, anchors)
-
-    def _convert(
-        self,
-        marks: list[tuple[int, int]],
-        kernels: list[tuple[str, Kernel]],
-        anchors: list[PredictAnchor],
-    ) -> list[TimedEvent]:
         if len(marks) != len(anchors):
             raise RuntimeError(
                 f"the JAX profiler recorded {len(marks)} predict annotations for "
                 f"{len(anchors)} predict calls"
             )
-        by_module = {m.name: m for m in self._modules.values()}
+        capture.events = []
+        slots: dict[str, int] = {}  # a span's place in the order spans first ran
+        for (where, key), (mark, ran) in zip(anchors, per_predict(marks, kernels), strict=True):
+            module = self._modules[key]
+            mine = [kernel for name, kernel in ran if name in (module.name, None)]
+            capture.events += self._spans(module, mine, where.start_ns - mark, where, slots)
+
+    def _spans(
+        self,
+        module: HloModule,
+        ran: list[Kernel],
+        offset: int,
+        where: PredictAnchor,
+        slots: dict[str, int],
+    ) -> list[TimedEvent]:
+        """One predict's layer spans, moved onto the host clock by ``offset``."""
         classes = layer_classes(self._layers)
-        slots: dict[str, int] = {}
-        events: list[TimedEvent] = []
-        position = 0
-        for (start, end), where in zip(marks, anchors, strict=True):
-            mine: dict[str, list[Kernel]] = {}
-            while position < len(kernels) and kernels[position][1].start_ns <= end:
-                module, kernel = kernels[position]
-                position += 1
-                if kernel.start_ns >= start:
-                    mine.setdefault(module, []).append(kernel)
-            offset = where.start_ns - start
-            for module, ran in mine.items():
-                assigned = assign_kernels(
-                    by_module[module], ran, lambda op: layer_of_op(op, self._layers)
+        assigned = assign_kernels(module, ran, lambda op: layer_of_op(op, self._layers))
+        events = []
+        for span in layer_spans(ran, assigned):
+            events.append(
+                TimedEvent(
+                    name=span.name,
+                    kind=_kind(span.layers, classes),
+                    level=TraceLevel.FRAMEWORK,
+                    start_ns=span.start_ns + offset,
+                    end_ns=span.end_ns + offset,
+                    thread=where.thread,
+                    layer_index=slots.setdefault(span.name, len(slots)),
+                    attributes={
+                        "layers": list(span.layers),
+                        "fused": len(span.layers) > 1,
+                        "hlo_instructions": list(span.instructions),
+                        "kernel_names": list(span.kernel_names),
+                        "kernels": span.kernels,
+                        "kernel_ns": span.kernel_ns,
+                        "joined_by": span.how,
+                    },
                 )
-                for span in layer_spans(ran, assigned):
-                    index = slots.setdefault(span.name, len(slots))
-                    events.append(
-                        TimedEvent(
-                            name=span.name,
-                            kind=_kind(span.layers, classes),
-                            level=TraceLevel.FRAMEWORK,
-                            start_ns=span.start_ns + offset,
-                            end_ns=span.end_ns + offset,
-                            thread=where.thread,
-                            layer_index=index,
-                            attributes={
-                                "layers": list(span.layers),
-                                "fused": len(span.layers) > 1,
-                                "hlo_instructions": list(span.instructions),
-                                "kernel_names": list(span.kernel_names),
-                                "kernels": span.kernels,
-                                "kernel_ns": span.kernel_ns,
-                                "joined_by": span.how,
-                            },
-                        )
-                    )
+            )
         return events
 
 
+#: Kernels of a predict may show a little after its annotation ends (the device's clock is
+#: mapped onto the host's).
+SLACK_NS = 100_000
+#: Device work that no HLO instruction launched.
+_COPIES = ("memcpy", "memset")
+
+
 def read_profile(
-    profile: Any, modules: set[str], *, gpu: bool
-) -> tuple[list[tuple[int, int]], list[tuple[str, Kernel]]]:
-    """(predict annotations as (start, end), (module, kernel) of ``modules``) from JAX's
-    ProfileData, by start on the profiler's clock: the GPU's kernels, or the CPU's thunks."""
+    profile: Any, *, gpu: bool
+) -> tuple[list[tuple[int, int]], list[tuple[str | None, Kernel]]]:
+    """(predict annotations as (start, end), (module, kernel) of XLA's executables) from JAX's
+    ProfileData, by start on the profiler's clock: the GPU's kernels, or the CPU's thunks. A
+    GPU kernel without a module (where XLA's annotation did not reach it) keeps None."""
     marks: list[tuple[int, int]] = []
-    kernels: list[tuple[str, Kernel]] = []
+    kernels: list[tuple[str | None, Kernel]] = []
     for plane in profile.planes:
         host = plane.name == "/host:CPU"
         if not host and not (gpu and plane.name.startswith("/device:GPU")):
@@ -248,12 +248,30 @@ def read_profile(
                     continue
                 stats = dict(event.stats)
                 module = stats.get("hlo_module")
-                if module in modules:
-                    op = stats.get("hlo_op")
-                    kernels.append((module, Kernel(event.name, start, end, op or None)))
+                if module is None and (host or event.name.lower().startswith(_COPIES)):
+                    continue
+                kernel = Kernel(event.name, start, end, stats.get("hlo_op") or None)
+                kernels.append((module, kernel))
     marks.sort()
     kernels.sort(key=lambda item: item[1].start_ns)
     return marks, kernels
+
+
+def per_predict(
+    marks: list[tuple[int, int]], kernels: list[tuple[str | None, Kernel]]
+) -> list[tuple[int, list[tuple[str | None, Kernel]]]]:
+    """(annotation start, the kernels that started within it) for each predict annotation."""
+    result: list[tuple[int, list[tuple[str | None, Kernel]]]] = []
+    position = 0
+    for start, end in marks:
+        mine: list[tuple[str | None, Kernel]] = []
+        while position < len(kernels) and kernels[position][1].start_ns <= end + SLACK_NS:
+            item = kernels[position]
+            position += 1
+            if item[1].start_ns >= start:
+                mine.append(item)
+        result.append((start, mine))
+    return result
 
 
 def _kind(layers: tuple[str, ...], classes: dict[str, str]) -> str:
