@@ -87,7 +87,7 @@ fi
 
 if [ -z "$DRY" ] && [ "$(left)" -gt 12 ]; then
     timeout $(( $(left) - 3 )) $PY -m pytest tests/test_jax.py -m gpu -q -rs -p no:cacheprovider \
-        -p no:randomly -p no:xdist -o addopts="" 2>&1 | tail -5 | tee "$OUT/gpu_tests.txt"
+        -p no:randomly -n 0 2>&1 | tail -5 | tee "$OUT/gpu_tests.txt"
 fi
 echo "jax_gpu.sh: $(( $(date +%s) - START )) s of $BUDGET"
 exit "$rc"

@@ -8,6 +8,9 @@ instruction it holds: a kernel that serves several layers (a convolution's bias,
 BatchNormalization after it and the ReLU) is labelled with all of them, in the order they
 compute, and never split between them by guess.
 
+An instruction that an XLA pass made without metadata (a batch-1 Dense rewritten as a bare
+``dot``, a layout copy) is counted in the first layer of its first consumer.
+
 A kernel finds its instruction by the ``hlo_op`` XLA's profiler attaches to it, else by its name
 (XLA names the kernels it emits after their instruction, with ``.`` and ``-`` made ``_``).
 Library kernels (cuDNN convolutions, cuBLAS products) carry neither: such a kernel belongs to
@@ -149,9 +152,22 @@ def parse_hlo(text: str) -> HloModule:
             names.extend(n for n in _OP_NAME.findall(rest) if "/" in n)
         return names
 
+    listed = computations[entry]
+    names = [tuple(dict.fromkeys(op_names(opcode, rest, set()))) for _, opcode, rest in listed]
+    for position, (name, opcode, _rest) in enumerate(listed):
+        if names[position] or opcode in NO_KERNEL:
+            continue
+        # A pass made it without metadata (XLA's CPU rewrites a batch-1 Dense as a bare dot;
+        # layout assignment adds copies): it serves the layer its first consumer starts with.
+        used = re.compile(rf"(?<![\w.\-])%?{re.escape(name)}(?![\w.\-])")
+        consumer = next(
+            (i for i in range(position + 1, len(listed)) if used.search(listed[i][2])), None
+        )
+        if consumer is not None and names[consumer]:
+            names[position] = names[consumer][:1]
     instructions = [
-        HloInstruction(name, opcode, position, tuple(dict.fromkeys(op_names(opcode, rest, set()))))
-        for position, (name, opcode, rest) in enumerate(computations[entry])
+        HloInstruction(name, opcode, position, names[position])
+        for position, (name, opcode, _rest) in enumerate(listed)
     ]
     return HloModule(module, tuple(instructions))
 
