@@ -40,7 +40,8 @@ def _layer(op: str) -> str:
 def _kernels(*names: str, hlo_ops: tuple[str | None, ...] = ()) -> list[Kernel]:
     """Back-to-back kernels of 10 ns each, launched in this order."""
     ops = hlo_ops or (None,) * len(names)
-    return [Kernel(n, 10 * i, 10 * i + 10, op) for i, (n, op) in enumerate(zip(names, ops, strict=True))]
+    pairs = enumerate(zip(names, ops, strict=True))
+    return [Kernel(name, 10 * i, 10 * i + 10, op) for i, (name, op) in pairs]
 
 
 def test_entry_computation_is_read_in_schedule_order_with_fused_op_names() -> None:
