@@ -22,11 +22,12 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 # One resolution for the main environment: torch 2.14.1 + torchvision 0.29.1 (the pair that
 # imports together here, see README), ONNX Runtime, tensorflow-cpu 2.21 (it installs beside
-# torch, onnxruntime and protobuf 7), the test tools, and grpcio-tools pinned to the version
+# torch, onnxruntime and protobuf 7), JAX (CPU; Keras runs on it in a process of its own), the
+# test tools, and grpcio-tools pinned to the version
 # that generated mlms/protos (tests/test_protos.py regenerates the code and compares).
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
     "torch==2.14.1" "torchvision==0.29.1" \
-    -e ".[torch,onnxruntime,tensorflow,test,protos]"
+    -e ".[torch,onnxruntime,tensorflow,jax,test,protos]"
 # KerasHub, the maintained Keras 3 home of BERT and GPT-2 (the zoo's TensorFlow transformers),
 # without its declared tensorflow-text: every tensorflow-text 2.21 wheel requires the full
 # tensorflow wheel, which would install a second TensorFlow over tensorflow-cpu, and the

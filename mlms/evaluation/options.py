@@ -61,6 +61,12 @@ def check_options(
             f"--input-on-device: framework {cls.framework!r} reads its inputs from host "
             "memory; expected torch or jax"
         )
+    if device != "cpu" and request.trace_level > TraceLevel.FRAMEWORK and not cls.gpu_collectors:
+        raise InvalidArgument(
+            f"trace level {request.trace_level.label!r} on {cls.framework}: its framework level "
+            "holds CUPTI already (each layer span carries its kernels' names and GPU time); "
+            "expected 'framework' or below"
+        )
     if request.generate is not None:
         if manifest.outputs[0].type != "next_token":
             raise InvalidArgument(

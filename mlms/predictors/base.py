@@ -72,6 +72,9 @@ class Predictor(ABC):
     stages_on_gpu: ClassVar[bool] = False
     #: Whether it has ``generate`` (``TokenGenerator``).
     generates: ClassVar[bool] = False
+    #: Whether mlms's GPU collectors (cuDNN's log, CUPTI: ml_library and deeper) can run beside
+    #: its layer capture.
+    gpu_collectors: ClassVar[bool] = True
 
     def __init__(self, manifest: ModelManifest, asset_path: Path, options: PredictorOptions):
         self.manifest = manifest

@@ -68,6 +68,8 @@ def import_keras() -> Any:
 class JaxPredictor(Predictor):
     framework = "jax"
     stages_on_gpu = True
+    # XLA's profiler subscribes to CUPTI for the layer capture; a second subscriber fails.
+    gpu_collectors = False
 
     def __init__(self, manifest, asset_path, options):
         super().__init__(manifest, asset_path, options)
