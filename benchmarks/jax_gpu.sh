@@ -15,10 +15,15 @@
 #
 # Run from the repository root there. The image has Python 3.12, torch 2.11 and JAX 0.11 with
 # its CUDA plugin, not Keras: its wheels come carried in .whl-gpu/ with mlms's pure-Python
-# dependencies (benchmarks/energy_gpu.sh's header lists those), made here for Python 3.12:
+# dependencies (benchmarks/energy_gpu.sh's header lists those), and, for step 2 (jax runs in a
+# child agent: gRPC), grpcio and its kin, made here for Python 3.12 (17 MB):
 #   .venv/bin/pip download -d .whl-gpu --no-deps --python-version 3.12 --only-binary=:all: \
 #       keras==3.15.1 namex==0.1.0 optree==0.20.0 h5py==3.14.0 absl-py==2.5.1 rich==15.0.0 \
-#       markdown-it-py==4.3.0 mdurl==0.1.2 pygments==2.21.0
+#       markdown-it-py==4.3.0 mdurl==0.1.2 pygments==2.21.0 grpcio==1.85.3 \
+#       grpcio-health-checking==1.85.1 grpcio-reflection==1.85.1 protobuf==7.36.2 \
+#       googleapis-common-protos==1.76.0 opentelemetry-exporter-otlp-proto-grpc==1.45.2 \
+#       opentelemetry-exporter-otlp-proto-common==1.45.2 opentelemetry-proto==1.45.2
+# (step 2's chart needs matplotlib; without it the table still prints, the chart fails).
 # The device tool's call:
 #   run(command="benchmarks/jax_gpu.sh $OUT", carry=[".whl-gpu"])
 # On a CPU machine, `benchmarks/jax_gpu.sh OUT_DIR --dry` runs every step with the main
