@@ -199,3 +199,52 @@ def test_gpu_levels_below_the_framework_level_are_refused_for_jax() -> None:
     with pytest.raises(InvalidArgument, match=r"trace level 'hardware' on jax: .* expected"):
         check_options(request, get_model("resnet50"), JaxPredictor, "cuda:0")
     check_options(request, get_model("resnet50"), JaxPredictor, "cpu")  # no GPU level there
+
+
+def test_gpu_profile_reading_keeps_stream_kernels_per_predict() -> None:
+    """JAX's ProfileData of a GPU run, shaped as XLA writes it (no GPU here: the planes are
+    built by hand): the predict annotations on the host, kernels on the device's stream lines
+    with XLA's hlo_op and hlo_module where its annotation reached them (a cuDNN kernel inside a
+    command buffer may lack them), copies and the derived "XLA Ops" line left out."""
+    from types import SimpleNamespace as Ns
+
+    from mlms.predictors.jax_predictor import MARK, per_predict, read_profile
+
+    def event(name: str, start: int, end: int, **stats: str) -> Ns:
+        return Ns(name=name, start_ns=float(start), duration_ns=float(end - start), stats=stats)
+
+    xla = {"hlo_module": "jit_forward"}
+    host = Ns(
+        name="/host:CPU",
+        lines=[
+            Ns(name="python", events=[event(MARK, 100, 1000), event(MARK, 2000, 3000)]),
+            Ns(name="tf_XLA", events=[event("fusion.1", 150, 160, hlo_op="fusion.1", **xla)]),
+        ],
+    )
+    stream = [
+        event("loop_fusion_1", 200, 300, hlo_op="loop_fusion.1", **xla),
+        event("sm90_xmma_fprop_implicit_gemm_f32f32", 300, 500),
+        event("MemcpyD2H", 1010, 1020),
+        event("loop_fusion_1", 2100, 2200, hlo_op="loop_fusion.1", **xla),
+        event("other_module_kernel", 2200, 2300, hlo_op="x", hlo_module="jit_other"),
+    ]
+    device = Ns(
+        name="/device:GPU:0",
+        lines=[
+            Ns(name="Stream #13(Compute)", events=stream),
+            Ns(name="XLA Ops", events=[event("loop_fusion.1", 200, 300, **xla)]),
+        ],
+    )
+    marks, kernels = read_profile(Ns(planes=[device, host]), gpu=True)
+    assert marks == [(100, 1000), (2000, 3000)]
+    assert [(m, k.name, k.hlo_op) for m, k in kernels] == [
+        ("jit_forward", "loop_fusion_1", "loop_fusion.1"),
+        (None, "sm90_xmma_fprop_implicit_gemm_f32f32", None),
+        ("jit_forward", "loop_fusion_1", "loop_fusion.1"),
+        ("jit_other", "other_module_kernel", "x"),
+    ]
+    windows = per_predict(marks, kernels)
+    assert [(start, len(ran)) for start, ran in windows] == [(100, 2), (2000, 2)]
+    # On the CPU the host's thunks are the kernels.
+    _, thunks = read_profile(Ns(planes=[device, host]), gpu=False)
+    assert [k.name for _, k in thunks] == ["fusion.1"]

@@ -239,7 +239,7 @@ def read_profile(
         host = plane.name == "/host:CPU"
         if not host and not (gpu and plane.name.startswith("/device:GPU")):
             continue
-        for line in plane.lines:
+        for line in _event_lines(plane):
             for event in line.events:
                 start = int(event.start_ns)
                 end = start + int(event.duration_ns)
@@ -259,19 +259,40 @@ def read_profile(
     return marks, kernels
 
 
+def _event_lines(plane: Any) -> list[Any]:
+    """A plane's lines of recorded events: on a GPU its streams, not the timelines the profiler
+    derives from them (XLA Ops, XLA Modules, Steps...), which would count each kernel again."""
+    lines = list(plane.lines)
+    if plane.name.startswith("/device:GPU"):
+        streams = [line for line in lines if line.name.startswith("Stream")]
+        return streams or [line for line in lines if line.name not in _DERIVED]
+    return lines
+
+
+#: Lines the profiler derives from a GPU's streams.
+_DERIVED = frozenset(
+    {"XLA Modules", "XLA Ops", "XLA TraceMe", "Steps", "Launch Stats", "Source code",
+     "Framework Name Scope", "Framework Ops", "TensorFlow Name Scope", "TensorFlow Ops"}
+)  # fmt: skip
+
+
 def per_predict(
     marks: list[tuple[int, int]], kernels: list[tuple[str | None, Kernel]]
 ) -> list[tuple[int, list[tuple[str | None, Kernel]]]]:
-    """(annotation start, the kernels that started within it) for each predict annotation."""
+    """(annotation start, the kernels that started within it) for each predict annotation (a
+    little past its end, never past the next one's start)."""
     result: list[tuple[int, list[tuple[str | None, Kernel]]]] = []
     position = 0
-    for start, end in marks:
-        mine: list[tuple[str | None, Kernel]] = []
-        while position < len(kernels) and kernels[position][1].start_ns <= end + SLACK_NS:
-            item = kernels[position]
+    for index, (start, end) in enumerate(marks):
+        limit = end + SLACK_NS
+        if index + 1 < len(marks):
+            limit = min(limit, marks[index + 1][0])
+        while position < len(kernels) and kernels[position][1].start_ns < start:
             position += 1
-            if item[1].start_ns >= start:
-                mine.append(item)
+        mine: list[tuple[str | None, Kernel]] = []
+        while position < len(kernels) and kernels[position][1].start_ns < limit:
+            mine.append(kernels[position])
+            position += 1
         result.append((start, mine))
     return result
 
