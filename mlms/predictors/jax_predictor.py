@@ -95,6 +95,7 @@ class JaxPredictor(Predictor):
         self._modules: dict[tuple, HloModule] = {}
         self.compile_seconds: dict[str, float] = {}
         self._layers: LayerTree = _sublayers(model)
+        self._classes = layer_classes(self._layers)
         self._anchors: list[tuple[PredictAnchor, tuple]] | None = None
 
     @classmethod
@@ -193,14 +194,13 @@ class JaxPredictor(Predictor):
         slots: dict[str, int],
     ) -> list[TimedEvent]:
         """One predict's layer spans, moved onto the host clock by ``offset``."""
-        classes = layer_classes(self._layers)
         assigned = assign_kernels(module, ran, lambda op: layer_of_op(op, self._layers))
         events = []
         for span in layer_spans(ran, assigned):
             events.append(
                 TimedEvent(
                     name=span.name,
-                    kind=_kind(span.layers, classes),
+                    kind=_kind(span.layers, self._classes),
                     level=TraceLevel.FRAMEWORK,
                     start_ns=span.start_ns + offset,
                     end_ns=span.end_ns + offset,
