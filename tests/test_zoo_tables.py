@@ -20,7 +20,6 @@ from mlms.zoo.architectures import architecture_of, build
 from mlms.zoo.catalog import all_models, labels_of, merged, table_manifests
 from mlms.zoo.manifest import TASKS, BuildSource, ModelManifest
 
-
 #: Boxes a two-stage detector keeps in this test (100 as the zoo runs them).
 KEPT = 4
 
