@@ -4,7 +4,7 @@ and every row of the tables under ``mlms/zoo/tables``.
 A table is a family of models as data: ``defaults`` (a partial manifest) and ``models`` (rows,
 each a partial manifest merged over the defaults: mappings key by key, a one-item list such as
 ``inputs`` item by item); a row's ``builder`` becomes its build source (seed 0) and its
-``family`` an attribute.
+``family`` an attribute. Other top-level keys hold values that rows share by YAML anchor.
 """
 
 from __future__ import annotations

@@ -6,13 +6,13 @@ every task.
 Whatever the task, the answer is ``(classes, scores)``, the ``k`` best per sample, best first:
 
 - classification and next-token logits: the top-k classes and their softmax probabilities;
-- detection (``mlms.zoo.vision_tasks``): one-stage detectors' anchors decoded into boxes with the
-  network's own box coder ("box decoding"), then the ``topk_candidates`` best scores through
-  torchvision's batched NMS ("nms"), ``detections_per_img`` kept; two-stage detectors decoded
-  and suppressed inside, their padding dropped ("score filter") and Mask R-CNN's masks pasted
-  into the image ("mask pasting"). The answer: the k best detections' labels and scores (label
-  -1, score 0 where there are fewer). The score threshold is 0: seeded weights score every
-  anchor alike, under a trained model's threshold, so NMS gets the candidate count a busy
+- detection (``mlms.zoo.vision_tasks``): one-stage detectors' candidates decoded into boxes on
+  their anchors with the network's own box coder ("box decoding"), then torchvision's batched
+  NMS ("nms"), ``detections_per_img`` kept; two-stage detectors decoded and suppressed inside,
+  their padding dropped ("score filter") and Mask R-CNN's masks of the returned detections
+  pasted into the image ("mask pasting"). The answer: the k best detections' labels and scores
+  (label -1, score 0 where there are fewer). The score threshold is 0: seeded weights score
+  every anchor alike, under a trained model's threshold, so NMS gets the candidate count a busy
   image gives. One global top-k of candidates replaces torchvision's per-level one;
 - segmentation: class logits upsampled to the image ("mask upsampling"), one class per pixel
   ("argmax"). The answer: the k classes covering most pixels and their pixel shares.
@@ -72,7 +72,7 @@ def _detections(
     if family_of(name) in ONE_STAGE:
         kept = OneStageDecoder.of(name, _image_size(manifest)).detections(raw, step)
     else:
-        kept = _two_stage(raw, _image_size(manifest), step)
+        kept = _two_stage(raw, _image_size(manifest), k, step)
     labels = np.full((len(kept), k), -1, dtype=np.int64)
     scores = np.zeros((len(kept), k), dtype=np.float32)
     for row, (found_labels, found_scores) in enumerate(kept):
@@ -82,9 +82,9 @@ def _detections(
     return labels, scores
 
 
-def _two_stage(raw: Any, size: tuple[int, int], step: Step) -> list[tuple[Any, Any]]:
+def _two_stage(raw: Any, size: tuple[int, int], k: int, step: Step) -> list[tuple[Any, Any]]:
     """Faster and Mask R-CNN's kept boxes: ``[x1, y1, x2, y2, score, label, mask (28 x 28)?]``
-    rows, padding scored -1."""
+    rows, best first, padding scored -1."""
     from torchvision.models.detection.roi_heads import paste_masks_in_image
 
     with step("score filter"):
@@ -92,11 +92,11 @@ def _two_stage(raw: Any, size: tuple[int, int], step: Step) -> list[tuple[Any, A
     if raw.shape[-1] > 6:
         side = round((raw.shape[-1] - 6) ** 0.5)
         with step("mask pasting"):
-            # Each box's mask at image size, as a consumer of the masks gets them; the answer
-            # below keeps the labels and scores.
+            # The returned detections' masks at image size, as their consumer gets them; the
+            # answer keeps the labels and scores.
             for rows in images:
-                probabilities = rows[:, 6:].reshape(-1, 1, side, side)
-                paste_masks_in_image(probabilities, rows[:, :4], size).gt_(0.5)
+                probabilities = rows[:k, 6:].reshape(-1, 1, side, side)
+                paste_masks_in_image(probabilities, rows[:k, :4], size).gt_(0.5)
     return [(rows[:, 5].long(), rows[:, 4]) for rows in images]
 
 
@@ -121,7 +121,6 @@ class OneStageDecoder:
         self.coder = net.box_coder
         self.size = size
         self.nms_thresh = net.nms_thresh
-        self.candidates = net.topk_candidates
         self.detections_per_img = net.detections_per_img
 
     @staticmethod
@@ -130,37 +129,25 @@ class OneStageDecoder:
         return OneStageDecoder(name, size)
 
     def detections(self, raw: Any, step: Step) -> list[tuple[Any, Any]]:
-        """Each image's kept labels and scores, best first."""
-        import torch
+        """Each image's kept labels and scores, best first, from its candidates'
+        ``[box codes (4), score, label, anchor index]`` rows."""
         from torchvision.ops import batched_nms, clip_boxes_to_image
 
-        batch, anchors = raw.shape[0], self.anchors.shape[0]
         with step("box decoding"):
+            anchors = self.anchors[raw[..., 6].long().flatten()]
             codes = raw[..., :4].reshape(-1, 4)
-            repeated = self.anchors.repeat(batch, 1)
             if self.family == "fcos":
-                boxes = self.coder.decode(codes, repeated)
-                logits = raw[..., 4:-1]
-                scores = torch.sqrt(torch.sigmoid(logits) * torch.sigmoid(raw[..., -1:]))
+                boxes = self.coder.decode(codes, anchors)
             else:
-                boxes = self.coder.decode_single(codes, repeated)
-                logits = raw[..., 4:]
-                if self.family == "retinanet":
-                    scores = torch.sigmoid(logits)
-                else:  # SSD: a softmax over the classes, class 0 the background
-                    scores = torch.softmax(logits, dim=-1)[..., 1:]
-            boxes = clip_boxes_to_image(boxes, self.size).reshape(batch, anchors, 4)
-        first_label = 1 if self.family in ("ssd", "ssdlite") else 0
+                boxes = self.coder.decode_single(codes, anchors)
+            boxes = clip_boxes_to_image(boxes, self.size).reshape(*raw.shape[:2], 4)
         kept = []
         with step("nms"):
-            for image in range(batch):
-                flat = scores[image].flatten()
-                best, index = flat.topk(min(self.candidates, flat.numel()))
-                classes = scores.shape[-1]
-                anchor, label = index // classes, index % classes + first_label
-                keep = batched_nms(boxes[image][anchor], best, label, self.nms_thresh)
+            for image, rows in enumerate(raw):
+                scores, labels = rows[:, 4], rows[:, 5].long()
+                keep = batched_nms(boxes[image], scores, labels, self.nms_thresh)
                 keep = keep[: self.detections_per_img]
-                kept.append((label[keep], best[keep]))
+                kept.append((labels[keep], scores[keep]))
         return kept
 
 
