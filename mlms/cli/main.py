@@ -22,8 +22,8 @@ from mlms.cli.listing import evals
 from mlms.cli.loadgen import loadgen
 from mlms.cli.models import models
 from mlms.cli.report import report
-from mlms.cli.site import site
 from mlms.cli.security import certs, token
+from mlms.cli.site import site
 from mlms.cli.sweep import sweep
 from mlms.cli.trace import trace
 from mlms.errors import MlmsError
