@@ -23,6 +23,7 @@ from mlms.cli.loadgen import loadgen
 from mlms.cli.models import models
 from mlms.cli.report import report
 from mlms.cli.security import certs, token
+from mlms.cli.site import site
 from mlms.cli.sweep import sweep
 from mlms.cli.trace import trace
 from mlms.errors import MlmsError
@@ -48,6 +49,7 @@ cli.add_command(server)
 cli.add_command(agents)
 cli.add_command(assets)
 cli.add_command(report)
+cli.add_command(site)
 cli.add_command(import_trace)
 cli.add_command(token)
 cli.add_command(certs)

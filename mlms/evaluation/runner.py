@@ -14,7 +14,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -573,10 +573,15 @@ def measure_loop(
                 logits = predictor.predict(batch)
                 latencies.append(clock() - start)
         with tracer.span("postprocess", TraceLevel.APPLICATION):
-            predictor.postprocess(logits)
+            predictor.postprocess(logits, step=functools.partial(_step, tracer))
         index += 1
         report(Progress(batch_size, level.label, index, request.iterations))
     return latencies, (clock() - began) / 1e9
+
+
+def _step(tracer: Tracer, name: str) -> AbstractContextManager[object]:
+    """One post-processing step's span, inside the postprocess span."""
+    return tracer.span(name, TraceLevel.APPLICATION)
 
 
 def _accuracy(predictor: Predictor, manifest: ModelManifest, batch_size: int) -> Accuracy | None:

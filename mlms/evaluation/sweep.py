@@ -42,7 +42,7 @@ CellState = Literal["pending", "running", "completed", "failed"]
 
 
 class SweepSpec(BaseModel):
-    models: list[str] = Field(min_length=1, max_length=64)
+    models: list[str] = Field(min_length=1, max_length=128)
     frameworks: list[str] = Field(min_length=1, max_length=8)
     batch_sizes: list[int]
     hw: list[str] = Field(min_length=1, max_length=16)

@@ -22,7 +22,8 @@ import numpy as np
 from mlms.errors import InvalidArgument
 from mlms.tracer.spans import TimedEvent
 from mlms.zoo.manifest import ModelManifest
-from mlms.zoo.preprocess import preprocess, top_k
+from mlms.zoo.postprocess import Step, no_step, postprocess
+from mlms.zoo.preprocess import preprocess
 
 
 @dataclass(frozen=True)
@@ -124,8 +125,12 @@ class Predictor(ABC):
     def preprocess(self, images: Sequence[np.ndarray]) -> np.ndarray:
         return preprocess(images, self.manifest.inputs[0])
 
-    def postprocess(self, logits: np.ndarray, k: int = 5) -> tuple[np.ndarray, np.ndarray]:
-        return top_k(logits, k)
+    def postprocess(
+        self, outputs: np.ndarray, k: int = 5, step: Step = no_step
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The k best classes (or detections) per sample and their scores; ``step`` opens
+        each post-processing step (``mlms.zoo.postprocess``)."""
+        return postprocess(self.manifest, outputs, k, step)
 
     @contextmanager
     def profile_layers(self) -> Iterator[LayerCapture]:

@@ -92,9 +92,8 @@ class TorchPredictor(Predictor):
         if manifest.file_source is not None:
             layers, runs = load_torch_module(manifest, asset_path)
         else:
-            layers = runs = architecture_of(manifest)
             state = torch.load(asset_path, weights_only=True, map_location="cpu")
-            layers.load_state_dict(state)
+            layers = runs = _with_weights(torch, manifest, state)
         self.module = self._placed(layers)
         self._runs = self.module if runs is layers else self._placed(runs)
         # Compiled lazily by the first call, which the warm-up makes.
@@ -278,6 +277,25 @@ class TorchPredictor(Predictor):
                     layer.event.cpu_memory_usage,
                 )
                 capture.events.append(_timed(layer, index, offset_ns, where.thread, costs))
+
+
+def _with_weights(torch: Any, manifest: Any, state: dict[str, Any]) -> Any:
+    """The manifest's network holding ``state``: built on the meta device and given the stored
+    tensors, which skips initialising weights that are replaced at once (seconds for the large
+    networks, at every load); built for real where that leaves a tensor without data (a buffer
+    the state does not hold) or the network cannot be built on the meta device."""
+    try:
+        with torch.device("meta"):
+            network = architecture_of(manifest)
+        network.load_state_dict(state, assign=True)
+        tensors = [*network.parameters(), *network.buffers()]
+        if not any(tensor.is_meta for tensor in tensors):
+            return network
+    except (RuntimeError, NotImplementedError):
+        pass
+    network = architecture_of(manifest)
+    network.load_state_dict(state)
+    return network
 
 
 @contextlib.contextmanager

@@ -31,12 +31,16 @@ __all__ = ["bounds_for", "build_report"]
 
 
 def build_report(
-    records: Sequence[EvaluationRecord], spans: Spans, bounds: Sequence[BoundRecord] = ()
+    records: Sequence[EvaluationRecord],
+    spans: Spans,
+    bounds: Sequence[BoundRecord] = (),
+    plotly_src: str | None = None,
 ) -> str:
     """The report of ``records`` as one HTML document; ``spans`` holds their traces (a record
     without one gets its trace-based sections replaced by a line saying so). Each of ``bounds``
     measured against one of ``records`` (``bounds_for``) gets its part of a lower-bound section;
-    with none, the page has no such section."""
+    with none, the page has no such section. ``plotly_src``: load plotly.js from this relative
+    URL instead of inlining it (pages of one site share one copy)."""
     levels = [Section(level.title, level.anchor).add(question(level.question)) for level in LEVELS]
     for index, record in enumerate(records):
         own = own_spans(spans, record)  # one evaluation's spans at a time
@@ -49,4 +53,4 @@ def build_report(
     sections.append(across_section(records, spans))
     title = label(records[0]) if len(records) == 1 else f"{len(records)} evaluations compared"
     made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return page(title, f"mlms {__version__} report, made {made}", sections)
+    return page(title, f"mlms {__version__} report, made {made}", sections, plotly_src)

@@ -174,8 +174,16 @@ def grid(blocks: Sequence[str]) -> str:
     return f'<div class="grid">{"".join(blocks)}</div>'
 
 
-def page(title: str, subtitle: str, sections: Sequence[Section]) -> str:
-    """The whole document: inlined plotly.js, styles, the table of contents and the sections."""
+def page(
+    title: str, subtitle: str, sections: Sequence[Section], plotly_src: str | None = None
+) -> str:
+    """The whole document: plotly.js (inlined, or loaded from the relative URL ``plotly_src``
+    that pages of one site share), styles, the table of contents and the sections."""
+    script = (
+        f'<script type="text/javascript" src="{escape(plotly_src)}"></script>'
+        if plotly_src
+        else f'<script type="text/javascript">{plotly.offline.get_plotlyjs()}</script>'
+    )
     toc = "".join(_toc_entry(s) for s in sections)
     body = "".join(_render(s, 2) for s in sections)
     return (
@@ -183,8 +191,7 @@ def page(title: str, subtitle: str, sections: Sequence[Section]) -> str:
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{escape(title)}</title><style>{_CSS}</style>"
-        f'<script type="text/javascript">{plotly.offline.get_plotlyjs()}</script>'
-        "</head><body>"
+        f"{script}</head><body>"
         f'<nav><div class="brand">mlms report</div><ol>{toc}</ol></nav>'
         f'<main><h1>{escape(title)}</h1><div class="subtitle">{escape(subtitle)}</div>'
         f"{body}</main><script>{_RESIZE}</script></body></html>\n"

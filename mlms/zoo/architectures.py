@@ -1,10 +1,15 @@
 """Architectures the zoo can build locally, as ``torch.nn.Module``.
 
-No weights are downloaded: ``build`` seeds, constructs the torchvision network with
-``weights=None`` or the transformer from its configuration (``transformer_models``) (the same
-seed gives the same weights) and trains the few that have a trainer (digits). Other frameworks'
-artifacts are exported from these weights; ``architecture`` gives the bare network that stored
-weights are loaded into.
+No weights are downloaded: ``build`` seeds, constructs the torchvision or timm network with
+no pretrained weights, the detector or segmenter (``vision_tasks``) or the transformer from its
+configuration (``transformer_models``) (the same seed gives the same weights) and trains the few
+that have a trainer (digits). Other frameworks' artifacts are exported from these weights;
+``architecture`` gives the bare network that stored weights are loaded into.
+
+A builder is a name in ``ARCHITECTURES`` or ``LIBRARY.NAME``: ``torchvision.NAME`` and
+``timm.NAME`` (image classifiers), ``detection.NAME`` and ``segmentation.NAME`` (torchvision's),
+``transformers.NAME`` (``transformer_models.CONFIGURED``), so that a manifest table names its
+networks as data.
 """
 
 from __future__ import annotations
@@ -33,15 +38,6 @@ TORCHVISION = (
 )
 
 
-def _transformer(name: str) -> Callable[[], Any]:
-    def network() -> Any:
-        from mlms.zoo import transformer_models
-
-        return getattr(transformer_models, name)()
-
-    return network
-
-
 def _torchvision(name: str) -> Callable[[], Any]:
     def network() -> Any:
         import torchvision
@@ -62,8 +58,42 @@ def _torchvision(name: str) -> Callable[[], Any]:
 #: Builder name -> the network with freshly initialised weights.
 ARCHITECTURES: dict[str, Callable[[], Any]] = {name: _torchvision(name) for name in TORCHVISION}
 ARCHITECTURES["digits_cnn"] = digits_network
-ARCHITECTURES["bert_base"] = _transformer("SequenceClassifier")
-ARCHITECTURES["gpt2_small"] = _transformer("NextTokenModel")
+
+
+def _timm(name: str) -> Any:
+    import timm
+
+    return timm.create_model(name, pretrained=False)
+
+
+def _configured(name: str) -> Any:
+    from mlms.zoo.transformer_models import configured
+
+    return configured(name)
+
+
+def _detector(name: str) -> Any:
+    from mlms.zoo.vision_tasks import Detector
+
+    return Detector(name)
+
+
+def _segmenter(name: str) -> Any:
+    from mlms.zoo.vision_tasks import Segmenter
+
+    return Segmenter(name)
+
+
+#: ``LIBRARY.NAME`` builders: the library's constructor for NAME.
+LIBRARIES: dict[str, Callable[[str], Any]] = {
+    "torchvision": lambda name: _torchvision(name)(),
+    "timm": _timm,
+    "detection": _detector,
+    "segmentation": _segmenter,
+    "transformers": _configured,
+}
+ARCHITECTURES["bert_base"] = lambda: _configured("bert_base")
+ARCHITECTURES["gpt2_small"] = lambda: _configured("gpt2_small")
 
 #: Builders whose weights are trained at build time rather than left at their seeded init.
 TRAINERS: dict[str, Callable[[Any, int], None]] = {"digits_cnn": train_digits_cnn}
@@ -71,13 +101,16 @@ TRAINERS: dict[str, Callable[[Any, int], None]] = {"digits_cnn": train_digits_cn
 
 def architecture(builder: str) -> Any:
     """The untrained network, to load stored weights into."""
-    try:
-        factory = ARCHITECTURES[builder]
-    except KeyError:
-        raise ManifestError(
-            f"unknown builder {builder!r}; expected one of: {', '.join(sorted(ARCHITECTURES))}"
-        ) from None
-    return factory()
+    factory = ARCHITECTURES.get(builder)
+    if factory is not None:
+        return factory()
+    library, _, name = builder.partition(".")
+    if library in LIBRARIES and name:
+        return LIBRARIES[library](name)
+    raise ManifestError(
+        f"unknown builder {builder!r}; expected one of: {', '.join(sorted(ARCHITECTURES))}, "
+        f"or LIBRARY.NAME with LIBRARY one of {', '.join(LIBRARIES)}"
+    )
 
 
 def architecture_of(manifest: ModelManifest) -> Any:

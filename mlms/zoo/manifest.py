@@ -109,8 +109,10 @@ class InputSpec(_Strict):
 
 class OutputSpec(_Strict):
     name: str
-    #: "next_token": logits over the vocabulary for the token after the sequence.
-    type: Literal["classification", "next_token"] = "classification"
+    #: "next_token": logits over the vocabulary for the token after the sequence;
+    #: "detection" and "segmentation": what ``mlms.zoo.vision_tasks`` networks return, which
+    #: ``mlms.zoo.postprocess`` turns into boxes or a class per pixel.
+    type: Literal["classification", "next_token", "detection", "segmentation"] = "classification"
     #: A label file shipped in ``mlms/zoo/labels`` (e.g. "imagenet1k") or the labels inline;
     #: none for a vocabulary (classes are token ids).
     labels: str | list[str] | None = None
@@ -209,10 +211,29 @@ class DatasetSpec(_Strict):
     split: Literal["test"] = "test"
 
 
+#: What a model does; the zoo's tables group its models by it.
+TASKS = (
+    "image_classification",
+    "object_detection",
+    "semantic_segmentation",
+    "text_classification",
+    "text_generation",
+    "translation",
+)
+Task = Literal[
+    "image_classification",
+    "object_detection",
+    "semantic_segmentation",
+    "text_classification",
+    "text_generation",
+    "translation",
+]
+
+
 class ModelManifest(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)
     version: str
-    task: Literal["image_classification", "text_classification", "text_generation"]
+    task: Task
     description: str = ""
     frameworks: list[FrameworkConstraint] = Field(min_length=1)
     inputs: list[InputSpec] = Field(min_length=1, max_length=1)
@@ -292,6 +313,21 @@ def parse_manifest(text: str, path: str) -> ModelManifest:
         raise ManifestError(f"{path}: not valid YAML: nested too deeply") from exc
     if not isinstance(data, dict):
         raise ManifestError(f"{path}: expected a mapping at the top, got {type(data).__name__}")
+    return manifest_from_data(data, path)
+
+
+def load_yaml(path: Path) -> object:
+    """The YAML document in the file at ``path``; ``ManifestError`` naming it if unreadable."""
+    try:
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_YAML_LOADER)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"{path}: cannot read it as UTF-8 text: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from exc
+
+
+def manifest_from_data(data: dict, path: str) -> ModelManifest:
+    """The manifest in ``data``; ``path`` names where it came from in errors."""
     try:
         return ModelManifest.model_validate(data)
     except ValidationError as exc:

@@ -26,30 +26,29 @@ def _transformers() -> Any:
 
 
 class SequenceClassifier(torch.nn.Module):
-    """BERT-base encoder with a two-class head on the [CLS] token."""
+    """An encoder with a two-class head on its first token, kept as ``attribute`` (the layers'
+    names start with it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, model: Any, attribute: str = "bert") -> None:
         super().__init__()
-        transformers = _transformers()
-        config = transformers.BertConfig(num_labels=2, attn_implementation="sdpa")
-        self.bert = transformers.BertForSequenceClassification(config)
+        self.attribute = attribute
+        self.add_module(attribute, model)
 
     @property
     def pretrained(self) -> Any:
         """The transformers model, whose ``save_pretrained`` folder other frameworks convert."""
-        return self.bert
+        return getattr(self, self.attribute)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        return self.bert(input_ids=input_ids).logits
+        return self.pretrained(input_ids=input_ids).logits
 
 
 class NextTokenModel(torch.nn.Module):
-    """GPT-2 small: logits for the token after each sequence; ``step`` decodes with a cache."""
+    """A GPT-2: logits for the token after each sequence; ``step`` decodes with a cache."""
 
-    def __init__(self) -> None:
+    def __init__(self, model: Any) -> None:
         super().__init__()
-        transformers = _transformers()
-        self.gpt = transformers.GPT2LMHeadModel(transformers.GPT2Config(attn_implementation="sdpa"))
+        self.gpt = model
 
     @property
     def pretrained(self) -> Any:
@@ -66,6 +65,159 @@ class NextTokenModel(torch.nn.Module):
         the cache that includes them."""
         out = self.gpt(input_ids=input_ids, past_key_values=past, use_cache=True)
         return out.logits[:, -1], out.past_key_values
+
+
+class Translator(torch.nn.Module):
+    """An encoder-decoder (T5, Marian): the source sequence in, logits for the first target
+    token out; ``step`` decodes further tokens with the encoder's output and the decoder's
+    cache (``--generate``)."""
+
+    def __init__(self, model: Any, attribute: str) -> None:
+        super().__init__()
+        self.attribute = attribute
+        self.add_module(attribute, model)
+
+    @property
+    def pretrained(self) -> Any:
+        return getattr(self, self.attribute)
+
+    def _start(self, input_ids: torch.Tensor) -> torch.Tensor:
+        start = self.pretrained.config.decoder_start_token_id
+        return torch.full((input_ids.shape[0], 1), start, dtype=input_ids.dtype,
+                          device=input_ids.device)  # fmt: skip
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        out = self.pretrained(
+            input_ids=input_ids, decoder_input_ids=self._start(input_ids), use_cache=False
+        )
+        return out.logits[:, -1]
+
+    def step(self, input_ids: torch.Tensor, past: Any) -> tuple[torch.Tensor, Any]:
+        """Logits for the next target token: for ``past`` None, ``input_ids`` is the source
+        (encoded once, kept in the cache); else the last target token."""
+        if past is None:
+            encoded = self.pretrained.get_encoder()(input_ids=input_ids)
+            out = self.pretrained(
+                encoder_outputs=encoded, decoder_input_ids=self._start(input_ids), use_cache=True
+            )
+        else:
+            encoded, cache = past
+            out = self.pretrained(
+                encoder_outputs=encoded,
+                decoder_input_ids=input_ids,
+                past_key_values=cache,
+                use_cache=True,
+            )
+        return out.logits[:, -1], (encoded, out.past_key_values)
+
+
+#: Builder name (after ``transformers.``) -> what wraps it, the transformers configuration and
+#: model classes, the attribute it is kept as, and the published shapes over the configuration's
+#: defaults.
+CONFIGURED: dict[str, tuple[str, str, str, str, dict[str, Any]]] = {
+    "bert_base": ("classifier", "BertConfig", "BertForSequenceClassification", "bert", {}),
+    "bert_large": (
+        "classifier",
+        "BertConfig",
+        "BertForSequenceClassification",
+        "bert",
+        {
+            "hidden_size": 1024,
+            "num_hidden_layers": 24,
+            "num_attention_heads": 16,
+            "intermediate_size": 4096,
+        },
+    ),
+    "distilbert_base": (
+        "classifier",
+        "DistilBertConfig",
+        "DistilBertForSequenceClassification",
+        "distilbert",
+        {},
+    ),
+    "roberta_base": (
+        "classifier",
+        "RobertaConfig",
+        "RobertaForSequenceClassification",
+        "roberta",
+        {"vocab_size": 50265, "max_position_embeddings": 514, "type_vocab_size": 1},
+    ),
+    "albert_base": (
+        "classifier",
+        "AlbertConfig",
+        "AlbertForSequenceClassification",
+        "albert",
+        {"hidden_size": 768, "num_attention_heads": 12, "intermediate_size": 3072},
+    ),
+    "gpt2_small": ("next_token", "GPT2Config", "GPT2LMHeadModel", "gpt", {}),
+    "gpt2_medium": (
+        "next_token",
+        "GPT2Config",
+        "GPT2LMHeadModel",
+        "gpt",
+        {"n_embd": 1024, "n_layer": 24, "n_head": 16},
+    ),
+    "gpt2_large": (
+        "next_token",
+        "GPT2Config",
+        "GPT2LMHeadModel",
+        "gpt",
+        {"n_embd": 1280, "n_layer": 36, "n_head": 20},
+    ),
+    "gpt2_xl": (
+        "next_token",
+        "GPT2Config",
+        "GPT2LMHeadModel",
+        "gpt",
+        {"n_embd": 1600, "n_layer": 48, "n_head": 25},
+    ),
+    # T5Config's defaults are t5-small's; T5 starts its target with the padding token.
+    "t5_small": (
+        "translator",
+        "T5Config",
+        "T5ForConditionalGeneration",
+        "t5",
+        {"decoder_start_token_id": 0},
+    ),
+    # Helsinki-NLP's opus-mt-en-de shapes.
+    "marian_en_de": (
+        "translator",
+        "MarianConfig",
+        "MarianMTModel",
+        "marian",
+        {
+            "vocab_size": 58101,
+            "d_model": 512,
+            "encoder_layers": 6,
+            "decoder_layers": 6,
+            "encoder_attention_heads": 8,
+            "decoder_attention_heads": 8,
+            "encoder_ffn_dim": 2048,
+            "decoder_ffn_dim": 2048,
+            "max_position_embeddings": 512,
+            "pad_token_id": 58100,
+            "decoder_start_token_id": 58100,
+            "scale_embedding": True,
+            "activation_function": "swish",
+        },
+    ),
+}
+
+
+def configured(name: str) -> torch.nn.Module:
+    """The network ``CONFIGURED[name]`` describes, with the library's seeded initialisation."""
+    kind, config_class, model_class, attribute, values = CONFIGURED[name]
+    transformers = _transformers()
+    if kind != "translator":
+        values = {"attn_implementation": "sdpa", **values}
+    if kind == "classifier":
+        values = {"num_labels": 2, **values}
+    model = getattr(transformers, model_class)(getattr(transformers, config_class)(**values))
+    if kind == "classifier":
+        return SequenceClassifier(model, attribute)
+    if kind == "next_token":
+        return NextTokenModel(model)
+    return Translator(model, attribute)
 
 
 class PretrainedLogits(torch.nn.Module):

@@ -14,6 +14,9 @@ class Task(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TASK_IMAGE_CLASSIFICATION: _ClassVar[Task]
     TASK_TEXT_CLASSIFICATION: _ClassVar[Task]
     TASK_TEXT_GENERATION: _ClassVar[Task]
+    TASK_OBJECT_DETECTION: _ClassVar[Task]
+    TASK_SEMANTIC_SEGMENTATION: _ClassVar[Task]
+    TASK_TRANSLATION: _ClassVar[Task]
 
 class Color(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -42,6 +45,8 @@ class OutputType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OUTPUT_TYPE_UNSPECIFIED: _ClassVar[OutputType]
     OUTPUT_TYPE_CLASSIFICATION: _ClassVar[OutputType]
     OUTPUT_TYPE_NEXT_TOKEN: _ClassVar[OutputType]
+    OUTPUT_TYPE_DETECTION: _ClassVar[OutputType]
+    OUTPUT_TYPE_SEGMENTATION: _ClassVar[OutputType]
 
 class ModelFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -74,6 +79,9 @@ TASK_UNSPECIFIED: Task
 TASK_IMAGE_CLASSIFICATION: Task
 TASK_TEXT_CLASSIFICATION: Task
 TASK_TEXT_GENERATION: Task
+TASK_OBJECT_DETECTION: Task
+TASK_SEMANTIC_SEGMENTATION: Task
+TASK_TRANSLATION: Task
 COLOR_UNSPECIFIED: Color
 COLOR_RGB: Color
 COLOR_BGR: Color
@@ -90,6 +98,8 @@ LAYOUT_TOKENS: Layout
 OUTPUT_TYPE_UNSPECIFIED: OutputType
 OUTPUT_TYPE_CLASSIFICATION: OutputType
 OUTPUT_TYPE_NEXT_TOKEN: OutputType
+OUTPUT_TYPE_DETECTION: OutputType
+OUTPUT_TYPE_SEGMENTATION: OutputType
 MODEL_FORMAT_UNSPECIFIED: ModelFormat
 MODEL_FORMAT_ONNX: ModelFormat
 MODEL_FORMAT_TORCH_EXPORT: ModelFormat
