@@ -2,7 +2,7 @@
 
 For each model: advise (probes, prediction, verification: ``EmbeddedClient.advise``), then
 every configuration of the advice's space evaluated with the verification's settings (one
-evaluation per configuration, its batch sizes together). Printed per model:
+evaluation per configuration, as ``mlms sweep`` runs one per cell). Printed per model:
 - quality: the recommendation's achieved objective over the best the exhaustive sweep found
   (its own measurement, and the sweep's measurement of the same configuration);
 - time: advise's wall time over the sweep's;
@@ -63,21 +63,17 @@ def check(model: str, args: argparse.Namespace, client) -> dict:
     begun = time.monotonic()
     advice = client.advise(request, lambda line: print(f"  {line}", file=sys.stderr))
     advise_seconds = time.monotonic() - begun
-    groups: dict[tuple, list] = {}
-    for row in advice.rows:
-        key = row.config.model_copy(update={"batch_size": 1})
-        groups.setdefault(key, []).append(row.config)
     achieved: dict = {}
     begun = time.monotonic()
-    for configs in groups.values():
-        record = client.evaluate(_request(request, configs, args.iterations, args.min_seconds, 3))
-        for config in configs:
-            result = next(r for r in record.results if r.batch_size == config.batch_size)
-            achieved[config] = {
-                "latency": result.latency_ms.p50,
-                "throughput": result.throughput,
-                "energy": result.energy.joules_per_inference if result.energy else None,
-            }[args.objective]
+    for row in advice.rows:  # one evaluation a configuration, as mlms sweep runs a cell
+        config = row.config
+        record = client.evaluate(_request(request, [config], args.iterations, args.min_seconds, 3))
+        result = record.results[0]
+        achieved[config] = {
+            "latency": result.latency_ms.p50,
+            "throughput": result.throughput,
+            "energy": result.energy.joules_per_inference if result.energy else None,
+        }[args.objective]
     sweep_seconds = time.monotonic() - begun
     lower = request.lower_is_better
     pick = min if lower else max
@@ -95,7 +91,6 @@ def check(model: str, args: argparse.Namespace, client) -> dict:
     return {
         "model": model,
         "space": advice.space,
-        "evaluations_in_sweep": len(groups),
         "advice_id": advice.id,
         "recommended": chosen.config.label() if chosen else None,
         "recommended_achieved": chosen.achieved if chosen else None,
