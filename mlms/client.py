@@ -19,6 +19,7 @@ if TYPE_CHECKING:  # the CLI imports this module at start: what runs loads on us
     import pandas as pd
     import pyarrow as pa
 
+    from mlms.advise.record import AdviceRecord, AdviceRequest
     from mlms.bounds.record import BoundRecord, BoundRequest
     from mlms.evaluation.progress import ProgressCallback
     from mlms.evaluation.query import EvaluationQuery, P50Row
@@ -98,6 +99,15 @@ class Client(Protocol):
         ...
 
     def list_bounds(self) -> list[BoundRecord]: ...
+
+    def advise(
+        self, request: AdviceRequest, step: Callable[[str], None] | None = None
+    ) -> AdviceRecord:
+        """Which configuration of a model to run (``mlms.advise``): predicted, then verified
+        by evaluations; ``step`` gets a line per step."""
+        ...
+
+    def list_advice(self) -> list[AdviceRecord]: ...
 
     def sweep(
         self,
@@ -254,6 +264,37 @@ class EmbeddedClient:
         from mlms.bounds.record import list_bounds
 
         return list_bounds(self.store)
+
+    def advise(
+        self, request: AdviceRequest, step: Callable[[str], None] | None = None
+    ) -> AdviceRecord:
+        """One evaluation at a time: they share this machine's devices."""
+        from mlms.advise.run import advise, stored_from_index
+        from mlms.registry.hardware import detect
+
+        def run(requests: Sequence[EvaluationRequest]) -> list[EvaluationRecord | MlmsError]:
+            answers: list[EvaluationRecord | MlmsError] = []
+            for request in requests:
+                try:
+                    answers.append(self.evaluate(request))
+                except MlmsError as exc:  # one configuration failing ends no advice
+                    answers.append(exc)
+            return answers
+
+        return advise(
+            request,
+            store=self.store,
+            hardware=detect(),
+            run=run,
+            stored=stored_from_index(self.store, self.index),
+            bounds=self.list_bounds(),
+            step=step,
+        )
+
+    def list_advice(self) -> list[AdviceRecord]:
+        from mlms.advise.record import list_advice
+
+        return list_advice(self.store)
 
     def sweep(
         self,

@@ -79,6 +79,10 @@ class StoreError(MlmsError):
     pass
 
 
+class NotMeasurable(MlmsError):
+    """What was asked for cannot be measured on the device (an energy counter it lacks)."""
+
+
 class EvaluationInFlight(MlmsError):
     pass
 
@@ -109,6 +113,7 @@ STATUS: list[tuple[type[MlmsError], str, int]] = [
     (AlreadyExists, "ALREADY_EXISTS", 409),
     (UnsupportedFramework, "FAILED_PRECONDITION", 400),
     (EvaluationInFlight, "FAILED_PRECONDITION", 409),
+    (NotMeasurable, "FAILED_PRECONDITION", 400),
     (Unavailable, "UNAVAILABLE", 503),
     (ManifestError, "FAILED_PRECONDITION", 400),
     (AssetError, "DATA_LOSS", 502),

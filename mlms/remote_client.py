@@ -20,6 +20,7 @@ import pyarrow as pa
 from google.protobuf.message import Message
 from pydantic import BaseModel
 
+from mlms.advise.record import AdviceRecord, AdviceRequest
 from mlms.analysis.catalog import from_ipc
 from mlms.bounds.record import BoundRecord, BoundRequest
 from mlms.client import Evaluations
@@ -30,6 +31,7 @@ from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.summary import EvaluationSummary
 from mlms.evaluation.sweep import SweepSpec, SweepState
 from mlms.protos.mlms.v2 import (
+    advice_pb2,
     calls_pb2,
     evaluation_pb2,
     evaluator_pb2,
@@ -109,6 +111,29 @@ class RemoteClient:
                     BoundRecord,
                 )
             )
+
+    def advise(
+        self, request: AdviceRequest, step: Callable[[str], None] | None = None
+    ) -> AdviceRecord:
+        _not_a_path(request.model)
+        with self._span("client.advise", {"mlms.model": request.model}) as metadata:
+
+            def call() -> AdviceRecord:
+                message = advice_pb2.AdviseRequest(spec=to_proto(request, advice_pb2.AdviceSpec))
+                for event in self._stub.Advise(message, metadata=metadata):
+                    if event.WhichOneof("event") == "advice":
+                        return self._decode(event.advice, AdviceRecord)
+                    if step is not None:
+                        step(event.step)
+                raise Unavailable(f"{self.peer} ended the advice without a record")
+
+            return self._call(call)
+
+    def list_advice(self) -> list[AdviceRecord]:
+        reply = self._call(
+            lambda: self._stub.ListAdvice(advice_pb2.ListAdviceRequest(), timeout=CALL_TIMEOUT_S)
+        )
+        return [self._decode(a, AdviceRecord) for a in reply.advice]
 
     def list_bounds(self) -> list[BoundRecord]:
         reply = self._call(

@@ -78,6 +78,7 @@ from mlms.evaluation.record import (
 from mlms.evaluation.runner import leveled_runs
 from mlms.evaluation.sweep import SweepSpec
 from mlms.protos.mlms.v2 import (
+    advice_pb2,
     bound_pb2,
     calls_pb2,
     evaluation_pb2,
@@ -123,6 +124,8 @@ SERVER_METHODS = {
     "GetEvaluation": (evaluator_pb2.GetEvaluationRequest, False),
     "ListEvaluations": (evaluator_pb2.ListEvaluationsRequest, False),
     "ListBounds": (evaluator_pb2.ListBoundsRequest, False),
+    "Advise": (advice_pb2.AdviseRequest, True),
+    "ListAdvice": (advice_pb2.ListAdviceRequest, False),
     "GetSpans": (evaluator_pb2.GetSpansRequest, True),
     "Analyze": (evaluator_pb2.AnalyzeRequest, True),
     "Sweep": (sweep_pb2.SweepRequest, True),

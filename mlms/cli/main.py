@@ -8,6 +8,7 @@ import sys
 import click
 
 from mlms import __version__
+from mlms.cli.advise import advise
 from mlms.cli.agent import agent, server
 from mlms.cli.agents import agents
 from mlms.cli.analyze import analyze
@@ -41,6 +42,7 @@ cli.add_command(models)
 cli.add_command(evals)
 cli.add_command(analyze)
 cli.add_command(bound)
+cli.add_command(advise)
 cli.add_command(compare)
 cli.add_command(sweep)
 cli.add_command(trace)

@@ -82,6 +82,12 @@ class Predictor(ABC):
         self.asset_path = asset_path
         self.options = options
 
+    @classmethod
+    def precisions(cls, capability: tuple[int, int] | None) -> tuple[str, ...]:
+        """What ``--precision`` may be on a device: ``capability`` is a GPU's compute
+        capability, None for the CPU."""
+        return ("fp32",)
+
     def require_precision(self, supported: Sequence[str]) -> None:
         """One error naming ``--precision`` and what this framework takes on this device,
         unless it is one of ``supported``: a run must never be recorded as a precision it did

@@ -51,6 +51,11 @@ class OnnxRuntimePredictor(Predictor):
     framework = "onnxruntime"
     compile_modes = tuple(LEVELS)
 
+    @classmethod
+    def precisions(cls, capability: tuple[int, int] | None) -> tuple[str, ...]:
+        """fp16: the graph converted at load; tf32 through the CUDA provider's switch."""
+        return ("fp32", "fp16") if capability is None else ("fp32", "tf32", "fp16")
+
     def __init__(self, manifest, asset_path, options):
         super().__init__(manifest, asset_path, options)
         import onnxruntime as ort
@@ -67,11 +72,12 @@ class OnnxRuntimePredictor(Predictor):
             self.providers: list[Any] = [
                 ("CUDAExecutionProvider", {"device_id": index, "use_tf32": tf32})
             ]
-            supported: tuple[str, ...] = ("fp32", "tf32", "fp16")
+            # The precisions the provider takes do not depend on the GPU's generation.
+            capability: tuple[int, int] | None = (8, 0)
         else:
             self.providers = ["CPUExecutionProvider"]
-            supported = ("fp32", "fp16")
-        self.require_precision(supported)
+            capability = None
+        self.require_precision(self.precisions(capability))
         self.level = LEVELS[options.compile or "all"]
         import onnx
 

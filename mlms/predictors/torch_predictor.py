@@ -45,18 +45,6 @@ MODULE = "mlms.module::"
 DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
-def supported_precisions(torch: Any, device: Any) -> tuple[str, ...]:
-    """What ``--precision`` may be for torch on ``device``.
-
-    On the CPU half precision is left out: most of its kernels there are slow reference code.
-    TF32 and bfloat16 need tensor cores of compute capability 8.0 (Ampere) or later."""
-    if device.type != "cuda":
-        return ("fp32", "bf16")
-    if torch.cuda.get_device_capability(device) >= (8, 0):
-        return ("fp32", "tf32", "fp16", "bf16")
-    return ("fp32", "fp16")
-
-
 class TorchPredictor(Predictor):
     framework = "torch"
     compile_modes = ("default", "reduce-overhead", "max-autotune")
@@ -65,6 +53,16 @@ class TorchPredictor(Predictor):
     has_channels_last = True
     stages_on_gpu = True
     generates = True
+
+    @classmethod
+    def precisions(cls, capability: tuple[int, int] | None) -> tuple[str, ...]:
+        """On the CPU half precision is left out: most of its kernels there are slow reference
+        code. TF32 and bfloat16 need tensor cores of compute capability 8.0 (Ampere) or later."""
+        if capability is None:
+            return ("fp32", "bf16")
+        if capability >= (8, 0):
+            return ("fp32", "tf32", "fp16", "bf16")
+        return ("fp32", "fp16")
 
     def __init__(self, manifest, asset_path, options):
         super().__init__(manifest, asset_path, options)
@@ -82,7 +80,10 @@ class TorchPredictor(Predictor):
                 torch.set_num_interop_threads(options.inter_op_threads)
         self._torch = torch
         self.device = torch.device(options.device)
-        self.require_precision(supported_precisions(torch, self.device))
+        capability = (
+            torch.cuda.get_device_capability(self.device) if self.device.type == "cuda" else None
+        )
+        self.require_precision(self.precisions(capability))
         self.dtype = getattr(torch, DTYPES[options.precision])
         if self.device.type == "cuda":
             # Process-wide switches: set on every load so that an earlier model's stay out.

@@ -10,6 +10,7 @@ figures in one file that needs no network: plotly.js is inlined once.
     levels.py       each evaluation's part of the model, layer, kernel and timeline sections
     across.py       the comparison section
     bounds.py       the lower bounds (``mlms bound``) measured against the evaluations
+    advice.py       the advice (``mlms advise``) that verified the evaluations
 """
 
 from __future__ import annotations
@@ -18,29 +19,33 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from mlms import __version__
+from mlms.advise.record import AdviceRecord
 from mlms.analysis.engine import Spans
 from mlms.bounds.record import BoundRecord
 from mlms.evaluation.record import EvaluationRecord
 from mlms.report.across import across_section
+from mlms.report.advice import advice_for, advice_section
 from mlms.report.bounds import bounds_for, bounds_section
 from mlms.report.evaluations import evaluations_section, label, short_label
 from mlms.report.html import Section, page, question
 from mlms.report.levels import LEVELS, own_spans
 
-__all__ = ["bounds_for", "build_report"]
+__all__ = ["advice_for", "bounds_for", "build_report"]
 
 
 def build_report(
     records: Sequence[EvaluationRecord],
     spans: Spans,
     bounds: Sequence[BoundRecord] = (),
+    advice: Sequence[AdviceRecord] = (),
     plotly_src: str | None = None,
 ) -> str:
     """The report of ``records`` as one HTML document; ``spans`` holds their traces (a record
     without one gets its trace-based sections replaced by a line saying so). Each of ``bounds``
     measured against one of ``records`` (``bounds_for``) gets its part of a lower-bound section;
-    with none, the page has no such section. ``plotly_src``: load plotly.js from this relative
-    URL instead of inlining it (pages of one site share one copy)."""
+    with none, the page has no such section. So does each of ``advice`` that verified one of
+    ``records`` (``advice_for``). ``plotly_src``: load plotly.js from this relative URL instead
+    of inlining it (pages of one site share one copy)."""
     levels = [Section(level.title, level.anchor).add(question(level.question)) for level in LEVELS]
     for index, record in enumerate(records):
         own = own_spans(spans, record)  # one evaluation's spans at a time
@@ -50,6 +55,8 @@ def build_report(
     sections = [evaluations_section(records), *levels]
     if shown := bounds_for(records, bounds):
         sections.append(bounds_section(records, shown))
+    if advised := advice_for(records, advice):
+        sections.append(advice_section(advised))
     sections.append(across_section(records, spans))
     title = label(records[0]) if len(records) == 1 else f"{len(records)} evaluations compared"
     made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")

@@ -4,22 +4,34 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import re
-from collections.abc import Callable, Iterator
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import set_span_in_context
 
+from mlms.advise.record import AdviceRecord, AdviceRequest, list_advice
 from mlms.analysis.catalog import analyze_stored, to_ipc
 from mlms.bounds.record import BoundRequest, list_bounds
 from mlms.database.index import EvaluationIndex
 from mlms.database.keeper import index_sweep
-from mlms.errors import InvalidArgument, MlmsError, StoreError, UnknownEvaluation
+from mlms.errors import (
+    HardwareNotFound,
+    InvalidArgument,
+    MlmsError,
+    StoreError,
+    Unavailable,
+    UnknownEvaluation,
+)
 from mlms.evaluation.query import EvaluationQuery
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.records import FULL_ID, load_record
 from mlms.evaluation.sweep import SweepSpec, load_sweep, new_sweep
 from mlms.protos.mlms.v2 import (
+    advice_pb2,
     bound_pb2,
     calls_pb2,
     evaluation_pb2,
@@ -30,6 +42,7 @@ from mlms.protos.mlms.v2 import (
     sweep_pb2,
 )
 from mlms.registry.base import Registry
+from mlms.registry.hardware import HardwareInfo
 from mlms.rpc.convert import from_proto, to_proto
 from mlms.rpc.options import CHUNK_BYTES
 from mlms.rpc.payloads import bound_request, evaluation_request
@@ -113,6 +126,70 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         finally:
             span.end()
             self.provider.force_flush()
+
+    def Advise(self, request, context):
+        advice = from_proto(request.spec, AdviceRequest, "advice request")
+        steps: queue.Queue[str | AdviceRecord | BaseException] = queue.Queue()
+
+        def work() -> None:
+            from mlms.advise.run import advise, stored_from_index
+
+            try:
+                steps.put(
+                    advise(
+                        advice,
+                        store=self.store,
+                        hardware=self._hardware(advice.hw),
+                        run=self._run_in_parallel,
+                        stored=stored_from_index(self.store, self.index),
+                        bounds=list_bounds(self.store),
+                        step=steps.put,
+                    )
+                )
+            except BaseException as exc:  # handed to the stream, raised there
+                steps.put(exc)
+
+        threading.Thread(target=work, name="advise", daemon=True).start()
+        while True:
+            item = steps.get()
+            if isinstance(item, BaseException):
+                raise item
+            if isinstance(item, AdviceRecord):
+                yield advice_pb2.AdviseEvent(advice=to_proto(item, advice_pb2.AdviceRecord))
+                return
+            yield advice_pb2.AdviseEvent(step=item)
+
+    def ListAdvice(self, request, context):
+        return advice_pb2.ListAdviceResponse(
+            advice=[to_proto(a, advice_pb2.AdviceRecord) for a in list_advice(self.store)]
+        )
+
+    def _hardware(self, hw: str) -> HardwareInfo:
+        """The hardware of a live agent that has ``hw``."""
+        for agent in self.fleet.agents():
+            if hw.lower() in agent.hardware.aliases():
+                return agent.hardware
+        raise HardwareNotFound(f"hardware {hw!r}: no live agent has it")
+
+    def _run_in_parallel(
+        self, requests: Sequence[EvaluationRequest]
+    ) -> list[EvaluationRecord | MlmsError]:
+        """Through the dispatcher, as many at once as live agents have the hardware."""
+        hw = requests[0].hw.lower() if requests else "cpu"
+        width = sum(hw in a.hardware.aliases() for a in self.fleet.agents())
+
+        def one(request: EvaluationRequest) -> EvaluationRecord | MlmsError:
+            try:
+                for event in self.dispatcher.evaluate(request):
+                    if event.WhichOneof("event") == "evaluation":
+                        self._index(event.evaluation)
+                        return from_proto(event.evaluation, EvaluationRecord, "record")
+                return Unavailable(f"the evaluation of {request.model} ended without a record")
+            except MlmsError as exc:  # one configuration failing ends no advice
+                return exc
+
+        with ThreadPoolExecutor(max_workers=max(1, width)) as pool:
+            return list(pool.map(one, requests))
 
     def Predict(self, request, context):
         with self.tracer.start_as_current_span(

@@ -6,7 +6,13 @@ import html
 from collections.abc import Iterable, Sequence
 from urllib.parse import urlencode
 
-NAV = [("/fleet", "Fleet"), ("/zoo", "Zoo"), ("/evaluations", "Evaluations"), ("/run", "Run")]
+NAV = [
+    ("/fleet", "Fleet"),
+    ("/zoo", "Zoo"),
+    ("/evaluations", "Evaluations"),
+    ("/advice", "Advice"),
+    ("/run", "Run"),
+]
 
 
 def e(value: object) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from urllib.parse import quote
 
+from mlms.advise.record import AdviceRecord
 from mlms.client import Evaluations
 from mlms.evaluation.record import EvaluationRecord
 from mlms.frameworks import FRAMEWORKS
@@ -232,6 +233,49 @@ def compare(records: Sequence[EvaluationRecord]) -> str:
         + _results(records)
         + _report_frame(f"/compare/report?{ids}", f"{len(records)} evaluations compared")
     )
+
+
+def advice_list(advice: Sequence[AdviceRecord]) -> str:
+    if not advice:
+        return '<p class="muted">No advice stored yet: <code>mlms advise --model M</code>.</p>'
+    rows = [
+        [
+            link(f"/advice/{quote(a.id)}", a.id[:8]),
+            e(a.created_at.strftime("%Y-%m-%d %H:%M")),
+            e(a.model),
+            e(a.device_name),
+            e(a.request.objective),
+            e(a.recommendation.config.label() if a.recommendation else "none"),
+            e(number(a.recommendation.achieved if a.recommendation else None, 4)),
+            e(a.request.unit),
+        ]
+        for a in reversed(advice)
+    ]
+    headers = ["advice", "created (UTC)", "model", "device", "objective", "recommended",
+               "achieved", "unit"]  # fmt: skip
+    return table(headers, rows, table_id="advice", raw=True)
+
+
+def advice(record: AdviceRecord) -> str:
+    """The advice's facts and every configuration, then the report of its verified ones."""
+    from mlms.advise.tables import advice_table, facts
+
+    about = facts(record)
+    configurations = advice_table(record)
+    body = table(["", ""], about.astype(str).values.tolist(), table_id="facts") + table(
+        list(configurations.columns),
+        [[_text(v) for v in row] for row in configurations.itertuples(index=False)],
+        table_id="configurations",
+    )
+    if any(row.evaluation_id for row in record.rows):
+        body += _report_frame(f"/advice/{quote(record.id)}/report", f"advice {record.id[:8]}")
+    return body
+
+
+def _text(value: object) -> str:
+    if isinstance(value, float):
+        return "" if value != value else f"{value:,.4g}"  # NaN: not measured
+    return "" if value is None else str(value)
 
 
 def _report_frame(src: str, title: str) -> str:

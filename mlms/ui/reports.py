@@ -23,7 +23,7 @@ class Reports:
 
     def page(self, records: Sequence[EvaluationRecord]) -> str:
         from mlms.analysis.engine import Spans
-        from mlms.report import bounds_for, build_report  # plotly loads on the first report
+        from mlms.report import advice_for, bounds_for, build_report  # plotly loads on use
 
         key = tuple(r.id for r in records)
         with self._lock:
@@ -34,7 +34,8 @@ class Reports:
         spans = Spans.from_parquet(
             [self._client.span_archive(r.trace_id) for r in records if r.trace_id]
         )
-        text = build_report(records, spans, bounds=bounds)
+        advice = advice_for(records, self._client.list_advice())
+        text = build_report(records, spans, bounds=bounds, advice=advice)
         with self._lock:
             self._pages[key] = text
             while len(self._pages) > KEEP:

@@ -8,7 +8,8 @@ from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from mlms.errors import InvalidArgument, MlmsError, PermissionDenied, Unauthenticated
+from mlms.advise.record import AdviceRecord
+from mlms.errors import InvalidArgument, MlmsError, NotFound, PermissionDenied, Unauthenticated
 from mlms.evaluation.record import EvaluationRecord
 from mlms.ui import pages
 from mlms.ui.connections import COOKIE, Connection, LoginRequired
@@ -77,6 +78,35 @@ def evaluation(request: Request, evaluation_id: str) -> HTMLResponse:
 def evaluation_report(request: Request, evaluation_id: str) -> HTMLResponse:
     conn = connection(request)
     return HTMLResponse(conn.reports.page([conn.client.get_evaluation(evaluation_id)]))
+
+
+@router.get("/advice")
+def advice_list(request: Request) -> HTMLResponse:
+    listed = connection(request).client.list_advice()
+    return page(request, "Advice", pages.advice_list(listed), active="/advice")
+
+
+@router.get("/advice/{advice_id}")
+def advice(request: Request, advice_id: str) -> HTMLResponse:
+    record = one_advice(connection(request), advice_id)
+    title = f"Advice {record.id[:8]}: {record.model} on {record.device_name}"
+    return page(request, title, pages.advice(record), active="/advice")
+
+
+@router.get("/advice/{advice_id}/report")
+def advice_report(request: Request, advice_id: str) -> HTMLResponse:
+    conn = connection(request)
+    record = one_advice(conn, advice_id)
+    ids = list(dict.fromkeys(r.evaluation_id for r in record.rows if r.evaluation_id))
+    return HTMLResponse(conn.reports.page([conn.client.get_evaluation(i) for i in ids]))
+
+
+def one_advice(conn: Connection, advice_id: str) -> AdviceRecord:
+    found = [a for a in conn.client.list_advice() if a.id.startswith(advice_id.lower())]
+    if len(found) != 1:
+        which = "several advice records" if found else "no advice"
+        raise NotFound(f"{which} with id {advice_id!r}; the Advice page lists them")
+    return found[0]
 
 
 @router.get("/compare")

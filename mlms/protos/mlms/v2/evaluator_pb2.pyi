@@ -1,3 +1,4 @@
+from mlms.protos.mlms.v2 import advice_pb2 as _advice_pb2
 from mlms.protos.mlms.v2 import bound_pb2 as _bound_pb2
 from mlms.protos.mlms.v2 import calls_pb2 as _calls_pb2
 from mlms.protos.mlms.v2 import evaluation_pb2 as _evaluation_pb2

@@ -3,6 +3,7 @@
 import grpc
 import warnings
 
+from mlms.protos.mlms.v2 import advice_pb2 as mlms_dot_v2_dot_advice__pb2
 from mlms.protos.mlms.v2 import calls_pb2 as mlms_dot_v2_dot_calls__pb2
 from mlms.protos.mlms.v2 import evaluator_pb2 as mlms_dot_v2_dot_evaluator__pb2
 from mlms.protos.mlms.v2 import sweep_pb2 as mlms_dot_v2_dot_sweep__pb2
@@ -45,6 +46,16 @@ class EvaluatorStub:
                 '/mlms.v2.Evaluator/Bound',
                 request_serializer=mlms_dot_v2_dot_calls__pb2.BoundRequest.SerializeToString,
                 response_deserializer=mlms_dot_v2_dot_calls__pb2.EvaluateEvent.FromString,
+                _registered_method=True)
+        self.Advise = channel.unary_stream(
+                '/mlms.v2.Evaluator/Advise',
+                request_serializer=mlms_dot_v2_dot_advice__pb2.AdviseRequest.SerializeToString,
+                response_deserializer=mlms_dot_v2_dot_advice__pb2.AdviseEvent.FromString,
+                _registered_method=True)
+        self.ListAdvice = channel.unary_unary(
+                '/mlms.v2.Evaluator/ListAdvice',
+                request_serializer=mlms_dot_v2_dot_advice__pb2.ListAdviceRequest.SerializeToString,
+                response_deserializer=mlms_dot_v2_dot_advice__pb2.ListAdviceResponse.FromString,
                 _registered_method=True)
         self.Predict = channel.unary_unary(
                 '/mlms.v2.Evaluator/Predict',
@@ -124,6 +135,21 @@ class EvaluatorServicer:
         """Dispatch a bound (Benanza's lower bounds and what-ifs) the same way: an Assigned event,
         the progress of its measured evaluation, then the BoundRecord.
         """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Advise(self, request, context):
+        """Advise which configuration of a model to run: probes and verifying evaluations
+        dispatched over the fleet (in parallel where several agents match), a line per step, then
+        the AdviceRecord (stored as advice/<id>.json). A bad spec is INVALID_ARGUMENT.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAdvice(self, request, context):
+        """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -229,6 +255,16 @@ def add_EvaluatorServicer_to_server(servicer, server):
                     servicer.Bound,
                     request_deserializer=mlms_dot_v2_dot_calls__pb2.BoundRequest.FromString,
                     response_serializer=mlms_dot_v2_dot_calls__pb2.EvaluateEvent.SerializeToString,
+            ),
+            'Advise': grpc.unary_stream_rpc_method_handler(
+                    servicer.Advise,
+                    request_deserializer=mlms_dot_v2_dot_advice__pb2.AdviseRequest.FromString,
+                    response_serializer=mlms_dot_v2_dot_advice__pb2.AdviseEvent.SerializeToString,
+            ),
+            'ListAdvice': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAdvice,
+                    request_deserializer=mlms_dot_v2_dot_advice__pb2.ListAdviceRequest.FromString,
+                    response_serializer=mlms_dot_v2_dot_advice__pb2.ListAdviceResponse.SerializeToString,
             ),
             'Predict': grpc.unary_unary_rpc_method_handler(
                     servicer.Predict,
@@ -345,6 +381,60 @@ class Evaluator:
             '/mlms.v2.Evaluator/Bound',
             mlms_dot_v2_dot_calls__pb2.BoundRequest.SerializeToString,
             mlms_dot_v2_dot_calls__pb2.EvaluateEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Advise(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/mlms.v2.Evaluator/Advise',
+            mlms_dot_v2_dot_advice__pb2.AdviseRequest.SerializeToString,
+            mlms_dot_v2_dot_advice__pb2.AdviseEvent.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAdvice(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mlms.v2.Evaluator/ListAdvice',
+            mlms_dot_v2_dot_advice__pb2.ListAdviceRequest.SerializeToString,
+            mlms_dot_v2_dot_advice__pb2.ListAdviceResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,169 @@
+"""``mlms advise`` against an exhaustive sweep of the same space, side by side in one run.
+
+For each model: advise (probes, prediction, verification: ``EmbeddedClient.advise``), then
+every configuration of the advice's space evaluated with the verification's settings (one
+evaluation per configuration, as ``mlms sweep`` runs one per cell). Printed per model:
+- quality: the recommendation's achieved objective over the best the exhaustive sweep found
+  (its own measurement, and the sweep's measurement of the same configuration);
+- time: advise's wall time over the sweep's;
+- the median prediction error |predicted - achieved| / achieved over every configuration
+  (achieved: the sweep's), and over the verified ones (advise's own);
+- how often the sweep's value fell inside advise's predicted interval.
+Stored evaluations are ignored (a fresh store; assets built before the clocks start), so the
+advice rests on its probes alone. Results as JSON under --out.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/advise_check.py --models resnet18 \\
+        --frameworks torch,onnxruntime --compile none --threads 1,2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _list(text: str | None, cast=str):
+    return None if text is None else [cast(p) for p in text.split(",")]
+
+
+def check(model: str, args: argparse.Namespace, client) -> dict:
+    from mlms.advise.record import AdviceRequest
+    from mlms.advise.run import _request
+    from mlms.evaluation.record import EvaluationRequest
+
+    request = AdviceRequest(
+        model=model,
+        hw=args.hw,
+        objective=args.objective,
+        frameworks=_list(args.frameworks),
+        precisions=_list(args.precisions),
+        compile_modes=_list(args.compile),
+        channels_last={"both": None, "on": True, "off": False}[args.channels_last],
+        threads=_list(args.threads, int),
+        batch_sizes=_list(args.batch_sizes, int),
+        budget_minutes=args.budget_minutes,
+        verify=args.verify,
+        iterations=args.iterations,
+        min_seconds=args.min_seconds,
+        probe_iterations=args.probe_iterations,
+        probe_min_seconds=args.probe_min_seconds,
+        use_stored=False,
+    )
+    for framework in request.frameworks or ["torch"]:  # assets built, imports done: untimed
+        client.evaluate(
+            EvaluationRequest(
+                model=model, framework=framework, hw=args.hw, iterations=1, min_seconds=0
+            )
+        )
+    begun = time.monotonic()
+    advice = client.advise(request, lambda line: print(f"  {line}", file=sys.stderr))
+    advise_seconds = time.monotonic() - begun
+    achieved: dict = {}
+    begun = time.monotonic()
+    for row in advice.rows:  # one evaluation a configuration, as mlms sweep runs a cell
+        config = row.config
+        record = client.evaluate(_request(request, [config], args.iterations, args.min_seconds, 3))
+        result = record.results[0]
+        achieved[config] = {
+            "latency": result.latency_ms.p50,
+            "throughput": result.throughput,
+            "energy": result.energy.joules_per_inference if result.energy else None,
+        }[args.objective]
+    sweep_seconds = time.monotonic() - begun
+    lower = request.lower_is_better
+    pick = min if lower else max
+    best_config = pick(achieved, key=achieved.get)
+    best = achieved[best_config]
+    chosen = advice.recommendation
+    errors = [abs(r.predicted - achieved[r.config]) / achieved[r.config] for r in advice.rows]
+    inside = [r.low <= achieved[r.config] <= r.high for r in advice.rows]
+    quality = None
+    quality_same_sweep = None
+    if chosen is not None:
+        quality = (chosen.achieved / best) if lower else (best / chosen.achieved)
+        again = achieved[chosen.config]
+        quality_same_sweep = (again / best) if lower else (best / again)
+    return {
+        "model": model,
+        "space": advice.space,
+        "advice_id": advice.id,
+        "recommended": chosen.config.label() if chosen else None,
+        "recommended_achieved": chosen.achieved if chosen else None,
+        "sweep_best": best_config.label(),
+        "sweep_best_value": best,
+        "unit": request.unit,
+        "quality": quality,  # >= 1; <= 1.05 is the target
+        "quality_in_sweep": quality_same_sweep,
+        "advise_seconds": advise_seconds,
+        "sweep_seconds": sweep_seconds,
+        "time_ratio": advise_seconds / sweep_seconds,
+        "median_error_all": statistics.median(errors),
+        "median_error_verified": advice.median_error,
+        "inside_interval": sum(inside) / len(inside),
+        "left_out": advice.left_out,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="resnet18")
+    parser.add_argument("--hw", default="cpu")
+    parser.add_argument("--objective", default="latency")
+    parser.add_argument("--frameworks", default="torch,onnxruntime")
+    parser.add_argument("--precisions", default=None)
+    parser.add_argument("--compile", default=None)
+    parser.add_argument("--channels-last", default="both", choices=["both", "on", "off"])
+    parser.add_argument("--threads", default=None)
+    parser.add_argument("--batch-sizes", default=None)
+    parser.add_argument("--budget-minutes", type=float, default=10.0)
+    parser.add_argument("--verify", type=int, default=3)
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--min-seconds", type=float, default=1.0)
+    parser.add_argument("--probe-iterations", type=int, default=5)
+    parser.add_argument("--probe-min-seconds", type=float, default=0.2)
+    parser.add_argument("--home", type=Path, default=None, help="The store (default: a temp dir).")
+    parser.add_argument("--out", type=Path, default=None, help="Write results.json here.")
+    args = parser.parse_args()
+    home = args.home or Path(tempfile.mkdtemp(prefix="advise-check-"))
+    import os
+
+    os.environ["MLMS_HOME"] = str(home)
+    from mlms.client import EmbeddedClient
+
+    client = EmbeddedClient()
+    results = []
+    for model in args.models.split(","):
+        print(f"{model}: advise, then the exhaustive sweep", file=sys.stderr)
+        results.append(check(model, args, client))
+    header = (f"{'model':14} {'space':>5} {'recommended':44} {'sweep best':44} {'quality':>7} "
+              f"{'q(sweep)':>8} {'time':>6} {'err all':>7} {'err ver':>7} {'in int':>6} "
+              f"{'advise s':>8} {'sweep s':>8}")  # fmt: skip
+    print(header)
+    for r in results:
+
+        def pct(x):
+            return "-" if x is None else f"{100 * x:.1f}%"
+
+        print(
+            f"{r['model']:14} {r['space']:5d} {str(r['recommended'])[:44]:44} "
+            f"{r['sweep_best'][:44]:44} {r['quality'] or float('nan'):7.3f} "
+            f"{r['quality_in_sweep'] or float('nan'):8.3f} {r['time_ratio']:6.2f} "
+            f"{pct(r['median_error_all']):>7} {pct(r['median_error_verified']):>7} "
+            f"{pct(r['inside_interval']):>6} {r['advise_seconds']:8.1f} {r['sweep_seconds']:8.1f}"
+        )
+    print("quality: recommended achieved vs the sweep's best (1.000 = the best; target <= 1.05); "
+          "time: advise / sweep (target <= 0.30); err: median |predicted - achieved| / achieved "
+          "(target <= 15%)")  # fmt: skip
+    if args.out:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,196 @@
+"""The prediction: a multiplicative model of a configuration's cost, fitted from measurements.
+
+A cost (milliseconds per batch, milliseconds per input, joules per input: lower is better) is
+the framework's baseline cost times one factor per setting that differs from the baseline
+(precision, compile mode, channels-last, threads, batch size), each factor fitted by least
+squares on the logarithms of every observation of the framework (probes, stored evaluations).
+A batch size that was not measured takes the factor of a latency linear in the batch size,
+fitted to those that were (``batch_factors``). A setting that was never measured takes a
+prior (the lower bound's what-if for it, else no effect) with a wide interval.
+
+Intervals (95%) add, on the log scale, the measurements' own spread, the fit's residual spread
+and an interaction term per combined factor (the model assumes the factors independent; how
+far they are not is not known before the verifying runs, which report how often the achieved
+value fell inside).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mlms.advise.record import Config, Observation
+
+FACTORS = ("precision", "compile", "channels_last", "threads", "batch_size")
+#: Log-scale standard deviation per factor combined with another (independence assumed).
+INTERACTION_SIGMA = 0.08
+#: Of a factor with no measurement and no prior: about x0.6 to x1.6.
+UNKNOWN_SIGMA = 0.25
+Z95 = 1.96
+
+
+@dataclass(frozen=True)
+class Prediction:
+    value: float
+    low: float
+    high: float
+    basis: str  # probed, stored, model
+
+
+@dataclass(frozen=True)
+class Prior:
+    """A factor's effect from elsewhere (a what-if of the lower bound): cost multiplied by
+    ``ratio``, with a log-scale standard deviation."""
+
+    ratio: float
+    sigma: float
+    why: str
+
+
+def _level(config: Config, factor: str) -> object:
+    return getattr(config, factor)
+
+
+def batch_factors(latencies: dict[int, float], wanted: Sequence[int]) -> dict[int, float]:
+    """Latency per batch relative to the largest measured batch size, for every ``wanted``
+    batch size: measured ones as measured, others from ``latency = a + b * batch`` fitted by
+    least squares (a single measurement: proportional)."""
+    sizes = sorted(latencies)
+    reference = sizes[-1]
+    x = np.array(sizes, dtype=float)
+    y = np.array([latencies[s] for s in sizes])
+    if len(sizes) >= 2:
+        slope, intercept = np.polyfit(x, y, 1)
+        if slope <= 0 or intercept < 0:  # noise: fall back to proportional
+            slope, intercept = y[-1] / x[-1], 0.0
+    else:
+        slope, intercept = y[0] / x[0], 0.0
+    fitted = {b: intercept + slope * b for b in wanted}
+    base = latencies[reference]
+    return {b: (latencies[b] if b in latencies else max(fitted[b], 1e-9)) / base for b in wanted}
+
+
+class CostModel:
+    """Fitted per framework; ``predict`` answers for any configuration of the space."""
+
+    def __init__(
+        self,
+        observations: Sequence[Observation],
+        baselines: dict[str, Config],
+        cost: Callable[[Observation], float],
+        per_input: bool,
+        priors: dict[tuple[str, str, object], Prior] | None = None,
+    ) -> None:
+        """``cost``: the quantity modelled (positive, lower is better) of an observation;
+        ``per_input``: whether it is per input (so a batch's latency is divided by its size);
+        ``priors``: (framework, factor, level) -> the prior for a level never measured."""
+        self.baselines = baselines
+        self.priors = priors or {}
+        self.per_input = per_input
+        self.direct: dict[Config, tuple[float, float, str]] = {}
+        self.effects: dict[tuple[str, str, object], tuple[float, float]] = {}
+        self.base: dict[str, tuple[float, float]] = {}
+        self.residual: dict[str, float] = {}
+        self._batch: dict[str, dict[int, float]] = {}
+        by_framework: dict[str, list[Observation]] = {}
+        for obs in observations:
+            by_framework.setdefault(obs.config.framework, []).append(obs)
+            # The latest of each source wins; a probe or verification beats a stored run.
+            self.direct[obs.config] = (cost(obs), obs.spread, obs.source)
+        for framework, seen in by_framework.items():
+            if framework in baselines:
+                self._fit(framework, seen, cost)
+
+    def _fit(self, framework: str, seen: list[Observation], cost: Callable) -> None:
+        reference = self.baselines[framework]
+        # Batch sizes: the baseline's latencies per batch at each batch size measured.
+        latencies = {
+            o.config.batch_size: o.p50_ms
+            for o in seen
+            if o.config.model_copy(update={"batch_size": reference.batch_size}) == reference
+        }
+        columns: list[tuple[str, object]] = []
+        for obs in seen:
+            for factor in FACTORS[:-1]:
+                level = _level(obs.config, factor)
+                if level != _level(reference, factor) and (factor, level) not in columns:
+                    columns.append((factor, level))
+        rows, targets, spreads = [], [], []
+        for obs in seen:
+            if latencies and obs.config.batch_size not in latencies:
+                continue  # a batch size the baseline was not measured at: no factor for it
+            row = [1.0] + [
+                float(_level(obs.config, f) == level and level != _level(reference, f))
+                for f, level in columns
+            ]
+            y = math.log(cost(obs))
+            if latencies:  # bring every observation to the reference batch size
+                y -= math.log(self._batch_ratio(latencies, obs.config.batch_size, reference))
+            rows.append(row)
+            targets.append(y)
+            spreads.append(obs.spread)
+        if not rows:
+            return
+        matrix = np.array(rows)
+        solution, _res, rank, _sv = np.linalg.lstsq(matrix, np.array(targets), rcond=None)
+        fitted = matrix @ solution
+        dof = len(rows) - rank
+        residual = (
+            float(np.sqrt(np.sum((np.array(targets) - fitted) ** 2) / dof)) if dof > 0 else 0.0
+        )
+        measured = float(np.median(spreads)) if spreads else 0.0
+        self.residual[framework] = residual
+        self.base[framework] = (float(solution[0]), measured)
+        for (factor, level), effect in zip(columns, solution[1:], strict=True):
+            self.effects[(framework, factor, level)] = (float(effect), measured * math.sqrt(2))
+        self._batch[framework] = latencies
+
+    def _batch_ratio(self, latencies: dict[int, float], batch: int, reference: Config) -> float:
+        """Cost at ``batch`` over cost at the reference batch size."""
+        ratio = batch_factors(latencies, [batch, reference.batch_size])
+        latency_ratio = ratio[batch] / ratio[reference.batch_size]
+        return latency_ratio * reference.batch_size / batch if self.per_input else latency_ratio
+
+    def predict(self, config: Config) -> Prediction:
+        direct = self.direct.get(config)
+        if direct is not None:
+            value, spread, source = direct
+            basis = "stored" if source == "stored" else "probed"
+            sigma = math.hypot(spread, INTERACTION_SIGMA / 2)  # short run against a long one
+            return _interval(value, sigma, basis)
+        framework = config.framework
+        reference = self.baselines[framework]
+        if framework not in self.base:
+            return _interval(float("nan"), UNKNOWN_SIGMA, "model")
+        log_cost, spread = self.base[framework]
+        variance = spread**2 + self.residual.get(framework, 0.0) ** 2
+        combined = 0
+        for factor in FACTORS[:-1]:
+            level = _level(config, factor)
+            if level == _level(reference, factor):
+                continue
+            combined += 1
+            effect = self.effects.get((framework, factor, level))
+            if effect is None:
+                prior = self.priors.get((framework, factor, level))
+                effect = (math.log(prior.ratio), prior.sigma) if prior else (0.0, UNKNOWN_SIGMA)
+            log_cost += effect[0]
+            variance += effect[1] ** 2
+        if config.batch_size != reference.batch_size:
+            latencies = self._batch.get(framework)
+            if latencies:
+                log_cost += math.log(self._batch_ratio(latencies, config.batch_size, reference))
+                if config.batch_size not in latencies:
+                    variance += INTERACTION_SIGMA**2
+            else:
+                variance += UNKNOWN_SIGMA**2
+            combined += 1
+        variance += max(0, combined - 1) * INTERACTION_SIGMA**2
+        return _interval(math.exp(log_cost), math.sqrt(variance), "model")
+
+
+def _interval(value: float, sigma: float, basis: str) -> Prediction:
+    return Prediction(value, value * math.exp(-Z95 * sigma), value * math.exp(Z95 * sigma), basis)

@@ -1,0 +1,512 @@
+"""One advice: the space, observations (stored evaluations, probes), the prediction of every
+configuration, the verification of the best predicted within the budget, the recommendation."""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Protocol
+
+from mlms.advise.predict import CostModel, Prior
+from mlms.advise.record import (
+    AdviceRecord,
+    AdviceRequest,
+    AdviceRow,
+    Config,
+    Observation,
+    save_advice,
+)
+from mlms.advise.space import Space, build_space
+from mlms.bounds.record import BoundRecord
+from mlms.errors import MlmsError, NotMeasurable
+from mlms.evaluation.query import EvaluationQuery
+from mlms.evaluation.query_terms import MAX_PAGE_SIZE
+from mlms.evaluation.record import BatchResult, EvaluationRecord, EvaluationRequest
+from mlms.evaluation.records import load_record
+from mlms.registry.hardware import HardwareInfo, resolve
+from mlms.store.base import ObjectStore
+from mlms.tracer.levels import TraceLevel
+from mlms.zoo.resolve import resolve_model
+
+log = logging.getLogger(__name__)
+
+#: Top-1 agreement with the fp32 baseline on synthetic inputs that counts as holding.
+AGREEMENT = 0.99
+#: Warm-up predicts of a probe (a compiled model compiles in the first).
+PROBE_WARMUP = 2
+#: What-ifs of a lower bound that stand in for a setting never measured: (factor, level) ->
+#: the what-if's name.
+WHAT_IFS = {
+    ("precision", "fp16"): "tensor cores",
+    ("precision", "bf16"): "tensor cores",
+    ("precision", "tf32"): "tensor cores",
+    ("compile", "default"): "fusion",
+    ("compile", "max-autotune"): "best algorithm",
+    ("compile", "reduce-overhead"): "no framework overhead",
+    ("compile", "xla"): "fusion",
+}
+PRIOR_SIGMA = 0.3  # a what-if is an optimum, not a prediction: a wide interval
+
+Step = Callable[[str], None]
+
+
+class Runner(Protocol):
+    def __call__(self, requests: Sequence[EvaluationRequest]) -> list[EvaluationRecord | MlmsError]:
+        """Each request's record, or the error that ended it (in the order given); where the
+        platform has several devices, in parallel."""
+        ...
+
+
+class StoredRecords(Protocol):
+    def __call__(self, model: str, hw: str) -> list[EvaluationRecord]:
+        """Completed evaluations of ``model`` on ``hw`` (newest first)."""
+        ...
+
+
+def stored_from_index(store: ObjectStore, index) -> StoredRecords:  # index: EvaluationIndex
+    def stored(model: str, hw: str) -> list[EvaluationRecord]:
+        query = EvaluationQuery(
+            model=model, hardware=hw, status="completed", page_size=MAX_PAGE_SIZE
+        )
+        records = []
+        for summary in index.page(query).summaries:
+            try:
+                records.append(load_record(store, summary.id))
+            except MlmsError as exc:  # indexed, gone from the store: skipped
+                log.warning("stored evaluation %s: skipped: %s", summary.id, exc)
+        return records
+
+    return stored
+
+
+def advise(
+    request: AdviceRequest,
+    *,
+    store: ObjectStore,
+    hardware: HardwareInfo,
+    run: Runner,
+    stored: StoredRecords | None = None,
+    bounds: Sequence[BoundRecord] = (),
+    step: Step | None = None,
+    advice_id: str | None = None,
+) -> AdviceRecord:
+    """The advice for ``request`` on ``hardware`` (where the evaluations ``run``), stored."""
+    started = time.monotonic()
+    say = step or (lambda _line: None)
+    manifest = resolve_model(request.model, store)
+    device = resolve(request.hw, hardware)
+    gpu = next((g for g in hardware.gpus if device == f"cuda:{g.index}"), None)
+    capability = tuple(int(p) for p in gpu.compute_capability.split(".")[:2]) if gpu else None
+    space = build_space(request, manifest, capability, hardware.cpu_cores_logical)  # type: ignore[arg-type]
+    say(f"{len(space.configs)} configurations in the space; {len(space.left_out)} left out")
+    session = _Session(request, space, run, say, started)
+    evidence: list[str] = []
+    if request.use_stored and stored is not None:
+        session.take_stored(stored(request.model, request.hw), evidence)
+    session.probe()
+    probe_seconds = time.monotonic() - started
+    if request.objective == "energy" and not session.observations:
+        raise NotMeasurable(
+            f"--objective energy: {request.hw} reports no energy here ({session.no_energy}); "
+            "expected --objective latency or throughput"
+        )
+    priors = _priors(bounds, request, space, evidence)
+    rows = session.predict(priors)
+    verify_started = time.monotonic()
+    session.verify(rows)
+    verify_seconds = time.monotonic() - verify_started
+    recommendation, why = _recommend(rows, request)
+    verified = [r for r in rows if r.achieved is not None]
+    errors = [r.error for r in verified if r.error is not None]
+    record = AdviceRecord(
+        id=advice_id or uuid.uuid4().hex,
+        created_at=datetime.now(UTC),
+        request=request,
+        model=manifest.name,
+        device=device,
+        device_name=gpu.name if gpu else f"cpu ({hardware.cpu_brand})",
+        hardware=hardware,
+        frameworks=space.frameworks,
+        space=len(space.configs),
+        left_out=space.left_out,
+        evidence=evidence,
+        observations=session.observations,
+        rows=rows,
+        recommendation=recommendation,
+        why=why,
+        baselines={f: r.id for f, r in session.baselines.items()},
+        probe_seconds=probe_seconds,
+        verify_seconds=verify_seconds,
+        seconds=time.monotonic() - started,
+        median_error=statistics.median(errors) if errors else None,
+        coverage=(
+            sum(r.low <= r.achieved <= r.high for r in verified) / len(verified)  # type: ignore[operator]
+            if verified
+            else None
+        ),
+    )
+    save_advice(store, record)
+    return record
+
+
+class _Session:
+    """The observations gathered for one advice and the runs that gather them."""
+
+    def __init__(
+        self, request: AdviceRequest, space: Space, run: Runner, say: Step, started: float
+    ) -> None:
+        self.request = request
+        self.space = space
+        self.run = run
+        self.say = say
+        self.deadline = started + request.budget_minutes * 60
+        self.observations: list[Observation] = []
+        self.baselines: dict[str, EvaluationRecord] = {}  # fp32 baseline per framework
+        self.records: dict[str, EvaluationRecord] = {}
+        self.seconds_per_eval: dict[str, float] = {}  # framework -> a probe's wall time
+        self.no_energy = ""
+        in_space = set(space.configs)
+        self.in_space = in_space
+        batches = space.batch_sizes
+        self.effect_batch = batches[-1]  # factors are measured where throughput matters
+        if len(batches) <= 3:
+            self.probe_batches = batches
+        else:
+            self.probe_batches = sorted({batches[0], batches[len(batches) // 2], batches[-1]})
+
+    # -- observations ---------------------------------------------------------------------
+
+    def _observe(
+        self, record: EvaluationRecord, config: Config, source: str, seconds: float
+    ) -> Observation | None:
+        result = next((r for r in record.results if r.batch_size == config.batch_size), None)
+        if result is None:
+            return None
+        value = self._value(result)
+        if value is None:
+            return None
+        stats = result.latency_ms
+        low, high = stats.median_ci95
+        observation = Observation(
+            config=config,
+            source=source,
+            evaluation_id=record.id,
+            value=value,
+            p50_ms=stats.p50,
+            latency_ms=getattr(stats, f"p{self.request.percentile:g}"),
+            spread=max(high - low, 0.0) / (2 * stats.p50) if stats.p50 > 0 else 0.0,
+            seconds=seconds,
+        )
+        self.observations.append(observation)
+        return observation
+
+    def _value(self, result: BatchResult) -> float | None:
+        if self.request.objective == "latency":
+            return result.latency_ms.p50
+        if self.request.objective == "throughput":
+            return result.throughput
+        energy = result.energy
+        if energy is None or energy.joules_per_inference is None:
+            self.no_energy = (energy.reason if energy else None) or "no energy in the record"
+            return None
+        return energy.joules_per_inference
+
+    def take_stored(self, records: list[EvaluationRecord], evidence: list[str]) -> None:
+        used = 0
+        for record in records:
+            for result in record.results:
+                config = _config_of(record, result.batch_size)
+                if config in self.in_space and self._observe(record, config, "stored", 0.0):
+                    used += 1
+        if used:
+            evidence.append(f"{used} measurements from stored evaluations of this model here")
+
+    def _has(self, config: Config) -> bool:
+        return any(o.config == config for o in self.observations)
+
+    def _evaluations(
+        self, planned: list[tuple[list[Config], str]], iterations: int, seconds: float
+    ) -> list[tuple[EvaluationRecord | MlmsError, float]]:
+        requests = [
+            _request(self.request, configs, iterations, seconds, warmup)
+            for configs, warmup in ((c, PROBE_WARMUP if w == "probe" else 3) for c, w in planned)
+        ]
+        begun = time.monotonic()
+        answers = self.run(requests)
+        # Wall time per evaluation: the batch's, shared (in parallel, each took about that).
+        each = (time.monotonic() - begun) / max(1, len(requests))
+        return [(a, each) for a in answers]
+
+    def probe(self) -> None:
+        """Each framework's baseline at the probe batch sizes (one evaluation), then one
+        setting changed at a time, each unless stored already or the budget is spent."""
+        request = self.request
+        frameworks = list(self.space.frameworks)
+        plans: list[tuple[list[Config], str]] = []
+        for framework in frameworks:
+            base = [self.space.baseline(framework, b) for b in self.probe_batches]
+            plans.append((base, "probe"))
+        self.say(f"probing {len(frameworks)} baseline(s): {', '.join(frameworks)}")
+        for (configs, _kind), (answer, seconds) in zip(
+            plans,
+            self._evaluations(plans, request.probe_iterations, request.probe_min_seconds),
+            strict=True,
+        ):
+            framework = configs[0].framework
+            if isinstance(answer, MlmsError):
+                self.say(f"{framework}: baseline failed: {answer}; left out")
+                self.space.left_out.append(f"{framework}: its fp32 baseline failed: {answer}")
+                self.space.configs = [c for c in self.space.configs if c.framework != framework]
+                continue
+            self.baselines[framework] = answer
+            self.records[answer.id] = answer
+            self.seconds_per_eval[framework] = seconds
+            for config in configs:
+                self._observe(answer, config, "probe", seconds / len(configs))
+        single: list[tuple[list[Config], str]] = []
+        for framework in self.baselines:
+            reference = self.space.baseline(framework, self.effect_batch)
+            for config in self.space.configs:
+                if config.framework != framework or config.batch_size != self.effect_batch:
+                    continue
+                differs = sum(getattr(config, f) != getattr(reference, f) for f in _SETTINGS)
+                if differs == 1 and not self._has(config):
+                    single.append(([config], "probe"))
+        for index, plan in enumerate(single):
+            if time.monotonic() >= self.deadline:
+                self.say(f"budget spent: {len(single) - index} probe(s) not run")
+                break
+            self.say(f"probe {index + 1}/{len(single)}: {plan[0][0].label()}")
+            ((answer, seconds),) = self._evaluations(
+                [plan], request.probe_iterations, request.probe_min_seconds
+            )
+            if isinstance(answer, MlmsError):
+                self.say(f"  failed: {answer}")
+                self.space.left_out.append(f"{plan[0][0].label()}: its probe failed: {answer}")
+                self.space.configs.remove(plan[0][0])
+                continue
+            self.records[answer.id] = answer
+            self._observe(answer, plan[0][0], "probe", seconds)
+
+    # -- prediction and verification ------------------------------------------------------
+
+    def predict(self, priors: dict[tuple[str, str, object], Prior]) -> list[AdviceRow]:
+        request = self.request
+        baselines = {f: self.space.baseline(f, self.effect_batch) for f in self.baselines}
+        per_input = request.objective == "throughput"
+        cost_of = (lambda o: 1000.0 / o.value) if per_input else (lambda o: o.value)
+        cost = CostModel(self.observations, baselines, cost_of, per_input, priors)
+        latency = CostModel(self.observations, baselines, lambda o: o.p50_ms, False)
+        tails: dict[str, float] = {}
+        for framework in self.baselines:
+            ratios = [
+                o.latency_ms / o.p50_ms
+                for o in self.observations
+                if o.config.framework == framework and o.p50_ms > 0
+            ]
+            tails[framework] = statistics.median(ratios) if ratios else 1.0
+        rows = []
+        for config in self.space.configs:
+            if config.framework not in self.baselines:
+                continue
+            guess = cost.predict(config)
+            if math.isnan(guess.value):
+                continue
+            value, low, high = guess.value, guess.low, guess.high
+            if per_input:  # ms per input -> inputs per second (the interval flips)
+                value, low, high = 1000.0 / value, 1000.0 / high, 1000.0 / low
+            tail = latency.predict(config).value * tails[config.framework]
+            rows.append(
+                AdviceRow(
+                    config=config,
+                    predicted=value,
+                    low=low,
+                    high=high,
+                    basis=guess.basis,
+                    predicted_latency_ms=tail,
+                    meets_slo=None if request.slo_ms is None else tail <= request.slo_ms,
+                )
+            )
+        sign = 1 if request.lower_is_better else -1
+        rows.sort(key=lambda r: (r.meets_slo is False, sign * r.predicted))
+        return rows
+
+    def verify(self, rows: list[AdviceRow]) -> None:
+        """The best predicted, as full evaluations, while each could still beat the first
+        (its interval reaches past the first's) and the budget lasts."""
+        request = self.request
+        if not rows:
+            return
+        first = rows[0]
+        planned: list[AdviceRow] = []
+        spent = time.monotonic()
+        scale = max(1.0, request.iterations / request.probe_iterations) ** 0.5
+        for row in rows:
+            if len(planned) >= request.verify:
+                break
+            if row.meets_slo is False and planned:
+                break
+            rivals = row.low <= first.high if request.lower_is_better else row.high >= first.low
+            if planned and not rivals:
+                continue
+            cost = self.seconds_per_eval.get(row.config.framework, 0.0) * scale
+            if planned and spent + cost > self.deadline:
+                continue
+            spent += cost
+            planned.append(row)
+        self.say(f"verifying {len(planned)} configuration(s)")
+        plans = [([row.config], "full") for row in planned]
+        answers = self._evaluations(plans, request.iterations, request.min_seconds)
+        for row, (answer, seconds) in zip(planned, answers, strict=True):
+            if isinstance(answer, MlmsError):
+                row.accuracy = f"failed: {answer}"
+                row.accuracy_holds = False
+                continue
+            observation = self._observe(answer, row.config, "verified", seconds)
+            if observation is None:
+                continue
+            row.achieved = observation.value
+            row.achieved_latency_ms = observation.latency_ms
+            row.evaluation_id = answer.id
+            row.error = abs(row.predicted - row.achieved) / row.achieved
+            row.accuracy, row.accuracy_holds = self._accuracy(answer, row.config.framework)
+            self.say(
+                f"{row.config.label()}: predicted {row.predicted:.4g}, achieved "
+                f"{row.achieved:.4g} {request.unit}"
+            )
+
+    def _accuracy(self, record: EvaluationRecord, framework: str) -> tuple[str, bool]:
+        baseline = self.baselines[framework]
+        if self.request.dataset is not None:
+            if record.accuracy is None or baseline.accuracy is None:
+                return "no accuracy in the records", False
+            drop = (baseline.accuracy.top1 - record.accuracy.top1) * 100
+            holds = drop <= self.request.max_accuracy_drop
+            return (
+                f"top-1 {record.accuracy.top1:.2%} against {baseline.accuracy.top1:.2%} "
+                f"(fp32), drop {drop:.2f} points",
+                holds,
+            )
+        mine, theirs = record.predictions, baseline.predictions
+        if mine is None or theirs is None or mine.inputs != theirs.inputs:
+            return "no predictions of the same inputs to compare", False
+        pairs = list(zip(mine.top5, theirs.top5, strict=False))
+        agree = sum(a[0] == b[0] for a, b in pairs)
+        share = agree / len(pairs) if pairs else 0.0
+        return (
+            f"top-1 agrees with fp32 on {agree}/{len(pairs)} synthetic inputs",
+            bool(pairs) and share >= AGREEMENT,
+        )
+
+
+_SETTINGS = ("precision", "compile", "channels_last", "threads")
+
+
+def _config_of(record: EvaluationRecord, batch_size: int) -> Config | None:
+    """The configuration a stored evaluation measured, if it is one advise could have run:
+    default inputs and sequence length, no generation, inputs staged as advise stages them."""
+    asked = record.request
+    if (
+        asked.generate is not None
+        or asked.seq_len is not None
+        or asked.input_on_device
+        or asked.inputs not in (["synthetic"], ["dataset"])
+    ):
+        return None
+    return Config(
+        framework=record.framework.name,
+        precision=asked.precision,
+        compile=asked.compile,
+        channels_last=asked.channels_last,
+        threads=asked.intra_op_threads,
+        batch_size=batch_size,
+    )
+
+
+def _request(
+    request: AdviceRequest, configs: list[Config], iterations: int, seconds: float, warmup: int
+) -> EvaluationRequest:
+    """One evaluation of configurations that differ in batch size only."""
+    config = configs[0]
+    dataset = request.dataset is not None
+    return EvaluationRequest(
+        model=request.model,
+        framework=config.framework,
+        hw=request.hw,
+        batch_sizes=[c.batch_size for c in configs],
+        iterations=iterations,
+        warmup=warmup,
+        min_seconds=seconds,
+        trace_level=TraceLevel.MODEL,
+        inputs=["dataset"] if dataset else ["synthetic"],
+        dataset=request.dataset,
+        intra_op_threads=config.threads,
+        precision=config.precision,
+        compile=config.compile,
+        channels_last=config.channels_last,
+    )
+
+
+def _priors(
+    bounds: Sequence[BoundRecord], request: AdviceRequest, space: Space, evidence: list[str]
+) -> dict[tuple[str, str, object], Prior]:
+    """For settings never measured: the speed-up the lower bound's what-if names, from the
+    newest bound of this model and hardware (at the batch size nearest the effects')."""
+    mine = [b for b in bounds if b.model == request.model and b.request.hw == request.hw]
+    if not mine:
+        return {}
+    bound = max(mine, key=lambda b: b.created_at)
+    if not bound.batches:
+        return {}
+    target = space.batch_sizes[-1]
+    batch = min(bound.batches, key=lambda b: abs(b.batch_size - target))
+    speedups = {w.name: w.speedup for w in batch.what_ifs if w.if_ms > 0}
+    priors = {}
+    for framework in space.frameworks:
+        for (factor, level), name in WHAT_IFS.items():
+            if name in speedups:
+                priors[(framework, factor, level)] = Prior(
+                    1 / speedups[name], PRIOR_SIGMA, f"bound {bound.id[:8]}: if {name}"
+                )
+    if priors:
+        evidence.append(
+            f"bound {bound.id[:8]} (batch size {batch.batch_size}): "
+            + ", ".join(f"if {n} x{s:.2f}" for n, s in speedups.items())
+            + " stand in for settings not measured"
+        )
+    return priors
+
+
+def _recommend(rows: list[AdviceRow], request: AdviceRequest) -> tuple[AdviceRow | None, str]:
+    verified = [r for r in rows if r.achieved is not None]
+    if not verified:
+        return None, "no configuration was verified (the budget or every run failed)"
+    holding = [r for r in verified if r.accuracy_holds]
+    if request.slo_ms is not None:
+        holding = [
+            r
+            for r in holding
+            if r.achieved_latency_ms is not None and r.achieved_latency_ms <= request.slo_ms
+        ]
+    if not holding:
+        slo = f" and meets p{request.percentile:g} <= {request.slo_ms:g} ms"
+        return None, (
+            f"none of the {len(verified)} verified configurations holds its accuracy"
+            + (slo if request.slo_ms is not None else "")
+        )
+    sign = 1 if request.lower_is_better else -1
+    best = min(holding, key=lambda r: sign * r.achieved)  # type: ignore[operator]
+    constraint = (
+        f", p{request.percentile:g} {best.achieved_latency_ms:.3g} ms <= {request.slo_ms:g} ms"
+        if request.slo_ms is not None
+        else ""
+    )
+    return best, (
+        f"the best achieved {request.objective} of {len(verified)} verified configurations "
+        f"({best.achieved:.4g} {request.unit}{constraint}); accuracy: {best.accuracy}"
+    )

@@ -1,0 +1,153 @@
+"""The advice's prediction logic and its space, on made-up measurements: no evaluation runs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from mlms.advise.predict import CostModel, Prior, batch_factors
+from mlms.advise.record import AdviceRequest, Config, Observation
+from mlms.advise.space import build_space
+from mlms.errors import InvalidArgument
+from mlms.user_input import validated
+from mlms.zoo.catalog import get_model
+
+#: A made-up truth: torch's cost is the product of these factors.
+BASE_MS = 40.0
+EFFECT = {("precision", "bf16"): 0.6, ("channels_last", True): 0.8, ("threads", 1): 1.9}
+
+
+def _truth(config: Config) -> float:
+    cost = BASE_MS
+    for (factor, level), ratio in EFFECT.items():
+        if getattr(config, factor) == level:
+            cost *= ratio
+    return cost * (0.5 + 0.5 * config.batch_size)  # latency a + b * batch
+
+
+def _observe(config: Config, source: str = "probe") -> Observation:
+    value = _truth(config)
+    return Observation(
+        config=config, source=source, evaluation_id="e" * 32, value=value, p50_ms=value,
+        latency_ms=1.2 * value, spread=0.01,
+    )  # fmt: skip
+
+
+BASE = Config(framework="torch", threads=2)
+
+
+def test_one_setting_at_a_time_predicts_every_combination() -> None:
+    probes = [
+        BASE,
+        BASE.model_copy(update={"precision": "bf16"}),
+        BASE.model_copy(update={"channels_last": True}),
+        BASE.model_copy(update={"threads": 1}),
+    ]
+    model = CostModel([_observe(c) for c in probes], {"torch": BASE}, lambda o: o.value, False)
+    combined = Config(framework="torch", precision="bf16", channels_last=True, threads=1)
+    guess = model.predict(combined)
+    assert guess.basis == "model"
+    assert guess.value == pytest.approx(_truth(combined), rel=1e-6)
+    # Three factors combined: wider than a probed configuration's interval, and around it.
+    probed = model.predict(probes[1])
+    assert probed.basis == "probed" and probed.value == pytest.approx(_truth(probes[1]))
+    assert guess.low < guess.value < guess.high
+    assert math.log(guess.high / guess.low) > math.log(probed.high / probed.low)
+
+
+def test_an_unmeasured_setting_takes_the_prior_else_no_effect_with_a_wide_interval() -> None:
+    seen = [_observe(BASE)]
+    bf16 = BASE.model_copy(update={"precision": "bf16"})
+    prior = {("torch", "precision", "bf16"): Prior(0.5, 0.3, "bound: if tensor cores")}
+    with_prior = CostModel(seen, {"torch": BASE}, lambda o: o.value, False, prior).predict(bf16)
+    assert with_prior.value == pytest.approx(BASE_MS * 0.5)
+    without = CostModel(seen, {"torch": BASE}, lambda o: o.value, False).predict(bf16)
+    assert without.value == pytest.approx(BASE_MS)
+    assert without.low < BASE_MS * 0.7 and without.high > BASE_MS * 1.4
+
+
+def test_batch_scaling_is_fitted_from_a_few_batch_sizes() -> None:
+    # latency = 2 + 3 * batch, measured at 1 and 32: 8 is interpolated.
+    factors = batch_factors({1: 5.0, 32: 98.0}, [1, 8, 32])
+    assert factors[32] == 1.0
+    assert factors[8] == pytest.approx(26.0 / 98.0)
+    # Throughput: per input, from the baseline at 1 and 32, combined with a factor.
+    seen = [_observe(BASE.model_copy(update={"batch_size": b})) for b in (1, 32)]
+    seen.append(_observe(BASE.model_copy(update={"batch_size": 32, "precision": "bf16"})))
+    reference = BASE.model_copy(update={"batch_size": 32})
+    model = CostModel(seen, {"torch": reference}, lambda o: o.value / o.config.batch_size, True)
+    at_8 = Config(framework="torch", precision="bf16", threads=2, batch_size=8)
+    assert model.predict(at_8).value == pytest.approx(_truth(at_8) / 8, rel=1e-6)
+
+
+def test_noisy_measurements_widen_the_interval_by_the_fit_residual() -> None:
+    probes = [BASE, BASE.model_copy(update={"precision": "bf16"})]
+    seen = [_observe(c) for c in probes]
+    # A second, disagreeing measurement of the baseline (a stored run): residual spread.
+    again = _observe(BASE, "stored").model_copy(update={"value": BASE_MS * 1.3})
+    model = CostModel([*seen, again], {"torch": BASE}, lambda o: o.value, False)
+    quiet = CostModel(seen, {"torch": BASE}, lambda o: o.value, False)
+    combined = BASE.model_copy(update={"precision": "bf16", "channels_last": True})
+    noisy, calm = model.predict(combined), quiet.predict(combined)
+    assert noisy.high / noisy.low > calm.high / calm.low
+
+
+def test_the_space_is_what_the_device_and_frameworks_admit() -> None:
+    resnet = get_model("resnet18")
+    request = AdviceRequest(model="resnet18", frameworks=["torch", "onnxruntime"])
+    space = build_space(request, resnet, None, 4)
+    torch = [c for c in space.configs if c.framework == "torch"]
+    ort = [c for c in space.configs if c.framework == "onnxruntime"]
+    # torch: fp32, bf16 x eager, default x channels-last off, on x 1, 2, 4 threads
+    assert len(torch) == 2 * 2 * 2 * 3 and len(ort) == 2 * 2 * 1 * 3
+    assert {c.precision for c in torch} == {"fp32", "bf16"}
+    assert {c.compile for c in ort} == {None, "basic"} and not any(c.channels_last for c in ort)
+    assert {c.batch_size for c in space.configs} == {1}
+    left = " | ".join(space.left_out)
+    assert "fp16 on torch: torch on cpu takes fp32, bf16" in left
+    assert "channels-last: a torch memory format; onnxruntime has none" in left
+    assert "compile max-autotune on torch" in left and "reduce-overhead" in left
+    # A GPU of compute capability 9.0: TF32 and half precisions, CUDA graphs, no threads.
+    gpu = build_space(
+        AdviceRequest(model="resnet18", frameworks=["torch"], objective="throughput"),
+        resnet, (9, 0), 16,
+    )  # fmt: skip
+    assert {c.precision for c in gpu.configs} == {"fp32", "tf32", "fp16", "bf16"}
+    assert {c.compile for c in gpu.configs} == {None, "default", "reduce-overhead"}
+    assert {c.threads for c in gpu.configs} == {None}
+    assert gpu.batch_sizes == [1, 16, 64, 256]
+    # A token model: no channels-last.
+    bert = build_space(
+        AdviceRequest(model="bert_base", frameworks=["torch"]), get_model("bert_base"), None, 2
+    )
+    assert not any(c.channels_last for c in bert.configs)
+    assert "channels-last: model bert_base takes no CHW images" in bert.left_out
+
+
+@pytest.mark.parametrize(
+    ("fields", "fragment"),
+    [
+        ({"objective": "speed"}, "objective 'speed': expected one of latency, throughput, energy"),
+        ({"percentile": 42}, "percentile 42: expected one of 50, 90, 95, 99"),
+        ({"precisions": ["fp8"]}, "precision fp8: expected some of"),
+        ({"batch_sizes": [1, 8]}, "the latency objective runs batch size 1"),
+        ({"budget_minutes": 0}, "budget_minutes"),
+        ({"threads": [0]}, "threads [0]: expected counts from 1"),
+    ],
+)
+def test_bad_requests_are_one_line(fields: dict, fragment: str) -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        validated(AdviceRequest, model="resnet18", **fields)
+    assert "\n" not in str(caught.value) and fragment in str(caught.value)
+
+
+def test_a_framework_or_compile_mode_that_cannot_run_is_named() -> None:
+    resnet = get_model("resnet18")
+    with pytest.raises(InvalidArgument, match="framework 'caffe': expected some of"):
+        build_space(AdviceRequest(model="resnet18", frameworks=["caffe"]), resnet, None, 2)
+    with pytest.raises(InvalidArgument, match="compile mode warp: expected none or a mode"):
+        build_space(
+            AdviceRequest(model="resnet18", frameworks=["torch"], compile_modes=["warp"]),
+            resnet, None, 2,
+        )  # fmt: skip
