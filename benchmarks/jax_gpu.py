@@ -139,9 +139,21 @@ def main() -> None:
     say(f"{'model level':24} {mine:12.3f} {base:16.3f} {mine / base:7.3f}  {samples}")
     say(f"bare jit + logits to the host (np.asarray, as predict returns them): {host:.3f} ms")
 
+    try:
+        layer_level(predictor, batch, args.layer_predicts, results, say)
+    except Exception as exc:  # the model-level numbers above still get written
+        say(f"layer level failed: {exc!r}")
+    predictor.close()
+    (args.out / "jax_table.txt").write_text("\n".join(lines) + "\n")
+    (args.out / "jax_results.json").write_text(json.dumps(results, indent=1, default=str))
+
+
+def layer_level(predictor, batch, predicts: int, results: dict, say) -> None:
+    """The layer capture around ``predicts`` predicts: the join's share of kernel time,
+    kernels and spans per predict, GPU time per layer type, TF32 kernels."""
     predicted: list[int] = []
     with predictor.profile_layers() as capture:
-        for _ in range(args.layer_predicts):
+        for _ in range(predicts):
             start = time.perf_counter_ns()
             predictor.predict(batch)
             predicted.append(time.perf_counter_ns() - start)
@@ -154,7 +166,7 @@ def main() -> None:
     for span in spans:
         joined[span.attributes["joined_by"]] += span.attributes["kernels"]
         by_kind[span.kind] += span.attributes["kernel_ns"]
-    per = max(args.layer_predicts, 1)
+    per = max(predicts, 1)
     fused = sum(1 for s in spans if s.attributes["fused"]) / per
     tf32 = sum(1 for s in spans for name in s.attributes["kernel_names"] if "tf32" in name.lower())
     results.update(
@@ -166,7 +178,7 @@ def main() -> None:
         fused_spans_per_predict=fused,
         joined_by=dict(joined),
         gpu_ms_per_kind={k: v / per / 1e6 for k, v in sorted(by_kind.items())},
-        tf32_instructions=tf32,
+        tf32_kernels=tf32,
     )
     share = results["attributed_share"]
     say(
@@ -183,9 +195,16 @@ def main() -> None:
         )
     )
     say(f"kernels whose names say TF32 (strict fp32: 0): {tf32}")
-    predictor.close()
-    (args.out / "jax_table.txt").write_text("\n".join(lines) + "\n")
-    (args.out / "jax_results.json").write_text(json.dumps(results, indent=1, default=str))
+    by_span: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for span in spans:
+        by_span[span.name][0] += span.attributes["kernel_ns"]
+        by_span[span.name][1] += span.attributes["kernels"]
+    top = sorted(by_span.items(), key=lambda kv: -kv[1][0])[:8]
+    results["top_spans"] = [(name, ns / per / 1e6, n / per) for name, (ns, n) in top]
+    say(
+        "most GPU time (ms a predict, kernels): "
+        + "; ".join(f"{name} {ns / per / 1e6:.3f} ({n / per:.0f})" for name, (ns, n) in top)
+    )
 
 
 if __name__ == "__main__":
