@@ -33,7 +33,7 @@ else
         KINETO_LOG_LEVEL=5 USE_TF=0
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader \
         2>&1 | tee "$OUT/env.txt"
-    ARGS=(--models resnet50 --hw h100 --objective throughput --frameworks torch
+    ARGS=(--models resnet50 --hw ${GPU_HW:-gpu} --objective throughput --frameworks torch
           --precisions fp32,fp16,bf16 --compile none --batch-sizes 1,32,128
           --iterations 20 --min-seconds 0.5 --probe-iterations 5 --probe-min-seconds 0.1
           --verify 2 --budget-minutes 1)

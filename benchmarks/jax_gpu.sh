@@ -50,7 +50,7 @@ else
             || { echo "jax_gpu.sh: the wheels of .whl-gpu did not install"; exit 1; }
     fi
     export PYTHONPATH=/tmp/site-gpu:$PWD MLMS_HOME=$PWD/.device-home
-    MODEL=resnet50 BATCH=64 DEVICE=cuda:0 HW=h100 BATCHES=1,16,64 ON_DEVICE=--input-on-device
+    MODEL=resnet50 BATCH=64 DEVICE=cuda:0 HW=${GPU_HW:-gpu} BATCHES=1,16,64 ON_DEVICE=--input-on-device
     BENCH_ARGS="--rounds 6 --block 20 --layer-predicts 10"
 fi
 # Every process allocates what it uses (XLA's default takes 75 % of the GPU up front, which a
