@@ -74,7 +74,9 @@ def result_rows(record: EvaluationRecord) -> list[dict[str, Any]]:
 
 
 def summary_of(row: Mapping[str, Any]) -> EvaluationSummary:
-    return EvaluationSummary(
+    # The row holds what a validated record gave it (``evaluation_row``): no second validation
+    # per row of a page.
+    return EvaluationSummary.model_construct(
         id=row["id"],
         created_at=row["created_at"].replace(tzinfo=UTC),
         status=row["status"],
