@@ -101,8 +101,8 @@ class EvaluationIndex:
         )
 
     def add_rows(self, rows: list[dict[str, Any]], batch_rows: list[dict[str, Any]]) -> int:
-        """``add`` for rows made already (``mlms.database.rows``): a rebuild makes them in
-        processes of its own."""
+        """``add`` for rows made already (``mlms.database.rows``): a rebuild's processes make
+        them from the records they read."""
         fresh = {row["id"]: row for row in rows}
         for known in self.present(list(fresh)):
             fresh.pop(known)
