@@ -1,26 +1,32 @@
-"""The evaluation index at 100,000 records, side by side with reading the store (today's path).
+"""The evaluation index at 100,000 records, side by side with reading the store (today's path)
+and, with ``--baseline DIR``, with another checkout of mlms (``git archive COMMIT | tar -x -C
+DIR``) run the same way in the same run.
 
 Records are made from one real one (``tests/data/evaluation_record.json``, varied by
 ``tests/evaluation_copies.py``) into a local-folder store. Then, each printed beside its
-target and, where there is one, the store-reading path it replaces:
+target (and its ratio to it: >= 1.00x is met) and, where there is one, the store-reading path it
+replaces:
 
-1. ``mlms db rebuild`` into SQLite and into PostgreSQL (a real server, ``tests/postgres.py``):
-   records/s from the local store (target >= 2,000/s). Reading every record is also what one
-   listing cost before the index (``ListEvaluations`` read the whole store).
+1. ``mlms db rebuild`` (the command, a process of its own, timed from start to end) into a new
+   SQLite file and a new PostgreSQL database (a real server, ``tests/postgres.py``): records/s
+   from the local store (target >= 2,000/s). Reading every record is also what one listing
+   cost before the index (``ListEvaluations`` read the whole store).
 2. ``ListEvaluations``, first page of 50 filtered by model and hardware, timed server side (the
-   servicer's method: the query, the count and the summaries' protobuf), on both databases
-   (target <= 50 ms).
-3. ``GetEvaluation`` p50 over loopback gRPC from an ``mlms server`` process: from its record
-   cache and with the cache off (a store read each call, as before) (target <= 2 ms).
+   servicer's method: the query, the count and the summaries' protobuf; its cache of pages
+   off), on both databases (target <= 50 ms).
+3. ``GetEvaluation`` p50 over loopback gRPC from an ``mlms server`` process (target <= 2 ms).
 4. 64 concurrent clients (4 processes of 16 threads) on that server for ``--seconds``: calls/s,
-   p50/p99 and errors: GetEvaluation alone, then a mix of 4 GetEvaluation to 1 ListEvaluations
-   (first pages filtered by model and hardware), then GetEvaluation alone with the cache off
-   (today's) (target >= 2,000 calls/s, p99 <= 100 ms, 0 errors).
+   p50/p99, errors and the server's CPU time per call (from /proc: what the server would
+   serve on one core of its own, whatever else the machine runs): GetEvaluation alone, then a
+   mix of 4 GetEvaluation to 1 ListEvaluations (first pages filtered by model and hardware),
+   with the server's cache of pages and without (``--listing-cache 0``), then GetEvaluation
+   alone with the record cache off (today's) (target >= 2,000 calls/s, p99 <= 100 ms, 0
+   errors).
 5. The web UI's evaluation list (``mlms ui`` embedded over the same store and SQLite index):
    p50 over loopback HTTP (target <= 300 ms).
 
     .venv/bin/python benchmarks/evaluation_index.py [--records 100000] [--home DIR]
-        [--seconds 10] [--clients 64] [--no-postgres]
+        [--seconds 10] [--clients 64] [--no-postgres] [--baseline DIR]
 
 With ``--home`` of an earlier run its store (and SQLite index) are used as they are.
 """
@@ -52,6 +58,40 @@ def ms(seconds: float) -> str:
     return f"{seconds * 1000:8.2f}"
 
 
+def ratio(value: float, target: float, higher_is_better: bool) -> str:
+    """``value`` against its target: >= 1.00x is met."""
+    times = value / target if higher_is_better else target / value if value else float("inf")
+    return f"{times:.2f}x the target, {'met' if times >= 1 else 'NOT met'}"
+
+
+def mlms_command(tree: Path, *args: str, env: dict[str, str] | None = None) -> list[str]:
+    """``python -m mlms ARGS`` of the checkout ``tree`` (its own virtualenv when it has one)."""
+    python = tree / ".venv" / "bin" / "python"
+    return [str(python if python.exists() else sys.executable), "-m", "mlms", *args]
+
+
+def tree_env(tree: Path, home: Path, **extra: str) -> dict[str, str]:
+    return {**os.environ, "MLMS_HOME": str(home), "PYTHONPATH": str(tree), **extra}
+
+
+def server_cpu(pid: int) -> float:
+    """Seconds of CPU the process has used (user + system, all its threads)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rebuild_command(tree: Path, home: Path, database: str, records: int) -> str:
+    """``mlms db rebuild`` of ``tree`` into ``database``, timed from start to end."""
+    started = time.perf_counter()
+    done = subprocess.run(mlms_command(tree, "db", "rebuild", "--database", database),
+                          env=tree_env(tree, home), capture_output=True, text=True, timeout=3600,
+                          check=True)  # fmt: skip
+    seconds = time.perf_counter() - started
+    rate = records / seconds
+    return (f"{seconds:6.1f} s = {rate:7,.0f} records/s ({ratio(rate, 2000, True)}); "
+            f"its line: {done.stdout.strip()[:200]}")  # fmt: skip
+
+
 def fill(store, count: int) -> float:
     from mlms.evaluation.records import RECORDS
     from tests.evaluation_copies import copies
@@ -79,11 +119,13 @@ def list_server_side(url: str, store, picks) -> list[float]:
     from mlms.database.index import EvaluationIndex
     from mlms.protos.mlms.v2 import evaluation_pb2, evaluator_pb2
     from mlms.registry.memory import MemoryRegistry
+    from mlms.server.caches import ListingCache
     from mlms.server.service import EvaluatorService
 
     index = EvaluationIndex(url)
     service = EvaluatorService(dispatcher=None, fleet=None, registry=MemoryRegistry(),
-                               store=store, index=index, provider=TracerProvider())  # fmt: skip
+                               store=store, index=index, provider=TracerProvider(),
+                               listings=ListingCache(0))  # fmt: skip
     requests = [
         evaluator_pb2.ListEvaluationsRequest(
             query=evaluation_pb2.EvaluationQuery(model=m, hardware=h, page_size=50)
@@ -103,11 +145,10 @@ def list_server_side(url: str, store, picks) -> list[float]:
     return times
 
 
-def start_server(home: Path, port: int, cache: int) -> subprocess.Popen:
-    env = {**os.environ, "MLMS_HOME": str(home), "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "mlms", "server", "--listen", f"127.0.0.1:{port}",
-               "--record-cache", str(cache)]  # fmt: skip
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def start_server(tree: Path, home: Path, port: int, **env: str) -> subprocess.Popen:
+    command = mlms_command(tree, "server", "--listen", f"127.0.0.1:{port}")
+    process = subprocess.Popen(command, env=tree_env(tree, home, **env), cwd=tree,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
     import grpc
 
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
@@ -192,10 +233,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--baseline", type=Path, help="another checkout, run beside this one")
     args = parser.parse_args()
     home = args.home or Path(tempfile.mkdtemp(prefix="mlms-index-bench-"))
     home.mkdir(parents=True, exist_ok=True)
     os.environ["MLMS_HOME"] = str(home)
+    trees = [("this", ROOT)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
 
     from mlms.database.connect import url_for
     from mlms.database.index import EvaluationIndex
@@ -206,7 +249,8 @@ def main() -> None:
 
     store = default_store()
     say(f"evaluation index benchmark: {home}, {os.cpu_count()} cores, "
-        f"load average {os.getloadavg()[0]:.1f} at the start")  # fmt: skip
+        f"load average {os.getloadavg()[0]:.1f} at the start; trees: "
+        + ", ".join(f"{name} {tree}" for name, tree in trees))  # fmt: skip
     have = len(stored_ids(store))
     if have < args.records:
         seconds = fill(store, args.records - have)
@@ -214,15 +258,28 @@ def main() -> None:
     ids = stored_ids(store)
     say(f"{len(ids)} records in {store.url}")
 
-    sqlite_url = url_for(store)
+    sqlite_url = url_for(store)  # the servers' and the UI's index
     index = EvaluationIndex(sqlite_url)
-    done = rebuild(store, index)
-    if done.indexed:
-        say(f"rebuild into SQLite: {done.indexed} records in {done.seconds:.1f} s = "
-                     f"{done.rate:,.0f} records/s (target >= 2,000/s)")  # fmt: skip
-    else:
-        say("rebuild into SQLite: indexed by an earlier run (run with a new --home)")
+    rebuild(store, index)
     index.close()
+    postgres = None
+    if not args.no_postgres:
+        from tests.postgres import PostgresServer, unavailable
+
+        if unavailable() is None:
+            postgres = PostgresServer().start()
+        else:
+            say(f"PostgreSQL skipped: {unavailable()}")
+    say("mlms db rebuild, the command from start to end, into a new database:")
+    for name, tree in trees:
+        scratch = home / f"rebuild-{name}.db"
+        scratch.unlink(missing_ok=True)
+        say(f"  {name:<8} SQLite     "
+            + rebuild_command(tree, home, f"sqlite:///{scratch}", len(ids)))  # fmt: skip
+        scratch.unlink(missing_ok=True)
+        if postgres is not None:
+            say(f"  {name:<8} PostgreSQL "
+                + rebuild_command(tree, home, postgres.database(), len(ids)))  # fmt: skip
     sample = random.Random(1).sample(ids, 2000)
     started = time.perf_counter()
     RECORDS.read(store, sample)
@@ -234,62 +291,35 @@ def main() -> None:
     rng = random.Random(2)
     chosen = [rng.choice(picks) for _ in range(60)]
     urls = [("SQLite", sqlite_url)]
-    postgres = None
-    if not args.no_postgres:
-        from tests.postgres import PostgresServer, unavailable
-
-        if unavailable() is None:
-            postgres = PostgresServer().start()
-            pg_url = postgres.database()
-            pg = EvaluationIndex(pg_url)
-            done = rebuild(store, pg)
-            pg.close()
-            say(f"rebuild into PostgreSQL: {done.indexed} records in {done.seconds:.1f} "
-                         f"s = {done.rate:,.0f} records/s (target >= 2,000/s)")  # fmt: skip
-            urls.append(("PostgreSQL", pg_url))
-        else:
-            say(f"PostgreSQL skipped: {unavailable()}")
-    say("ListEvaluations, first page of 50 filtered by model and hardware, server side "
-                 "(ms; target p50 <= 50):")  # fmt: skip
+    if postgres is not None:
+        pg_url = postgres.database()
+        pg = EvaluationIndex(pg_url)
+        rebuild(store, pg)
+        pg.close()
+        urls.append(("PostgreSQL", pg_url))
+    say("ListEvaluations, first page of 50 filtered by model and hardware, server side, this "
+        "tree (ms; target p50 <= 50):")  # fmt: skip
     for name, url in urls:
         times = list_server_side(url, store, chosen)
-        say(f"  {name:<11} p50 {ms(statistics.median(times))}  p95 "
-                     f"{ms(times[int(len(times) * 0.95)])}  max {ms(times[-1])}")  # fmt: skip
+        p50 = statistics.median(times)
+        say(f"  {name:<11} p50 {ms(p50)}  p95 {ms(times[int(len(times) * 0.95)])}  max "
+            f"{ms(times[-1])} ({ratio(p50, 0.050, False)})")  # fmt: skip
     if postgres is not None:
         postgres.remove()
 
     from tests.processes import free_port
 
     hot = random.Random(3).sample(ids, 2000)
-    runs = ((4096, False, "cache on"), (4096, True, "cache on"), (0, False, "cache off (today)"))
-    for cache, mix, label in runs:
+    runs = [(name, tree, mix, "caches on", {}) for name, tree in trees for mix in (False, True)]
+    runs += [
+        ("this", ROOT, True, "no page cache", {"MLMS_LISTING_CACHE": "0"}),
+        ("this", ROOT, False, "record cache off (today)", {"MLMS_RECORD_CACHE": "0"}),
+    ]
+    for name, tree, mix, label, env in runs:
         port = free_port()
-        server = start_server(home, port, cache)
+        server = start_server(tree, home, port, **env)
         try:
-            import grpc
-
-            from mlms.protos.mlms.v2 import evaluator_pb2, evaluator_pb2_grpc
-
-            with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-                stub = evaluator_pb2_grpc.EvaluatorStub(channel)
-                for evaluation_id in hot:  # each once: into the cache
-                    stub.GetEvaluation(
-                        evaluator_pb2.GetEvaluationRequest(evaluation_id=evaluation_id)
-                    )
-                times = timed(lambda s=stub: s.GetEvaluation(evaluator_pb2.GetEvaluationRequest(
-                    evaluation_id=random.choice(hot))), 500)  # fmt: skip
-            if not mix:
-                say(f"GetEvaluation over loopback gRPC, {label}: p50 "
-                    f"{ms(statistics.median(times))} ms, p99 {ms(times[494])} ms "
-                    "(target p50 <= 2 ms)")  # fmt: skip
-            result = load(f"127.0.0.1:{port}", hot, picks, args.clients, args.seconds, mix)
-            what = "4 GetEvaluation : 1 ListEvaluations" if mix else "GetEvaluation only"
-            say(
-                f"{args.clients} clients, {what}, {label}: {result['per_s']:,.0f} calls/s, p50 "
-                f"{ms(result['p50'])} ms, p99 {ms(result['p99'])} ms, {result['errors']} errors "
-                f"({result['calls']} calls, {result['lists']} listings; target >= 2,000/s, "
-                f"p99 <= 100 ms, 0 errors); load average {os.getloadavg()[0]:.1f}"
-            )
+            measure(name, label, mix, port, server.pid, hot, picks, args)
         finally:
             server.terminate()
             server.wait(30)
@@ -305,9 +335,40 @@ def main() -> None:
                  f"/api/evaluations?model={model}&hardware={hw}&limit=50"):  # fmt: skip
         first = timed(lambda p=path: session.get(base + p, timeout=300).raise_for_status(), 1)[0]
         times = timed(lambda p=path: session.get(base + p, timeout=300).raise_for_status(), 20)
-        say(f"UI {path}: first {ms(first)} ms, p50 {ms(statistics.median(times))} ms, "
-                     f"max {ms(times[-1])} ms (target p50 <= 300 ms)")  # fmt: skip
+        p50 = statistics.median(times)
+        say(f"UI {path}: first {ms(first)} ms, p50 {ms(p50)} ms, max {ms(times[-1])} ms "
+            f"({ratio(p50, 0.300, False)})")  # fmt: skip
     say(f"load average at the end {os.getloadavg()[0]:.1f}")
+
+
+def measure(name: str, label: str, mix: bool, port: int, pid: int, hot, picks, args) -> None:
+    """GetEvaluation's p50 from one client, then the load of ``args.clients``."""
+    import grpc
+
+    from mlms.protos.mlms.v2 import evaluator_pb2, evaluator_pb2_grpc
+
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = evaluator_pb2_grpc.EvaluatorStub(channel)
+        for evaluation_id in hot:  # each once: into the cache
+            stub.GetEvaluation(evaluator_pb2.GetEvaluationRequest(evaluation_id=evaluation_id))
+        times = timed(lambda s=stub: s.GetEvaluation(evaluator_pb2.GetEvaluationRequest(
+            evaluation_id=random.choice(hot))), 500)  # fmt: skip
+    if not mix:
+        p50 = statistics.median(times)
+        say(f"{name:<8} GetEvaluation over loopback gRPC, {label}: p50 {ms(p50)} ms, p99 "
+            f"{ms(times[494])} ms ({ratio(p50, 0.002, False)})")  # fmt: skip
+    cpu = server_cpu(pid)
+    result = load(f"127.0.0.1:{port}", hot, picks, args.clients, args.seconds, mix)
+    per_call = (server_cpu(pid) - cpu) / result["calls"]
+    what = "4 GetEvaluation : 1 ListEvaluations" if mix else "GetEvaluation only"
+    say(
+        f"{name:<8} {args.clients} clients, {what}, {label}: {result['per_s']:,.0f} calls/s "
+        f"({ratio(result['per_s'], 2000, True)}), p50 {ms(result['p50'])} ms, p99 "
+        f"{ms(result['p99'])} ms ({ratio(result['p99'], 0.100, False)}), {result['errors']} "
+        f"errors ({result['calls']} calls, {result['lists']} listings); server CPU "
+        f"{per_call * 1e6:.0f} us a call (one core of its own: {1 / per_call:,.0f} calls/s); "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
 
 
 if __name__ == "__main__":

@@ -348,6 +348,16 @@ def test_two_servers_answer_from_one_database(two_servers) -> None:
     later = second.list_evaluations(query.model_copy(update={"page_token": one.next_page_token}))
     assert not {s.id for s in later.summaries} & {s.id for s in one.summaries}
 
+    # The first server answers that page from memory, until any server indexes a record.
+    assert first.list_evaluations(query) == one and len(servers[0].service.listings) >= 1
+    newer = copies(1, seed=70, base=records[0])[0].model_copy(
+        update={"created_at": records[0].created_at + timedelta(days=3650)}
+    )
+    newer = newer.model_copy(update={"model": records[0].model, "request": records[0].request})
+    assert servers[1].index.claim(newer)
+    now = first.list_evaluations(query)
+    assert now.total == one.total + 1 and now.summaries[0].id == newer.id
+
     # GetEvaluation: by a prefix through the index, then from the cache; records never change.
     wanted = records[3]
     assert second.get_evaluation(wanted.id[:9]) == wanted

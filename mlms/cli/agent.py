@@ -185,10 +185,20 @@ def agent(
     type=click.IntRange(min=0),
     help="Evaluation records kept in memory for GetEvaluation (they never change); 0: none.",
 )
+@click.option(
+    "--listing-cache",
+    envvar="MLMS_LISTING_CACHE",
+    default=256,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="ListEvaluations pages kept in memory, answered again while the index is unchanged; "
+    "0: none.",
+)
 @_common("127.0.0.1:50051")
 def server(
     database: str | None,
     record_cache: int,
+    listing_cache: int,
     agent_tls_name: str | None,
     auth: bool | None,
     listen: str,
@@ -223,6 +233,7 @@ def server(
             agent_tls_name=agent_tls_name,
             database=database,
             record_cache=record_cache,
+            listing_cache=listing_cache,
         )
     ).start()
     signalled.wait_then(process.stop)

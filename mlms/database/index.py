@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -37,6 +38,9 @@ from mlms.evaluation.record import EvaluationRecord
 CHUNK = 500
 #: Rows a view returns at most.
 MAX_VIEW_ROWS = 10_000
+#: The state key of a value that every write of the index changes (in its transaction): what
+#: was read while it held one value is still the answer while it holds it.
+GENERATION_KEY = "generation"
 #: Where rows without a value sort among numbers (p50, throughput are never negative).
 _NO_NUMBER = -1.0
 _SORT_COLUMNS = {
@@ -57,6 +61,12 @@ class EvaluationIndex:
         with connect.errors(self.url):
             #: True when this call made the schema: the index has yet to learn the store.
             self.created = connect.migrate(self.engine)
+        if self.generation() is None:  # a database made before generations were kept
+            try:
+                with connect.errors(self.url), self.engine.begin() as connection:
+                    connection.execute(insert(state), [{"key": GENERATION_KEY, "value": _new()}])
+            except IntegrityError:  # another process made it meanwhile
+                pass
 
     @property
     def shown_url(self) -> str:
@@ -79,6 +89,7 @@ class EvaluationIndex:
                 connection.execute(insert(evaluations), rows)
                 if batch_rows:
                     connection.execute(insert(results), batch_rows)
+                _changed(connection)
         except IntegrityError:
             return False
         return True
@@ -90,8 +101,8 @@ class EvaluationIndex:
         )
 
     def add_rows(self, rows: list[dict[str, Any]], batch_rows: list[dict[str, Any]]) -> int:
-        """``add`` for rows made already (``mlms.database.rows``): a rebuild makes them in
-        processes of its own."""
+        """``add`` for rows made already (``mlms.database.rows``): a rebuild's processes make
+        them from the records they read."""
         fresh = {row["id"]: row for row in rows}
         for known in self.present(list(fresh)):
             fresh.pop(known)
@@ -116,6 +127,7 @@ class EvaluationIndex:
         try:
             with connect.errors(self.url), self.engine.begin() as connection:
                 connection.execute(insert(sweep_cells), rows)
+                _changed(connection)
         except IntegrityError:  # the same sweep registered by another process meanwhile
             return
 
@@ -150,8 +162,15 @@ class EvaluationIndex:
         with connect.errors(self.url), self.engine.begin() as connection:
             connection.execute(delete(results).where(results.c.evaluation_id == evaluation_id))
             connection.execute(delete(evaluations).where(evaluations.c.id == evaluation_id))
+            _changed(connection)
 
     # -- reads -------------------------------------------------------------------------------
+
+    def generation(self) -> str | None:
+        """A value that changes with every write of the index (by any process of this
+        version): a page read while it held one value is still the page while it holds it.
+        None where no writer keeps one."""
+        return self.get_state(GENERATION_KEY)
 
     def present(self, ids: Sequence[str]) -> set[str]:
         """Those of ``ids`` that are indexed."""
@@ -250,6 +269,16 @@ class EvaluationIndex:
             )
             for row in rows
         ]
+
+
+def _changed(connection) -> None:
+    """A new generation, in the transaction of the write (writers of one database take turns
+    on its row, the last step of each write)."""
+    connection.execute(update(state).where(state.c.key == GENERATION_KEY).values(value=_new()))
+
+
+def _new() -> str:
+    return uuid.uuid4().hex
 
 
 def _filters(query: EvaluationQuery) -> list[ColumnElement[bool]]:

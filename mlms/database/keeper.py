@@ -64,8 +64,9 @@ def rebuild(
 ) -> Rebuilt:
     """Index every record in the store that the index lacks, and every sweep's cells.
 
-    Reading and validating the records is most of the work: past ``PARALLEL_FROM`` missing
-    records it runs in ``processes`` processes (default: one per core) while this one writes."""
+    Reading, validating and inserting the records is the work: past ``PARALLEL_FROM`` missing
+    records it runs in ``processes`` processes (default: one per core), each with an index of
+    its own over the same database, while this one hands out the batches."""
     started = time.perf_counter()
     ids = stored_ids(store)
     missing = sorted(set(ids) - index.present(ids))
@@ -77,13 +78,20 @@ def rebuild(
     with contextlib.ExitStack() as stack:
         if workers > 1 and len(missing) >= PARALLEL_FROM:
             spawn = multiprocessing.get_context("spawn")  # never fork a process with threads
-            pool = stack.enter_context(ProcessPoolExecutor(workers, mp_context=spawn))
-            parsed = _in_order(pool, store.url, batches, 2 * workers)
+            pool = stack.enter_context(
+                ProcessPoolExecutor(
+                    workers,
+                    mp_context=spawn,
+                    initializer=_open_in_process,
+                    initargs=(store.url, index.url),
+                )
+            )
+            added = _in_order(pool, batches, 2 * workers)
         else:
-            parsed = (_rows_of(store, batch) for batch in batches)
-        for batch, (rows, batch_rows) in zip(batches, parsed, strict=True):
-            skipped += len(batch) - len(rows)
-            indexed += index.add_rows(rows, batch_rows)
+            added = (_index_batch(store, index, batch) for batch in batches)
+        for batch, (new, unreadable) in zip(batches, added, strict=True):
+            indexed += new
+            skipped += unreadable
             done += len(batch)
             report(done, len(missing))
     sweeps = 0
@@ -105,25 +113,44 @@ def rebuild(
     return Rebuilt(len(ids), indexed, skipped, sweeps, time.perf_counter() - started)
 
 
-Rows = tuple[list[dict[str, Any]], list[dict[str, Any]]]
+#: (indexed, unreadable) of one batch.
+Added = tuple[int, int]
+#: A rebuild's worker process: the store and the index it opened once.
+_opened: tuple[ObjectStore, EvaluationIndex] | None = None
 
 
-def _in_order(pool: ProcessPoolExecutor, url: str, batches: list[list[str]], ahead: int):
-    """The rows of each batch, in order, read by the pool at most ``ahead`` batches ahead (so
+def _in_order(pool: ProcessPoolExecutor, batches: list[list[str]], ahead: int):
+    """What indexing each batch added, in order, the pool at most ``ahead`` batches ahead (so
     memory stays a few batches whatever the store holds)."""
-    waiting: collections.deque[Future[Rows]] = collections.deque()
+    waiting: collections.deque[Future[Added]] = collections.deque()
     for batch in batches:
-        waiting.append(pool.submit(_rows_in_process, url, batch))
+        waiting.append(pool.submit(_index_in_process, batch))
         if len(waiting) >= ahead:
             yield waiting.popleft().result()
     while waiting:
         yield waiting.popleft().result()
 
 
-def _rows_in_process(url: str, batch: list[str]) -> Rows:
+def _open_in_process(store_url: str, database_url: str) -> None:
     from mlms.store.factory import store_from_url
 
-    return _rows_of(store_from_url(url), batch)
+    global _opened
+    _opened = (store_from_url(store_url), EvaluationIndex(database_url))
+
+
+def _index_in_process(batch: list[str]) -> Added:
+    assert _opened is not None, "the pool's initializer opens them"
+    return _index_batch(*_opened, batch)
+
+
+def _index_batch(store: ObjectStore, index: EvaluationIndex, batch: list[str]) -> Added:
+    """Index the readable records of ``batch`` in one transaction (the index skips those it
+    has)."""
+    rows, batch_rows = _rows_of(store, batch)
+    return index.add_rows(rows, batch_rows), len(batch) - len(rows)
+
+
+Rows = tuple[list[dict[str, Any]], list[dict[str, Any]]]
 
 
 def _rows_of(store: ObjectStore, batch: list[str]) -> Rows:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
+from mlms.evaluation.record import EvaluationRecord, options_text
 from mlms.evaluation.summary import EvaluationSummary
 
 
@@ -74,7 +74,9 @@ def result_rows(record: EvaluationRecord) -> list[dict[str, Any]]:
 
 
 def summary_of(row: Mapping[str, Any]) -> EvaluationSummary:
-    return EvaluationSummary(
+    # The row holds what a validated record gave it (``evaluation_row``): no second validation
+    # per row of a page.
+    return EvaluationSummary.model_construct(
         id=row["id"],
         created_at=row["created_at"].replace(tzinfo=UTC),
         status=row["status"],
@@ -100,15 +102,12 @@ def summary_of(row: Mapping[str, Any]) -> EvaluationSummary:
 
 def _options(row: Mapping[str, Any]) -> str:
     """``EvaluationRequest.options`` from the indexed fields (threads are not indexed)."""
-    request = EvaluationRequest.model_construct(
-        precision=row["precision"],
+    return options_text(
+        row["precision"],
         compile=row["compile"],
         channels_last=row["channels_last"],
         inputs=row["inputs"].split(",") if row["inputs"] else ["synthetic"],
         input_on_device=row["input_on_device"],
         seq_len=row["seq_len"],
         generate=row["generate"],
-        intra_op_threads=None,
-        inter_op_threads=None,
     )
-    return request.options()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal
 
@@ -109,24 +110,48 @@ class EvaluationRequest(BaseModel):
     def options(self) -> str:
         """The options that change what runs, for a listing: the precision always, the rest
         where they differ from the defaults ("fp16, compile max-autotune, inputs dataset")."""
-        parts = [self.precision]
-        if self.compile is not None:
-            parts.append(f"compile {self.compile}")
-        if self.channels_last:
-            parts.append("channels-last")
-        if self.inputs != ["synthetic"]:
-            shown = self.inputs if len(self.inputs) <= 2 else [*self.inputs[:2], "..."]
-            parts.append(f"inputs {' '.join(shown)}")
-        if self.input_on_device:
-            parts.append("input on device")
-        if self.seq_len is not None:
-            parts.append(f"seq len {self.seq_len}")
-        if self.generate is not None:
-            parts.append(f"generate {self.generate}")
-        threads = (self.intra_op_threads, self.inter_op_threads)
-        if threads != (None, None):
-            parts.append(f"threads {'/'.join('-' if t is None else str(t) for t in threads)}")
-        return ", ".join(parts)
+        return options_text(
+            self.precision,
+            compile=self.compile,
+            channels_last=self.channels_last,
+            inputs=self.inputs,
+            input_on_device=self.input_on_device,
+            seq_len=self.seq_len,
+            generate=self.generate,
+            threads=(self.intra_op_threads, self.inter_op_threads),
+        )
+
+
+def options_text(
+    precision: str,
+    *,
+    compile: str | None = None,
+    channels_last: bool = False,
+    inputs: Sequence[str] = ("synthetic",),
+    input_on_device: bool = False,
+    seq_len: int | None = None,
+    generate: int | None = None,
+    threads: tuple[int | None, int | None] = (None, None),
+) -> str:
+    """``EvaluationRequest.options`` from plain values (a listing makes it from the index's
+    columns, without a request object per row)."""
+    parts = [precision]
+    if compile is not None:
+        parts.append(f"compile {compile}")
+    if channels_last:
+        parts.append("channels-last")
+    if list(inputs) != ["synthetic"]:
+        shown = inputs if len(inputs) <= 2 else [*inputs[:2], "..."]
+        parts.append(f"inputs {' '.join(shown)}")
+    if input_on_device:
+        parts.append("input on device")
+    if seq_len is not None:
+        parts.append(f"seq len {seq_len}")
+    if generate is not None:
+        parts.append(f"generate {generate}")
+    if threads != (None, None):
+        parts.append(f"threads {'/'.join('-' if t is None else str(t) for t in threads)}")
+    return ", ".join(parts)
 
 
 class LatencyStats(BaseModel):

@@ -49,8 +49,9 @@ _UNSET = object()
 
 def to_proto(model: BaseModel, message: type[P]) -> P:
     """``model`` as a ``message``."""
-    target = message()
-    _fill(target, model.model_dump())
+    given, rest = _split(message.DESCRIPTOR, model.model_dump())
+    target = message(**given)
+    _fill(target, rest)
     return target
 
 
@@ -64,6 +65,45 @@ def from_proto(message: Message, model: type[M], what: str) -> M:
 
 
 # -- model -> message ---------------------------------------------------------------------------
+
+
+def _split(descriptor: Descriptor, data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``data`` as what the message's constructor takes as it is (one call in C: scalars,
+    repeated scalars, enums as numbers, timestamps as datetimes), and the rest for ``_fill``."""
+    plan = _plan(descriptor)
+    given: dict[str, Any] = {}
+    rest: dict[str, Any] = {}
+    for name, value in data.items():
+        how = plan.get(name)
+        if how is None or value is None:
+            rest[name] = value  # _fill names a missing field; None leaves one unset
+        elif how is _AS_IS:
+            given[name] = value
+        elif how is _FILLED:
+            rest[name] = value
+        else:
+            given[name] = _scalar(how, value)
+    return given, rest
+
+
+_AS_IS = "as is"
+_FILLED = "filled"
+
+
+@functools.cache
+def _plan(descriptor: Descriptor) -> dict[str, FieldDescriptor | str]:
+    """Per field: given to the constructor as it is, as an enum's number (its descriptor), or
+    filled afterwards."""
+    plan: dict[str, FieldDescriptor | str] = {}
+    for field in descriptor.fields:
+        if field.message_type is not None:
+            timestamp = not field.is_repeated and field.message_type.full_name == _TIMESTAMP
+            plan[field.name] = _AS_IS if timestamp else _FILLED
+        elif field.enum_type is not None:
+            plan[field.name] = _FILLED if field.is_repeated else field
+        else:
+            plan[field.name] = _AS_IS
+    return plan
 
 
 def _fill(target: Message, data: dict[str, Any]) -> None:
@@ -88,6 +128,10 @@ def _fill(target: Message, data: dict[str, Any]) -> None:
             container = getattr(target, name)
             if field.message_type is None:
                 container.extend(_scalar(field, item) for item in value)
+            elif _is_plain(field.message_type):
+                for item in value:
+                    given, rest = _split(field.message_type, item)
+                    _fill(container.add(**given), rest)
             else:
                 for item in value:
                     _set_message(container.add(), item)
@@ -229,24 +273,36 @@ def _enum_text(field: FieldDescriptor, number: int, annotation: Any, what: str) 
 # -- descriptors and annotations ------------------------------------------------------------
 
 
+# Descriptors never change: what they say is worked out once (each message converted asks
+# it of every field).
+@functools.cache
 def _is_map(field: FieldDescriptor) -> bool:
     return field.message_type is not None and field.message_type.GetOptions().map_entry
 
 
+@functools.cache
 def _is_list(descriptor: Descriptor) -> bool:
     """``StringList``, ``Int64List``, ``DoubleList``: a message that only wraps a list."""
     return [f.name for f in descriptor.fields] == ["values"]
 
 
+@functools.cache
+def _is_plain(descriptor: Descriptor) -> bool:
+    """A message of fields, filled from a dict (not a timestamp, a list or a union)."""
+    return not (descriptor.full_name == _TIMESTAMP or _is_list(descriptor) or _is_union(descriptor))
+
+
+@functools.cache
 def _is_union(descriptor: Descriptor) -> bool:
     """A message whose fields are the members of its one oneof (``Value``, ``Source``)."""
     oneofs = _oneofs(descriptor)
     return len(oneofs) == 1 and len(oneofs[0].fields) == len(descriptor.fields)
 
 
-def _oneofs(descriptor: Descriptor) -> list[OneofDescriptor]:
+@functools.cache
+def _oneofs(descriptor: Descriptor) -> tuple[OneofDescriptor, ...]:
     # protoc gives each proto3 ``optional`` field a oneof of its own, named "_<field>".
-    return [oneof for oneof in descriptor.oneofs if not oneof.name.startswith("_")]
+    return tuple(oneof for oneof in descriptor.oneofs if not oneof.name.startswith("_"))
 
 
 @functools.cache

@@ -26,11 +26,11 @@ from mlms.security.tls import TlsFiles, check_plaintext_allowed
 from mlms.security.tokens import Tokens
 from mlms.server.admission import Admission
 from mlms.server.agents import AgentChannels
+from mlms.server.caches import DEFAULT_LISTINGS, DEFAULT_SIZE, ListingCache, record_cache
 from mlms.server.dispatch import Dispatcher
 from mlms.server.fleet import Fleet
 from mlms.server.jobs import Jobs
 from mlms.server.models import DEFAULT_MAX_UPLOAD_BYTES
-from mlms.server.record_cache import DEFAULT_SIZE, RecordCache
 from mlms.server.service import EvaluatorService
 from mlms.store.factory import store_from_url
 
@@ -60,6 +60,8 @@ class ServerConfig:
     database: str | None = None
     #: Records GetEvaluation keeps in memory (records never change); 0: read the store each time.
     record_cache: int = DEFAULT_SIZE
+    #: ListEvaluations answers kept in memory while the index is unchanged; 0: none.
+    listing_cache: int = DEFAULT_LISTINGS
 
     @property
     def requires_tokens(self) -> bool:
@@ -103,7 +105,8 @@ class Server:
             index=self.index,
             provider=self.provider,
             max_upload_bytes=config.max_upload_bytes,
-            cache=RecordCache(config.record_cache),
+            cache=record_cache(config.record_cache),
+            listings=ListingCache(config.listing_cache),
         )
         self.server: RunningServer | None = None
         self._stopped = threading.Event()

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from google.protobuf.message import Message
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import set_span_in_context
 
@@ -48,10 +49,10 @@ from mlms.rpc.options import CHUNK_BYTES
 from mlms.rpc.payloads import bound_request, evaluation_request
 from mlms.rpc.propagation import incoming_context
 from mlms.server import jobs
+from mlms.server.caches import ListingCache, Lru, record_cache
 from mlms.server.dispatch import Dispatcher
 from mlms.server.fleet import Fleet
 from mlms.server.models import DEFAULT_MAX_UPLOAD_BYTES, receive_model
-from mlms.server.record_cache import RecordCache
 from mlms.server.sweeps import FleetCells, SweepRun
 from mlms.store.base import ObjectStore
 from mlms.tracer.archive import archive_key
@@ -74,7 +75,8 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         index: EvaluationIndex,
         provider: TracerProvider,
         max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
-        cache: RecordCache | None = None,
+        cache: Lru[str, Message] | None = None,
+        listings: ListingCache | None = None,
     ) -> None:
         self.max_upload_bytes = max_upload_bytes
         self.dispatcher = dispatcher
@@ -82,7 +84,8 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         self.registry = registry  # in-flight jobs of every server
         self.store = store
         self.index = index  # shared by every server of the fleet
-        self.records = cache if cache is not None else RecordCache()
+        self.records = cache if cache is not None else record_cache()
+        self.listings = listings if listings is not None else ListingCache()
         self.provider = provider
         self.tracer = provider.get_tracer("mlms.server")
         self.cells = FleetCells(dispatcher, fleet, registry, store)
@@ -256,6 +259,22 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         return answer
 
     def ListEvaluations(self, request, context):
+        # Read before the page: a write in between makes the next call read the page again.
+        generation = self.index.generation()
+        key = request.query.SerializeToString(deterministic=True)
+        answer = self.listings.get(key, generation)
+        if answer is None:
+            answer = self._listing(request)
+            self.listings.put(key, generation, answer)
+        in_flight = jobs.in_flight(self.registry, "evaluation")
+        if not in_flight:
+            return answer
+        reply = evaluator_pb2.ListEvaluationsResponse()
+        reply.CopyFrom(answer)  # the cached answer is shared by every call
+        reply.jobs.extend(to_proto(j, fleet_pb2.Job) for j in in_flight)
+        return reply
+
+    def _listing(self, request) -> evaluator_pb2.ListEvaluationsResponse:
         query = (
             from_proto(request.query, EvaluationQuery, "evaluation query")
             if request.HasField("query")
@@ -266,7 +285,6 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
             summaries=[to_proto(s, evaluation_pb2.EvaluationSummary) for s in page.summaries],
             next_page_token=page.next_page_token,
             total=page.total,
-            jobs=[to_proto(j, fleet_pb2.Job) for j in jobs.in_flight(self.registry, "evaluation")],
         )
 
     def ViewEvaluations(self, request, context):

@@ -60,15 +60,22 @@ class LocalStore:
     def list(self, prefix: str) -> list[str]:
         keys = []
         # Only the folder the prefix names is walked (not the whole store: span archives,
-        # models and records of other prefixes).
+        # models and records of other prefixes), by os.scandir: a folder of 10^5 records is
+        # listed in a fraction of pathlib's time.
         folder = self.root.joinpath(*prefix.split("/")[:-1])
         if not folder.is_dir():
             return []
-        for path in folder.rglob("*"):
-            if path.is_file() and not path.name.startswith(".tmp"):
-                key = path.relative_to(self.root).as_posix()
-                if key.startswith(prefix):
-                    keys.append(key)
+        start = len(str(self.root)) + 1
+        pending = [str(folder)]
+        while pending:
+            with os.scandir(pending.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                    elif entry.is_file() and not entry.name.startswith(".tmp"):
+                        key = entry.path[start:]
+                        if key.startswith(prefix):
+                            keys.append(key)
         return sorted(keys)
 
     def delete(self, key: str) -> None:
