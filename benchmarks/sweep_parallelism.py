@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mlms.evaluation.sweep import SweepSpec, SweepState
 from tests.services import EtcdServer, S3Server
-from tests.sweep_fleet import start_fleet
+from tests.loopback_fleet import start_fleet
 
 
 def busy_seconds(intervals: list[tuple[datetime, datetime]]) -> float:

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import grpc
 import pytest
 
-from mlms import errors
 from mlms.bounds.record import BoundRequest
 from mlms.evaluation.progress import Progress
 from mlms.protos.mlms.v2 import (
@@ -27,67 +25,26 @@ from mlms.registry.memory import MemoryRegistry
 from mlms.remote_client import RemoteClient
 from mlms.server import jobs
 from mlms.store.factory import store_from_url
-from tests.processes import MlmsProcess, free_port, wait_for
-from tests.shared_assets import copy_asset
+from tests.loopback_fleet import LoopbackFleet, running_fleet
+from tests.processes import wait_for
 
 #: Seconds for one gRPC call of these tests; a tiny bound finishes in a few.
 CALL_TIMEOUT_S = 60
 
 
-@dataclass
-class BoundFleet:
-    address: str  # the server's
-    agent: str  # the agent's
-    registry_url: str
-    store_url: str
-    processes: list[MlmsProcess]
-
-    def logs(self) -> str:
-        return "\n".join(f"== {p.log.name}\n{p.output()[-3000:]}" for p in self.processes)
-
-
 @pytest.fixture(scope="module")
-def fleet(etcd, s3, store, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BoundFleet]:
-    home = tmp_path_factory.mktemp("bound_home")
-    logs = tmp_path_factory.mktemp("bound_logs")
-    env = {
-        **s3.env,
-        "MLMS_HOME": str(home),
-        "MLMS_REGISTRY": etcd.url,
-        "MLMS_STORE": s3.url,
-        "MLMS_TTL": "2",
-    }
-    agent, server = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    processes = [
-        MlmsProcess(
-            ["agent", "--framework", "torch", "--listen", agent, "--grace", "2"],
-            logs / "agent.log",
-            env,
-        ),
-        MlmsProcess(["server", "--listen", server, "--grace", "2"], logs / "server.log", env),
-    ]
-    fleet = BoundFleet(server, agent, etcd.url, s3.url, processes)
-    try:
-        # The asset is put in place while the processes start (the bound would build it).
-        copy_asset(store, store_from_url(s3.url), "digits_cnn", "torch")
-        with RemoteClient(server) as client:
-            wait_for(lambda: _agents(client) == {agent}, 60, "the agent at the server")
+def fleet(etcd, s3, store, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoopbackFleet]:
+    root = tmp_path_factory.mktemp("bound_fleet")
+    with running_fleet(etcd, s3, root, ["torch"], ["digits_cnn"], assets_from=store) as fleet:
         yield fleet
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}\n{fleet.logs()}") from None
-    finally:
-        for process in processes:
-            process.stop()
 
 
-def _agents(client: RemoteClient) -> set[str]:
-    try:
-        return {a.address for a in client.list_agents()}
-    except errors.Unavailable:
-        return set()
+def _agent(fleet: LoopbackFleet) -> str:
+    (address,) = fleet.agents
+    return address
 
 
-def test_a_bound_runs_on_an_agent_and_is_stored(fleet: BoundFleet) -> None:
+def test_a_bound_runs_on_an_agent_and_is_stored(fleet: LoopbackFleet) -> None:
     request = BoundRequest(
         model="digits_cnn", hw="cpu", batch_sizes=[1], repeats=3, iterations=3, min_seconds=0
     )
@@ -105,7 +62,7 @@ def test_a_bound_runs_on_an_agent_and_is_stored(fleet: BoundFleet) -> None:
     assert batch.layers and any(layer.bound_ms > 0 for layer in batch.layers)
     assert {"conv", "gemm"} <= {layer.kind for layer in batch.layers}
     # The evaluation the bound is set against ran on the agent, and reported its progress.
-    assert evaluation.agent["mode"] == "remote" and evaluation.agent["address"] == fleet.agent
+    assert evaluation.agent["mode"] == "remote" and evaluation.agent["address"] == _agent(fleet)
     assert progress and progress[-1].done == progress[-1].target
     # Stored in the fleet's store, listed by the server, and no job left in etcd.
     assert [b.id for b in listed] == [record.id]
@@ -118,7 +75,7 @@ def test_a_bound_runs_on_an_agent_and_is_stored(fleet: BoundFleet) -> None:
         registry.close()
 
 
-def test_bad_bound_requests_over_grpc(fleet: BoundFleet) -> None:
+def test_bad_bound_requests_over_grpc(fleet: LoopbackFleet) -> None:
     def status(call) -> tuple[grpc.StatusCode, str]:
         with pytest.raises(grpc.RpcError) as caught:
             list(call())
@@ -149,7 +106,7 @@ def test_bad_bound_requests_over_grpc(fleet: BoundFleet) -> None:
         )
         assert code == grpc.StatusCode.INVALID_ARGUMENT
         assert details.startswith("precision tf32 is not available on cpu")
-    with grpc.insecure_channel(fleet.agent) as channel:
+    with grpc.insecure_channel(_agent(fleet)) as channel:
         agent = predictor_pb2_grpc.PredictorStub(channel)
         code, details = status(
             lambda: agent.Bound(

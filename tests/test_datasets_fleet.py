@@ -12,57 +12,24 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mlms import errors
 from mlms.datasets.ingest import add_dataset
 from mlms.evaluation.record import EvaluationRequest
 from mlms.protos.mlms.v2 import calls_pb2, evaluation_pb2, evaluator_pb2_grpc
 from mlms.remote_client import RemoteClient
 from mlms.store.factory import store_from_url
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model
 from mlms.zoo.digits import load_split
-from tests.processes import MlmsProcess, free_port, wait_for
+from tests.loopback_fleet import running_fleet
 
 #: digits_cnn's top-1 on its held-out split (mlms/zoo/models/digits_cnn.yaml, seed 0).
 ZOO_TOP1 = 0.9806
 
 
 @pytest.fixture(scope="module")
-def fleet(etcd, s3, tmp_path_factory) -> Iterator[tuple[str, str]]:
+def fleet(etcd, s3, store, tmp_path_factory) -> Iterator[tuple[str, str]]:
     """(server address, store URL) of a running server and agent."""
-    home = tmp_path_factory.mktemp("datasets_fleet_home")
-    logs = tmp_path_factory.mktemp("datasets_fleet_logs")
-    env = {**s3.env, "MLMS_HOME": str(home), "MLMS_REGISTRY": etcd.url, "MLMS_STORE": s3.url}
-    AssetManager(store_from_url(s3.url), home / "cache").ensure(get_model("digits_cnn"), "torch")
-    agent_address, server_address = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    processes = [
-        MlmsProcess(
-            ["agent", "--framework", "torch", "--listen", agent_address, "--grace", "2"],
-            logs / "agent.log",
-            env,
-        ),
-        MlmsProcess(
-            ["server", "--listen", server_address, "--grace", "2"], logs / "server.log", env
-        ),
-    ]
-    client = RemoteClient(server_address)
-    try:
-        wait_for(lambda: _agents(client) == 1, 90, "the agent at the server")
-        yield server_address, s3.url
-    except AssertionError as exc:
-        text = "\n".join(f"== {p.name}\n{p.read_text()[-3000:]}" for p in logs.glob("*.log"))
-        raise AssertionError(f"{exc}\n{text}") from None
-    finally:
-        client.close()
-        for process in processes:
-            process.stop()
-
-
-def _agents(client: RemoteClient) -> int:
-    try:
-        return len(client.list_agents())
-    except errors.Unavailable:
-        return 0
+    root = tmp_path_factory.mktemp("datasets_fleet")
+    with running_fleet(etcd, s3, root, ["torch"], ["digits_cnn"], assets_from=store) as fleet:
+        yield fleet.address, s3.url
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,8 @@ from mlms.evaluation.sweep import SweepCell, SweepSpec, load_sweep, new_sweep
 from mlms.server.sweeps import SweepRun
 from mlms.store.factory import store_from_url
 from mlms.store.local import LocalStore
+from tests.loopback_fleet import LoopbackFleet, listed_agents, start_fleet
 from tests.processes import MlmsProcess, wait_for
-from tests.sweep_fleet import SweepFleet, listed_agents, start_fleet
 
 SPEC = SweepSpec(
     models=["digits_cnn", "resnet18"],
@@ -192,7 +192,7 @@ def test_a_bad_spec_over_grpc_is_invalid_argument() -> None:
 
 
 @pytest.fixture(scope="module")
-def fleet(etcd, s3, mlms_home, tmp_path_factory) -> Iterator[SweepFleet]:
+def fleet(etcd, s3, mlms_home, tmp_path_factory) -> Iterator[LoopbackFleet]:
     root = tmp_path_factory.mktemp("sweep_fleet")
     fleet = start_fleet(
         etcd.url, s3.url, s3.env, ["torch", "torch", "onnxruntime", "onnxruntime"],
@@ -212,7 +212,7 @@ def _archives(store) -> set[str]:
 
 
 def _start_sweep(
-    fleet: SweepFleet, store, name: str, seconds: float = 2
+    fleet: LoopbackFleet, store, name: str, seconds: float = 2
 ) -> tuple[MlmsProcess, str]:
     """``mlms sweep`` of 8 cells of >= ``seconds`` as a process; the new sweep's id."""
     before = set(store.list("sweeps/"))
@@ -231,7 +231,7 @@ def _running_on_agent(store, sweep_id: str) -> SweepCell | None:
     return next((c for c in running if c.agent_id), None)
 
 
-def test_kill_the_client_and_an_agent_then_resume(fleet: SweepFleet, s3) -> None:
+def test_kill_the_client_and_an_agent_then_resume(fleet: LoopbackFleet, s3) -> None:
     """Every cell ends with one record, and as many evaluations ran to completion as there
     are cells."""
     store = store_from_url(s3.url)
@@ -250,7 +250,7 @@ def test_kill_the_client_and_an_agent_then_resume(fleet: SweepFleet, s3) -> None
     assert len(_archives(store) - archives) == 8
 
 
-def test_kill_the_server_then_resume_on_another(fleet: SweepFleet, s3) -> None:
+def test_kill_the_server_then_resume_on_another(fleet: LoopbackFleet, s3) -> None:
     """The cells running when the server died finish on their agents, which list them in
     their records: the resumed sweep waits for them instead of running them again."""
     store = store_from_url(s3.url)

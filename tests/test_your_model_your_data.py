@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from mlms import errors
 from mlms.client import EmbeddedClient
 from mlms.datasets.ingest import add_dataset
 from mlms.evaluation.record import EvaluationRequest
@@ -25,7 +24,7 @@ from mlms.zoo.assets import AssetManager
 from mlms.zoo.catalog import get_model
 from mlms.zoo.digits import load_split
 from mlms.zoo.file_models import ModelOptions, parse_preprocess
-from tests.processes import MlmsProcess, free_port, wait_for
+from tests.loopback_fleet import running_fleet
 
 #: digits_cnn's top-1 on its held-out split (mlms/zoo/models/digits_cnn.yaml, seed 0).
 ZOO_TOP1 = 0.9806
@@ -109,47 +108,9 @@ def test_embedded(artifacts, holdout, tmp_path) -> None:
 @pytest.fixture(scope="module")
 def fleet(etcd, s3, tmp_path_factory) -> Iterator[str]:
     """A server and one agent per framework of FORMATS on loopback, sharing etcd and S3."""
-    home = tmp_path_factory.mktemp("your_model_fleet_home")
-    logs = tmp_path_factory.mktemp("your_model_fleet_logs")
-    env = {**s3.env, "MLMS_HOME": str(home), "MLMS_REGISTRY": etcd.url, "MLMS_STORE": s3.url}
-    server = f"127.0.0.1:{free_port()}"
-    processes = [
-        MlmsProcess(
-            [
-                "agent",
-                "--framework",
-                framework,
-                "--listen",
-                f"127.0.0.1:{free_port()}",
-                "--grace",
-                "2",
-            ],
-            logs / f"agent-{framework}.log",
-            env,
-        )
-        for framework in FORMATS.values()
-    ]
-    processes.append(
-        MlmsProcess(["server", "--listen", server, "--grace", "2"], logs / "server.log", env)
-    )
-    client = RemoteClient(server)
-    try:
-        wait_for(lambda: _agents(client) == len(FORMATS), 180, "the agents at the server")
-        yield server
-    except AssertionError as exc:
-        text = "\n".join(f"== {p.name}\n{p.read_text()[-3000:]}" for p in logs.glob("*.log"))
-        raise AssertionError(f"{exc}\n{text}") from None
-    finally:
-        client.close()
-        for process in processes:
-            process.stop()
-
-
-def _agents(client: RemoteClient) -> int:
-    try:
-        return len(client.list_agents())
-    except errors.Unavailable:
-        return 0
+    root = tmp_path_factory.mktemp("your_model_fleet")
+    with running_fleet(etcd, s3, root, list(FORMATS.values()), timeout=180) as fleet:
+        yield fleet.address
 
 
 def test_through_a_loopback_fleet(artifacts, holdout, fleet, s3) -> None:

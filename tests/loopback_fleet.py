@@ -1,5 +1,5 @@
-"""A fleet for sweeps (tests/test_sweep.py, benchmarks/sweep_parallelism.py): one ``mlms
-server`` and agents of several frameworks as real processes over a real etcd and S3 store.
+"""A fleet on loopback for the tests and benchmarks that go through one: one ``mlms server`` and
+agents of several frameworks as real processes over a real etcd and S3 store.
 
 Each agent gets an MLMS_HOME of its own, as if on a machine of its own: the device lock lives
 there, so agents sharing one would take turns on "cpu" and no sweep could run in parallel.
@@ -7,7 +7,9 @@ there, so agents sharing one would take turns on "cpu" and no sweep could run in
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,10 +24,11 @@ from tests.shared_assets import copy_asset
 
 
 @dataclass
-class SweepFleet:
+class LoopbackFleet:
     env: dict[str, str]
     root: Path
     registry_url: str
+    store_url: str
     server: MlmsProcess | None = None
     address: str = ""
     agents: dict[str, MlmsProcess] = field(default_factory=dict)  # by address
@@ -66,7 +69,7 @@ class SweepFleet:
         return RemoteClient(self.address)
 
     def logs(self) -> str:
-        return "\n".join(f"== {p.name}\n{p.read_text()[-3000:]}" for p in self.root.glob("*.log"))
+        return _logs(self.root)
 
     def stop(self) -> None:
         for process in [self.server, *self.agents.values()]:
@@ -82,7 +85,8 @@ def start_fleet(
     models: list[str],
     root: Path,
     assets_from: ObjectStore | None = None,
-) -> SweepFleet:
+    timeout: float = 120,
+) -> LoopbackFleet:
     """A server and one agent per entry of ``frameworks``, the models' assets in the store
     beforehand (agents would otherwise race to build them), all registered. The assets are
     copied from ``assets_from`` (the tests' session store) where given, else built."""
@@ -97,18 +101,41 @@ def start_fleet(
                 assets.ensure(get_model(model), framework)
             else:
                 copy_asset(assets_from, store, model, framework)
-    fleet = SweepFleet(env, root, registry_url)
+    fleet = LoopbackFleet(env, root, registry_url, store_url)
     for framework in frameworks:
         fleet.start_agent(framework)
     fleet.start_server()
-    with fleet.client() as client:
-        wait_for(
-            lambda: len(listed_agents(client)) == len(frameworks),
-            120,
-            f"{len(frameworks)} agents at the server",
-            every=0.5,
-        )
+    try:
+        with fleet.client() as client:
+            wait_for(
+                lambda: len(listed_agents(client)) == len(frameworks),
+                timeout,
+                f"{len(frameworks)} agents at the server",
+                every=0.5,
+            )
+    except AssertionError as exc:
+        fleet.stop()
+        raise AssertionError(f"{exc}\n{fleet.logs()}") from None
     return fleet
+
+
+@contextlib.contextmanager
+def running_fleet(
+    etcd, s3, root: Path, frameworks: list[str], models: list[str] = (), **options
+) -> Iterator[LoopbackFleet]:
+    """``start_fleet`` on the tests' etcd and S3 servers, stopped on leaving; an assertion that
+    fails inside carries the processes' logs."""
+    fleet = start_fleet(etcd.url, s3.url, s3.env, frameworks, list(models), root, **options)
+    try:
+        yield fleet
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{fleet.logs()}") from None
+    finally:
+        fleet.stop()
+
+
+def _logs(root: Path) -> str:
+    return "\n".join(f"== {p.name}\n{p.read_text()[-3000:]}" for p in root.glob("*.log"))
 
 
 def listed_agents(client: RemoteClient) -> list:
