@@ -10,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from mlms.datasets.index import parse_reference
 from mlms.errors import InvalidArgument
 from mlms.evaluation.precisions import PRECISIONS
+from mlms.evaluation.run_options import FIELDS as RUN_OPTIONS
+from mlms.evaluation.run_options import RunOptions
 from mlms.reasons import short_numbers
 from mlms.registry.hardware import HardwareInfo
 from mlms.tracer.levels import TraceLevel
@@ -107,26 +109,9 @@ class EvaluationRequest(BaseModel):
             raise ValueError(str(exc)) from None
 
     def options(self) -> str:
-        """The options that change what runs, for a listing: the precision always, the rest
-        where they differ from the defaults ("fp16, compile max-autotune, inputs dataset")."""
-        parts = [self.precision]
-        if self.compile is not None:
-            parts.append(f"compile {self.compile}")
-        if self.channels_last:
-            parts.append("channels-last")
-        if self.inputs != ["synthetic"]:
-            shown = self.inputs if len(self.inputs) <= 2 else [*self.inputs[:2], "..."]
-            parts.append(f"inputs {' '.join(shown)}")
-        if self.input_on_device:
-            parts.append("input on device")
-        if self.seq_len is not None:
-            parts.append(f"seq len {self.seq_len}")
-        if self.generate is not None:
-            parts.append(f"generate {self.generate}")
-        threads = (self.intra_op_threads, self.inter_op_threads)
-        if threads != (None, None):
-            parts.append(f"threads {'/'.join('-' if t is None else str(t) for t in threads)}")
-        return ", ".join(parts)
+        """The options that change what runs, for a listing (``RunOptions.line``)."""
+        values = {name: getattr(self, name) for name in RUN_OPTIONS}
+        return RunOptions(**values | {"inputs": tuple(self.inputs)}).line()
 
 
 class LatencyStats(BaseModel):
