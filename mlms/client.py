@@ -166,8 +166,11 @@ class EmbeddedClient:
             # mxnet (its own virtualenv) and tensorflow (its libraries crash torch's beside
             # them) run in a child agent, so this process can evaluate any framework next.
             from mlms.agent.child import evaluate_in_child
+            from mlms.evaluation.options import compile_mode
+            from mlms.predictors.registry import predictor_class
 
             forwarded = request.model_copy(update={"framework": framework})
+            compile_mode(forwarded, predictor_class(framework))  # a bad --compile: no child
             record = evaluate_in_child(forwarded, self.store, progress, evaluation_id=evaluation_id)
             index = self._writing_index()  # the child stored it without: index it now
             if index is not None:
