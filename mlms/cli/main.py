@@ -50,6 +50,17 @@ class _Commands(click.Group):
         module, _, name = where.partition(":")
         return getattr(importlib.import_module(module), name)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as exc:
+            # click suggests among the commands added to the group, which are none here.
+            raise click.exceptions.NoSuchCommand(
+                exc.command_name, possibilities=COMMANDS, ctx=ctx
+            ) from None
+
 
 @click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="mlms")
