@@ -23,8 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mlms.evaluation.sweep import SweepSpec, SweepState
-from tests.services import EtcdServer, S3Server
 from tests.loopback_fleet import start_fleet
+from tests.services import EtcdServer, S3Server
 
 
 def busy_seconds(intervals: list[tuple[datetime, datetime]]) -> float:

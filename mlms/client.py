@@ -137,11 +137,12 @@ class EmbeddedClient:
         with self._opening:
             if self._index is None:
                 from mlms.database.connect import url_for
-                from mlms.database.index import EvaluationIndex
-                from mlms.database.keeper import needs_rebuild, rebuild
+                from mlms.database.index import EvaluationIndex, needs_rebuild
 
                 index = EvaluationIndex(url_for(self.store, self.database))
                 if needs_rebuild(index):  # a new database beside records stored before it
+                    from mlms.database.keeper import rebuild
+
                     rebuild(self.store, index)
                 self._index = index
             return self._index
@@ -175,8 +176,11 @@ class EmbeddedClient:
             # mxnet (its own virtualenv) and tensorflow (its libraries crash torch's beside
             # them) run in a child agent, so this process can evaluate any framework next.
             from mlms.agent.child import evaluate_in_child
+            from mlms.evaluation.options import compile_mode
+            from mlms.predictors.registry import predictor_class
 
             forwarded = request.model_copy(update={"framework": framework})
+            compile_mode(forwarded, predictor_class(framework))  # a bad --compile: no child
             record = evaluate_in_child(forwarded, self.store, progress, evaluation_id=evaluation_id)
             index = self._writing_index()  # the child stored it without: index it now
             if index is not None:
@@ -221,7 +225,7 @@ class EmbeddedClient:
         return load_record(self.store, evaluation_id)
 
     def list_evaluations(self, query: EvaluationQuery | None = None) -> Evaluations:
-        from mlms.database.keeper import catch_up
+        from mlms.database.catch_up import catch_up
 
         catch_up(self.store, self.index)  # records stored while no index took them
         from mlms.evaluation.query import EvaluationQuery
@@ -230,7 +234,7 @@ class EmbeddedClient:
         return Evaluations(page.summaries, total=page.total, next_page_token=page.next_page_token)
 
     def view_evaluations(self, view: str, query: EvaluationQuery | None = None) -> list[P50Row]:
-        from mlms.database.keeper import catch_up
+        from mlms.database.catch_up import catch_up
 
         catch_up(self.store, self.index)
         from mlms.evaluation.query import EvaluationQuery

@@ -40,6 +40,11 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # keep torch.profiler's C++ chatter quiet
+# Python's bytecode cache, even where the caller's environment turns it off: the suite starts
+# hundreds of interpreters (agents, servers, CLI runs, asset builders), each of which would
+# compile mlms from source again, and each worker would rewrite every test module's asserts.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
     # The cores shared out between the workers (and the processes they start): with each of
     # them running as many OpenMP threads as there are cores, the threads spin-wait on each

@@ -16,8 +16,9 @@ import grpc
 import pytest
 
 from mlms.database import keeper
-from mlms.database.index import EvaluationIndex
-from mlms.database.keeper import catch_up, needs_rebuild, rebuild
+from mlms.database.catch_up import catch_up
+from mlms.database.index import EvaluationIndex, needs_rebuild
+from mlms.database.keeper import rebuild
 from mlms.errors import InvalidArgument, Unavailable
 from mlms.evaluation.query import EvaluationQuery
 from mlms.evaluation.record import EvaluationRecord

@@ -108,7 +108,7 @@ INVOCATIONS = compose_invocations() + k8s_invocations()
 
 def _parse(run: Invocation, monkeypatch: pytest.MonkeyPatch) -> dict:
     """The parameters click gives the command, with only the deployment's variables set."""
-    command = cli.commands.get(run.args[0])
+    command = cli.get_command(click.Context(cli), run.args[0])
     assert command is not None, f"{run.where}: 'mlms {run.args[0]}' is not an mlms command"
     envvars = {p.envvar for p in command.params if isinstance(p, click.Option) and p.envvar}
     for name in run.env:

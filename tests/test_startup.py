@@ -81,3 +81,15 @@ def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:
     and duckdb, and the probe sees them."""
     modules = loaded_modules(["--help"], tmp_path, also="mlms.analysis.engine")
     assert {"pandas", "duckdb"} <= modules
+
+
+def test_a_command_loads_only_its_own_module(tmp_path: Path) -> None:
+    """``mlms evals`` over an index made already (the first, in a new home, rebuilds it from
+    the store) loads its command and the index: no other command's module (commands load on
+    use), no record model, rebuild or sweep."""
+    assert "mlms.database.keeper" in loaded_modules(["evals"], tmp_path)  # the first: rebuilt
+    modules = loaded_modules(["evals"], tmp_path)
+    assert "mlms.cli.listing" in modules and "mlms.database.index" in modules
+    others = {"mlms.cli.evaluate", "mlms.cli.sweep", "mlms.cli.bound", "mlms.cli.models"}
+    heavy = {"mlms.evaluation.record", "mlms.database.keeper", "mlms.evaluation.sweep"}
+    assert not (others | heavy) & modules, sorted((others | heavy) & modules)

@@ -21,6 +21,7 @@ from mlms.store.factory import store_from_url
 from mlms.store.local import LocalStore
 from tests.loopback_fleet import LoopbackFleet, listed_agents, start_fleet
 from tests.processes import MlmsProcess, wait_for
+from tests.shared_assets import copy_asset
 
 SPEC = SweepSpec(
     models=["digits_cnn", "resnet18"],
@@ -161,22 +162,26 @@ def test_bad_input_is_one_line(args: list[str], message: str, tmp_path: Path, mo
     assert message in str(result.exception) and "\n" not in str(result.exception)
 
 
-def test_an_embedded_sweep_reports_and_resumes_with_nothing_to_do(tmp_path: Path, monkeypatch):
+def test_an_embedded_sweep_reports_and_resumes_with_nothing_to_do(
+    tmp_path: Path, monkeypatch, store
+):
+    own = LocalStore(tmp_path / "store")
+    for framework in ("torch", "onnxruntime"):  # the session's assets, not trained again
+        copy_asset(store, own, "digits_cnn", framework)
     monkeypatch.setenv("MLMS_HOME", str(tmp_path))
     args = ["sweep", "-m", "digits_cnn", "-f", "torch,onnxruntime", "-n", "2", "--warmup", "0",
             "--min-seconds", "0", "--report", str(tmp_path / "sweep.html")]  # fmt: skip
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
-    store = LocalStore(tmp_path / "store")
-    (key,) = store.list("sweeps/")
-    sweep = load_sweep(store, key.removeprefix("sweeps/").removesuffix(".json"))
+    (key,) = own.list("sweeps/")
+    sweep = load_sweep(own, key.removeprefix("sweeps/").removesuffix(".json"))
     assert sweep.count("completed") == 2 and f"sweep {sweep.id}" in result.output
     page = (tmp_path / "sweep.html").read_text()
     assert all(cell.evaluation_id[:8] in page for cell in sweep.cells)
-    stored = {k: store.get_bytes(k) for k in store.list("evaluations/")}
+    stored = {k: own.get_bytes(k) for k in own.list("evaluations/")}
     again = CliRunner().invoke(cli, ["sweep", "--resume", sweep.id[:10]])
     assert again.exit_code == 0, again.output
-    assert {k: store.get_bytes(k) for k in store.list("evaluations/")} == stored
+    assert {k: own.get_bytes(k) for k in own.list("evaluations/")} == stored
 
 
 def test_a_bad_spec_over_grpc_is_invalid_argument() -> None:

@@ -2,12 +2,17 @@
 
 TensorFlow never loads in the test process: its global LLVM symbols crash torch's compiler
 stack in whichever later test builds an optimizer or starts torch.profiler (``mlms.isolation``).
-Each test that needs it runs its TensorFlow part in a fresh interpreter, as mlms does.
+The tests' own TensorFlow parts run in one interpreter of their own for the module
+(``tensorflow_process``: TensorFlow loads once); evaluations run in the embedded client's
+TensorFlow agent, as mlms does.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import re
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +22,6 @@ from mlms.analysis.compare import run_options
 from mlms.client import EmbeddedClient
 from mlms.errors import InvalidArgument, UnsupportedFramework
 from mlms.evaluation.record import EvaluationRequest
-from mlms.isolation import call_in_own_process
 from mlms.predictors.base import PredictorOptions
 from mlms.store.base import ObjectStore
 from mlms.tracer.archive import read_spans
@@ -29,6 +33,14 @@ from mlms.zoo.catalog import get_model
 from mlms.zoo.digits import load_split
 from mlms.zoo.preprocess import preprocess
 from tests.framework_checks import nested_layers
+
+
+@pytest.fixture(scope="module")
+def tensorflow_process() -> Iterator[ProcessPoolExecutor]:
+    """A fresh interpreter (spawned: nothing of this process comes along) that runs the
+    module's TensorFlow functions one after another."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as process:
+        yield process
 
 
 def _keras_and_torch_logits(store: ObjectStore, cache: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -46,11 +58,13 @@ def _keras_and_torch_logits(store: ObjectStore, cache: Path) -> tuple[np.ndarray
     return np.asarray(model(batch, training=False)), expected
 
 
-def test_keras_twin_of_digits_computes_the_torch_function(store, mlms_home) -> None:
+def test_keras_twin_of_digits_computes_the_torch_function(
+    store, mlms_home, tensorflow_process
+) -> None:
     """The Keras digits model holds the torch weights, transposed: same logits, same labels."""
-    actual, expected = call_in_own_process(
-        _keras_and_torch_logits, store, mlms_home / "cache", what="the Keras twin"
-    )
+    actual, expected = tensorflow_process.submit(
+        _keras_and_torch_logits, store, mlms_home / "cache"
+    ).result()
     np.testing.assert_allclose(actual, expected, atol=1e-4)
     assert (actual.argmax(1) == expected.argmax(1)).all()
 
@@ -117,11 +131,13 @@ def _mobilenet_layer_events(
     return logits.shape, bool(np.isfinite(logits).all()), capture.events, layer_names
 
 
-def test_keras_applications_model_runs_with_layer_events(store, mlms_home) -> None:
+def test_keras_applications_model_runs_with_layer_events(
+    store, mlms_home, tensorflow_process
+) -> None:
     """A seeded keras.applications network (MobileNetV2) predicts and profiles by layer."""
-    shape, finite, events, layer_names = call_in_own_process(
-        _mobilenet_layer_events, store, mlms_home / "cache", what="MobileNetV2 on TensorFlow"
-    )
+    shape, finite, events, layer_names = tensorflow_process.submit(
+        _mobilenet_layer_events, store, mlms_home / "cache"
+    ).result()
     assert shape == (2, 1000) and finite
     assert {"conv", "relu"} <= {e.kind for e in events}
     named = sum(e.name in layer_names for e in events)
@@ -146,10 +162,10 @@ def _gpu_request_error(store: ObjectStore, cache: Path) -> str | None:
     return "no error"
 
 
-def test_gpu_request_without_a_tensorflow_gpu_is_one_clear_error(store, mlms_home) -> None:
-    message = call_in_own_process(
-        _gpu_request_error, store, mlms_home / "cache", what="a cuda:0 TensorFlow predictor"
-    )
+def test_gpu_request_without_a_tensorflow_gpu_is_one_clear_error(
+    store, mlms_home, tensorflow_process
+) -> None:
+    message = tensorflow_process.submit(_gpu_request_error, store, mlms_home / "cache").result()
     if message is None:
         pytest.skip("this TensorFlow sees a GPU")
     assert "\n" not in message

@@ -10,8 +10,8 @@ statements for both dialects; Alembic migrations create and upgrade the schema.
     connect.py     URLs, engines (SQLite in WAL mode), migrating to the head revision
     rows.py        a record as table rows; a row as a summary
     index.py       the index: claim (first writer wins), add, list pages, named views
-    keeper.py      the store's side: saving records through the index, catching up after an
-                   outage, rebuilding from the store
+    catch_up.py    indexing the records stored while no index took them (before a listing)
+    keeper.py      the store's side: rebuilding from the store, a server's upkeep
     migrations/    Alembic's environment and revisions
 
 SQLAlchemy is imported only by the modules of this package, which the CLI imports inside the

@@ -11,7 +11,7 @@ import json
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     ColumnElement,
@@ -32,7 +32,9 @@ from mlms.database.schema import evaluations, results, state, sweep_cells
 from mlms.errors import InvalidArgument
 from mlms.evaluation.query import EvaluationPage, EvaluationQuery, P50Row
 from mlms.evaluation.query_terms import VIEWS
-from mlms.evaluation.record import EvaluationRecord
+
+if TYPE_CHECKING:
+    from mlms.evaluation.record import EvaluationRecord
 
 #: Ids per ``IN (...)`` list (SQLite allows 32,766 parameters; PostgreSQL 65,535).
 CHUNK = 500
@@ -41,6 +43,8 @@ MAX_VIEW_ROWS = 10_000
 #: The state key of a value that every write of the index changes (in its transaction): what
 #: was read while it held one value is still the answer while it holds it.
 GENERATION_KEY = "generation"
+#: The state key set once a rebuild from the store has gone through (``keeper.rebuild``).
+REBUILT_KEY = "rebuilt"
 #: Where rows without a value sort among numbers (p50, throughput are never negative).
 _NO_NUMBER = -1.0
 _SORT_COLUMNS = {
@@ -281,6 +285,11 @@ def _new() -> str:
     return uuid.uuid4().hex
 
 
+def needs_rebuild(index: EvaluationIndex) -> bool:
+    """True until a rebuild has gone through once (a new database over an existing store)."""
+    return index.get_state(REBUILT_KEY) is None
+
+
 def _filters(query: EvaluationQuery) -> list[ColumnElement[bool]]:
     e = evaluations
     where: list[ColumnElement[bool]] = []
@@ -338,4 +347,4 @@ def _after(query: EvaluationQuery) -> tuple[Any, str]:
     return value, evaluation_id
 
 
-__all__ = ["EvaluationIndex"]
+__all__ = ["REBUILT_KEY", "EvaluationIndex", "needs_rebuild"]

@@ -19,26 +19,24 @@ from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from mlms.database.index import EvaluationIndex
+from mlms.database.catch_up import BATCH, catch_up, read_record
+from mlms.database.index import REBUILT_KEY, EvaluationIndex, needs_rebuild
 from mlms.database.rows import evaluation_row, result_rows
-from mlms.errors import MlmsError, StoreError
-from mlms.evaluation.record import EvaluationRecord
-from mlms.evaluation.records import PENDING, RECORDS, stored_ids
+from mlms.errors import MlmsError
+from mlms.evaluation.record_keys import PENDING
+from mlms.evaluation.records import stored_ids
 from mlms.evaluation.sweep import PREFIX as SWEEPS
 from mlms.evaluation.sweep import SweepState
 from mlms.store.base import ObjectStore
 
 log = logging.getLogger(__name__)
 
-#: Records read and indexed per transaction.
-BATCH = 500
 #: Records read from the store at once (S3 answers each in a round trip).
 READERS = 8
 #: Rebuilds of at least this many records read them in processes of their own.
 PARALLEL_FROM = 4 * BATCH
 #: The state key under which the index keeps the URL of the store it indexes.
 STORE_KEY = "store"
-REBUILT_KEY = "rebuilt"
 
 Progress = Callable[[int, int], None]  # (done, total)
 
@@ -157,42 +155,8 @@ def _rows_of(store: ObjectStore, batch: list[str]) -> Rows:
     """The index rows of the readable records of ``batch`` (S3 answers each read in a round
     trip: ``READERS`` at once)."""
     with ThreadPoolExecutor(READERS) as pool:
-        records = [r for r in pool.map(lambda i: _read(store, i), batch) if r is not None]
+        records = [r for r in pool.map(lambda i: read_record(store, i), batch) if r is not None]
     return [evaluation_row(r) for r in records], [row for r in records for row in result_rows(r)]
-
-
-def catch_up(store: ObjectStore, index: EvaluationIndex) -> int:
-    """Index the records stored with a pending marker (no index took them then), dropping
-    each marker once its record is indexed; how many were added. A marker whose record is not
-    in the store yet (being written) stays for the next time."""
-    keys = store.list(PENDING)
-    ids = [key[len(PENDING) :] for key in keys]
-    added = 0
-    for start in range(0, len(ids), BATCH):
-        chunk = ids[start : start + BATCH]
-        records = [r for r in map(lambda i: _read(store, i, quiet=True), chunk) if r is not None]
-        added += index.add(records)
-        for record in records:
-            store.delete(f"{PENDING}{record.id}")
-    return added
-
-
-def _read(store: ObjectStore, evaluation_id: str, quiet: bool = False) -> EvaluationRecord | None:
-    try:
-        return RECORDS.model.model_validate_json(
-            store.get_bytes(f"{RECORDS.prefix}{evaluation_id}.json")
-        )
-    except StoreError as exc:
-        if not quiet:
-            log.warning("index: no record %s in %s: %s", evaluation_id, store.url, exc)
-    except ValueError as exc:  # pydantic's ValidationError: another version's, or damaged
-        log.warning("index: skipping unreadable record %s: %s", evaluation_id, exc)
-    return None
-
-
-def needs_rebuild(index: EvaluationIndex) -> bool:
-    """True until a rebuild has gone through once (a new database over an existing store)."""
-    return index.get_state(REBUILT_KEY) is None
 
 
 def index_sweep(index: EvaluationIndex, sweep: SweepState) -> None:

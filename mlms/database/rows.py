@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mlms.evaluation.record import EvaluationRecord, options_text
+from mlms.evaluation.run_options import RunOptions
 from mlms.evaluation.summary import EvaluationSummary
+
+if TYPE_CHECKING:
+    from mlms.evaluation.record import EvaluationRecord
 
 
 def utc_naive(moment: datetime) -> datetime:
@@ -102,12 +105,12 @@ def summary_of(row: Mapping[str, Any]) -> EvaluationSummary:
 
 def _options(row: Mapping[str, Any]) -> str:
     """``EvaluationRequest.options`` from the indexed fields (threads are not indexed)."""
-    return options_text(
-        row["precision"],
+    return RunOptions(
+        precision=row["precision"],
         compile=row["compile"],
         channels_last=row["channels_last"],
-        inputs=row["inputs"].split(",") if row["inputs"] else ["synthetic"],
+        inputs=tuple(row["inputs"].split(",")) if row["inputs"] else ("synthetic",),
         input_on_device=row["input_on_device"],
         seq_len=row["seq_len"],
         generate=row["generate"],
-    )
+    ).line()

@@ -10,8 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from mlms.evaluation.precisions import PRECISIONS
 from mlms.evaluation.query_terms import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, SORT_KEYS
-from mlms.evaluation.record import PRECISIONS
 from mlms.evaluation.summary import EvaluationSummary
 
 _SWEEP_ID = re.compile(r"[0-9a-f]{32}")

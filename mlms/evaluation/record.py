@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal
 
@@ -11,6 +10,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from mlms.datasets.index import parse_reference
 from mlms.errors import InvalidArgument
 from mlms.evaluation.precisions import PRECISIONS
+from mlms.evaluation.run_options import FIELDS as RUN_OPTIONS
+from mlms.evaluation.run_options import RunOptions
 from mlms.reasons import short_numbers
 from mlms.registry.hardware import HardwareInfo
 from mlms.tracer.levels import TraceLevel
@@ -108,50 +109,9 @@ class EvaluationRequest(BaseModel):
             raise ValueError(str(exc)) from None
 
     def options(self) -> str:
-        """The options that change what runs, for a listing: the precision always, the rest
-        where they differ from the defaults ("fp16, compile max-autotune, inputs dataset")."""
-        return options_text(
-            self.precision,
-            compile=self.compile,
-            channels_last=self.channels_last,
-            inputs=self.inputs,
-            input_on_device=self.input_on_device,
-            seq_len=self.seq_len,
-            generate=self.generate,
-            threads=(self.intra_op_threads, self.inter_op_threads),
-        )
-
-
-def options_text(
-    precision: str,
-    *,
-    compile: str | None = None,
-    channels_last: bool = False,
-    inputs: Sequence[str] = ("synthetic",),
-    input_on_device: bool = False,
-    seq_len: int | None = None,
-    generate: int | None = None,
-    threads: tuple[int | None, int | None] = (None, None),
-) -> str:
-    """``EvaluationRequest.options`` from plain values (a listing makes it from the index's
-    columns, without a request object per row)."""
-    parts = [precision]
-    if compile is not None:
-        parts.append(f"compile {compile}")
-    if channels_last:
-        parts.append("channels-last")
-    if list(inputs) != ["synthetic"]:
-        shown = inputs if len(inputs) <= 2 else [*inputs[:2], "..."]
-        parts.append(f"inputs {' '.join(shown)}")
-    if input_on_device:
-        parts.append("input on device")
-    if seq_len is not None:
-        parts.append(f"seq len {seq_len}")
-    if generate is not None:
-        parts.append(f"generate {generate}")
-    if threads != (None, None):
-        parts.append(f"threads {'/'.join('-' if t is None else str(t) for t in threads)}")
-    return ", ".join(parts)
+        """The options that change what runs, for a listing (``RunOptions.line``)."""
+        values = {name: getattr(self, name) for name in RUN_OPTIONS}
+        return RunOptions(**values | {"inputs": tuple(self.inputs)}).line()
 
 
 class LatencyStats(BaseModel):

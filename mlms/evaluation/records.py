@@ -17,14 +17,12 @@ from typing import Protocol
 
 from mlms.errors import InvalidArgument, MlmsError, StoreError, Unavailable, UnknownEvaluation
 from mlms.evaluation.record import EvaluationRecord
+from mlms.evaluation.record_keys import PENDING, PREFIX
 from mlms.store.base import ObjectStore
 from mlms.store.json_records import JsonRecords
 
 log = logging.getLogger(__name__)
 
-PREFIX = "evaluations/"
-#: Markers of records stored while no index took them: ``index/pending/<id>``.
-PENDING = "index/pending/"
 #: How long a refused copy waits for the first copy's record to appear in the store.
 WINNER_WAIT_S = 60.0
 #: Ids are uuid4 hex; checked before one becomes part of a store key or a path.

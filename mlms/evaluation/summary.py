@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from mlms.evaluation.record import EvaluationRecord
-from mlms.registry.hardware import GpuInfo
+if TYPE_CHECKING:
+    from mlms.evaluation.record import EvaluationRecord
+    from mlms.registry.hardware import GpuInfo
 
 
 def gpu_of(record: EvaluationRecord) -> GpuInfo | None:

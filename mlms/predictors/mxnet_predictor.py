@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from mlms.errors import UnsupportedFramework
+from mlms.predictors.alignment import per_predict
 from mlms.predictors.base import LayerCapture, PredictAnchor, Predictor, anchor
 from mlms.tracer.layer_kinds import normalise_kind
 from mlms.tracer.levels import TraceLevel
@@ -157,21 +158,18 @@ class MXNetPredictor(Predictor):
     def _convert(
         self, marks: list[OpEvent], ops: list[OpEvent], anchors: list[PredictAnchor]
     ) -> Iterator[TimedEvent]:
-        if len(marks) != len(anchors):
-            raise RuntimeError(
-                f"the MXNet profiler recorded {len(marks)} predict tasks for "
-                f"{len(anchors)} predict calls"
-            )
-        position = 0
-        for mark, where in zip(marks, anchors, strict=True):
-            inside = []
-            while position < len(ops) and ops[position].start_ns <= mark.end_ns:
-                if ops[position].start_ns >= mark.start_ns:
-                    inside.append(ops[position])
-                position += 1
-            offset_ns = where.start_ns - mark.start_ns
-            for index, (op, nodes) in enumerate(align(inside, self.graph)):
-                yield _timed(op, nodes, index, offset_ns, where.thread)
+        windows = per_predict(
+            marks,
+            anchors,
+            lambda mark: (mark.start_ns, mark.end_ns),
+            ops,
+            lambda op: op.start_ns,
+            profiler="the MXNet profiler",
+            marks_are="predict tasks",
+        )
+        for window in windows:
+            for index, (op, nodes) in enumerate(align(window.events, self.graph)):
+                yield _timed(op, nodes, index, window.offset_ns, window.anchor.thread)
 
 
 def align(ops: list[OpEvent], graph: list[GraphNode]) -> list[tuple[OpEvent, list[GraphNode]]]:

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from mlms.errors import UnsupportedFramework
+from mlms.predictors.alignment import per_predict
 from mlms.predictors.base import LayerCapture, PredictAnchor, Predictor, anchor
 from mlms.predictors.onnx_layer_costs import GraphCosts
 from mlms.tracer.layer_kinds import normalise_kind
@@ -150,27 +151,18 @@ class OnnxRuntimePredictor(Predictor):
         capture.events = list(self._convert(events, anchors))
 
     def _convert(self, events: list[dict], anchors: list[PredictAnchor]) -> Iterator[TimedEvent]:
-        runs = sorted((e for e in events if e.get("name") == "model_run"), key=lambda e: e["ts"])
-        if len(runs) != len(anchors):
-            raise RuntimeError(
-                f"onnxruntime profiled {len(runs)} runs for {len(anchors)} predict calls"
-            )
-        nodes = sorted(
+        windows = per_predict(
+            (e for e in events if e.get("name") == "model_run"),
+            anchors,
+            lambda run: (run["ts"] * 1000, (run["ts"] + run["dur"]) * 1000),
             (e for e in events if e.get("cat") == "Node" and e["name"].endswith(NODE_SUFFIX)),
-            key=lambda e: e["ts"],
+            lambda node: node["ts"] * 1000,
+            profiler="onnxruntime",
+            marks_are="model_run events",
         )
-        position = 0
-        for run, where in zip(runs, anchors, strict=True):
-            offset_ns = where.start_ns - run["ts"] * 1000
-            end = run["ts"] + run["dur"]
-            index = 0
-            while position < len(nodes) and nodes[position]["ts"] <= end:
-                node = nodes[position]
-                position += 1
-                if node["ts"] < run["ts"]:
-                    continue
-                yield self._timed(node, index, offset_ns, where.thread)
-                index += 1
+        for window in windows:
+            for index, node in enumerate(window.events):
+                yield self._timed(node, index, window.offset_ns, window.anchor.thread)
 
     def _timed(self, node: dict, index: int, offset_ns: int, thread: int) -> TimedEvent:
         args = node.get("args", {})

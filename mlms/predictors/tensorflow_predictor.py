@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from mlms.errors import UnsupportedFramework
+from mlms.predictors.alignment import per_predict
 from mlms.predictors.base import LayerCapture, PredictAnchor, Predictor, anchor
 from mlms.tracer.layer_kinds import normalise_kind
 from mlms.tracer.levels import TraceLevel
@@ -135,27 +136,24 @@ class TensorFlowPredictor(Predictor):
     def _convert(
         self, marks: list[HostEvent], nodes: list[HostEvent], anchors: list[PredictAnchor]
     ) -> list[TimedEvent]:
-        if len(marks) != len(anchors):
-            raise RuntimeError(
-                f"the TensorFlow profiler recorded {len(marks)} predict traces for "
-                f"{len(anchors)} predict calls"
-            )
-        events: list[TimedEvent] = []
+        windows = per_predict(
+            marks,
+            anchors,
+            lambda mark: (mark.start_ns, mark.end_ns),
+            nodes,
+            lambda node: node.start_ns,
+            profiler="the TensorFlow profiler",
+            marks_are="predict traces",
+        )
         # A node's layer slot is its place in the order nodes first ran, the same in every
         # predict: independent ops run side by side on the inter-op threads and finish in a
         # different order each time, so counting by start time would shuffle the slots.
         slots: dict[str, int] = {}
-        position = 0
-        for mark, where in zip(marks, anchors, strict=True):
-            offset_ns = where.start_ns - mark.start_ns
-            while position < len(nodes) and nodes[position].start_ns <= mark.end_ns:
-                node = nodes[position]
-                position += 1
-                if node.start_ns < mark.start_ns:
-                    continue
-                index = slots.setdefault(node.name, len(slots))
-                events.append(self._timed(node, index, offset_ns, where.thread))
-        return events
+        return [
+            self._timed(node, slots.setdefault(node.name, len(slots)), w.offset_ns, w.anchor.thread)
+            for w in windows
+            for node in w.events
+        ]
 
     def _timed(self, node: HostEvent, index: int, offset_ns: int, thread: int) -> TimedEvent:
         node_name, _, op_type = node.name.rpartition(":")

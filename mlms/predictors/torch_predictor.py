@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from mlms.errors import UnsupportedFramework
+from mlms.predictors.alignment import per_predict
 from mlms.predictors.base import InputCopy, LayerCapture, PredictAnchor, Predictor, anchor
 from mlms.predictors.torch_layer_costs import Batch, LayerCosts, OutputMeta, output_meta
 from mlms.predictors.torch_layer_hooks import HookedLayers
@@ -259,25 +260,26 @@ class TorchPredictor(Predictor):
             for handle in handles:
                 handle.remove()
             predicts, self._predicts = self._predicts, None
-        marks = [e for e in profiler.events() if e.name == MARK]
-        if len(marks) != len(predicts):
-            raise RuntimeError(
-                f"torch.profiler recorded {len(marks)} predict ranges for "
-                f"{len(predicts)} predict calls"
-            )
-        marks.sort(key=lambda e: e.time_range.start)
+        windows = per_predict(
+            (e for e in profiler.events() if e.name == MARK),
+            [where for where, _ in predicts],
+            lambda mark: (int(mark.time_range.start * 1000), int(mark.time_range.end * 1000)),
+            profiler="torch.profiler",
+            marks_are="predict ranges",
+        )
         outputs_of = {path: iter(metas) for path, metas in outputs.items()}
-        for mark, (where, batch) in zip(marks, predicts, strict=True):
-            offset_ns = where.start_ns - int(mark.time_range.start * 1000)
+        for window, (_, batch) in zip(windows, predicts, strict=True):
             counted = self._costs.count(batch)
-            for index, layer in enumerate(_layers_under(mark, module_path="")):
+            for index, layer in enumerate(_layers_under(window.mark, module_path="")):
                 costs = self._costs.attributes(
                     layer.path,
                     counted,
                     next(outputs_of[layer.path], ()) if layer.path else (),
                     layer.event.cpu_memory_usage,
                 )
-                capture.events.append(_timed(layer, index, offset_ns, where.thread, costs))
+                capture.events.append(
+                    _timed(layer, index, window.offset_ns, window.anchor.thread, costs)
+                )
 
 
 def _with_weights(torch: Any, manifest: Any, state: dict[str, Any]) -> Any:
