@@ -17,9 +17,11 @@ from mlms.client import EmbeddedClient
 from mlms.protos.mlms.v2 import advice_pb2, evaluator_pb2_grpc, types_pb2
 from mlms.remote_client import RemoteClient
 from mlms.store.factory import store_from_url
+from mlms.ui.config import UiConfig
 from tests.processes import MlmsProcess, free_port, wait_for
 from tests.shared_assets import copy_asset
 from tests.test_datasets import run_cli
+from tests.test_ui import serving
 
 CALL_TIMEOUT_S = 120
 #: torch on the CPU at fp32 and bf16, one thread, channels-last off: two configurations.
@@ -42,11 +44,13 @@ TINY = {
 def _check_advice(record: AdviceRecord) -> None:
     assert record.space == 2 and len(record.rows) == 2
     assert {r.config.precision for r in record.rows} == {"fp32", "bf16"}
-    # Probes: the baseline and one setting changed; then the best predicted verified, and the
-    # second too when its interval reaches past the first's.
-    sources = sorted(o.source for o in record.observations)
+    # Probes: the baseline, one setting changed, the baseline again; then the best predicted
+    # verified, and the second too when its interval reaches past the first's.
+    sources = [o.source for o in record.observations]
     verified = [r for r in record.rows if r.achieved is not None]
-    assert sources == ["probe", "probe"] + ["verified"] * len(verified)
+    assert sources == ["probe"] * 3 + ["verified"] * len(verified)
+    probed = [o.config.precision for o in record.observations[:3]]
+    assert probed == ["fp32", "bf16", "fp32"]
     assert verified[0] == record.rows[0]
     assert len(verified) == 2 or record.rows[1].low > record.rows[0].high
     for row in record.rows:
@@ -79,7 +83,7 @@ def test_advise_embedded_cli_record_and_report(
     assert status == 0, err
     record = AdviceRecord.model_validate_json(out)
     _check_advice(record)
-    assert record.request == AdviceRequest(**TINY)
+    assert record.request == AdviceRequest(**{**TINY, "budget_minutes": 10})
     client = EmbeddedClient()
     assert record.id in {a.id for a in client.list_advice()}
     assert client.store.exists(f"advice/{record.id}.json")
@@ -96,6 +100,18 @@ def test_advise_embedded_cli_record_and_report(
     assert 'id="advice-table-0"' in html and f"advice {record.id[:8]}" in html
     verified = sum(r.achieved is not None for r in record.rows)
     assert f"wrote the report of {verified} evaluation(s)" in err
+    # The web UI lists it and shows its configurations beside the report of the verified.
+    with serving(UiConfig()) as ui:
+        listing = ui.get("/advice")
+        assert listing.status_code == 200 and f'href="/advice/{record.id}"' in listing.text
+        shown = ui.get(f"/advice/{record.id[:10]}")
+        assert shown.status_code == 200 and 'id="configurations"' in shown.text
+        assert record.rows[0].config.label() in shown.text
+        assert f'src="/advice/{record.id}/report"' in shown.text
+        report = ui.get(f"/advice/{record.id}/report")
+        assert report.status_code == 200 and 'id="advice-table-0"' in report.text
+        missing = ui.get("/advice/0123456789")
+        assert missing.status_code == 404 and "no advice with id '0123456789'" in missing.text
 
 
 @pytest.mark.parametrize(
@@ -133,8 +149,9 @@ def test_an_energy_objective_without_a_counter_fails_naming_why(
     lines = err.splitlines()
     if status == 0:
         pytest.skip("this machine's CPU has readable RAPL counters")
-    assert status == 1 and len(lines) == 1, err
-    assert lines[0].startswith("mlms: error: --objective energy: cpu reports no energy here (")
+    # The steps before it, then one error line.
+    assert status == 1 and sum(line.startswith("mlms: error:") for line in lines) == 1, err
+    assert lines[-1].startswith("mlms: error: --objective energy: cpu reports no energy here (")
 
 
 # -- through a fleet -------------------------------------------------------------------------

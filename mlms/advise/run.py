@@ -292,6 +292,21 @@ class _Session:
                 continue
             self.records[answer.id] = answer
             self._observe(answer, plan[0][0], "probe", seconds)
+        if single and time.monotonic() < self.deadline:
+            self._again(request)
+
+    def _again(self, request: AdviceRequest) -> None:
+        """Each baseline measured once more, after the settings: every predicted combination
+        divides by the baseline once per setting it combines, so its error compounds; a
+        second measurement (the load may have changed meanwhile) halves its variance and
+        shows how far the two disagree."""
+        plans = [([self.space.baseline(f, self.effect_batch)], "probe") for f in self.baselines]
+        self.say(f"probing the baseline(s) again: {', '.join(self.baselines)}")
+        answers = self._evaluations(plans, request.probe_iterations, request.probe_min_seconds)
+        for (configs, _kind), (answer, seconds) in zip(plans, answers, strict=True):
+            if not isinstance(answer, MlmsError):
+                self.records[answer.id] = answer
+                self._observe(answer, configs[0], "probe", seconds)
 
     # -- prediction and verification ------------------------------------------------------
 
