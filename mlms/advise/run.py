@@ -313,8 +313,10 @@ class _Session:
     def predict(self, priors: dict[tuple[str, str, object], Prior]) -> list[AdviceRow]:
         request = self.request
         baselines = {f: self.space.baseline(f, self.effect_batch) for f in self.baselines}
-        per_input = request.objective == "throughput"
-        cost_of = (lambda o: 1000.0 / o.value) if per_input else (lambda o: o.value)
+        # Costs, lower is better: ms per batch, ms per input, joules per input.
+        rate = request.objective == "throughput"
+        cost_of = (lambda o: 1000.0 / o.value) if rate else (lambda o: o.value)
+        per_input = request.objective != "latency"
         cost = CostModel(self.observations, baselines, cost_of, per_input, priors)
         latency = CostModel(self.observations, baselines, lambda o: o.p50_ms, False)
         tails: dict[str, float] = {}
@@ -333,7 +335,7 @@ class _Session:
             if math.isnan(guess.value):
                 continue
             value, low, high = guess.value, guess.low, guess.high
-            if per_input:  # ms per input -> inputs per second (the interval flips)
+            if rate:  # ms per input -> inputs per second (the interval flips)
                 value, low, high = 1000.0 / value, 1000.0 / high, 1000.0 / low
             tail = latency.predict(config).value * tails[config.framework]
             rows.append(
