@@ -78,12 +78,13 @@ def test_advise_embedded_cli_record_and_report(
     args = ["advise", "--model", "digits_cnn", "--frameworks", "torch", "--precision",
             "fp32,bf16", "--compile", "none", "--channels-last", "off", "--threads", "1",
             "-n", "3", "--min-seconds", "0", "--probe-iterations", "2",
-            "--probe-min-seconds", "0", "--verify", "2", "--json"]  # fmt: skip
+            "--probe-min-seconds", "0", "--verify", "2", "--budget-minutes", "60",
+            "--json"]  # fmt: skip
     status, out, err = run_cli(args, capsys, monkeypatch)
     assert status == 0, err
     record = AdviceRecord.model_validate_json(out)
     _check_advice(record)
-    assert record.request == AdviceRequest(**{**TINY, "budget_minutes": 10})
+    assert record.request == AdviceRequest(**TINY)
     client = EmbeddedClient()
     assert record.id in {a.id for a in client.list_advice()}
     assert client.store.exists(f"advice/{record.id}.json")
