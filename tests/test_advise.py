@@ -228,3 +228,7 @@ def test_bad_advise_requests_over_grpc(fleet: str) -> None:
     assert code == grpc.StatusCode.NOT_FOUND and "hardware 'h100': no live agent" in details
     code, details = status(advice_pb2.AdviceSpec(model="nope"))
     assert code == grpc.StatusCode.NOT_FOUND and "'nope'" in details
+    # A path names a file on the caller's machine: the server reads none.
+    code, details = status(advice_pb2.AdviceSpec(model="/etc/passwd"))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "a server never reads files by path" in details

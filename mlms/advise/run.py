@@ -31,7 +31,7 @@ from mlms.evaluation.records import load_record
 from mlms.registry.hardware import HardwareInfo, resolve
 from mlms.store.base import ObjectStore
 from mlms.tracer.levels import TraceLevel
-from mlms.zoo.resolve import resolve_model
+from mlms.zoo.resolve import resolve_model, resolve_served
 
 log = logging.getLogger(__name__)
 
@@ -94,11 +94,13 @@ def advise(
     bounds: Sequence[BoundRecord] = (),
     step: Step | None = None,
     advice_id: str | None = None,
+    served: bool = False,
 ) -> AdviceRecord:
-    """The advice for ``request`` on ``hardware`` (where the evaluations ``run``), stored."""
+    """The advice for ``request`` on ``hardware`` (where the evaluations ``run``), stored.
+    ``served``: for a caller on another machine, whose paths name no file here."""
     started = time.monotonic()
     say = step or (lambda _line: None)
-    manifest = resolve_model(request.model, store)
+    manifest = (resolve_served if served else resolve_model)(request.model, store)
     device = resolve(request.hw, hardware)
     gpu = next((g for g in hardware.gpus if device == f"cuda:{g.index}"), None)
     capability = tuple(int(p) for p in gpu.compute_capability.split(".")[:2]) if gpu else None
