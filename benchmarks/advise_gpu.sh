@@ -9,7 +9,7 @@
 #   run(command="benchmarks/advise_gpu.sh $OUT", carry=[".whl-gpu"])
 # Dry mode on a CPU machine (the repository's .venv; digits_cnn, a tiny space, a few seconds
 # of measurement) checks the script itself:
-#   benchmarks/advise_gpu.sh /tmp/advise-dry --dry
+#   benchmarks/advise_gpu.sh /tmp/advise-dry --dry   (MLMS_HOME: a store with digits_cnn built)
 # The hard budget is ADVISE_GPU_TIMEOUT seconds (default 110) for the whole check.
 set -uo pipefail
 OUT=${1:?usage: benchmarks/advise_gpu.sh OUT_DIR [--dry]}
@@ -17,7 +17,7 @@ MODE=${2:-gpu}
 mkdir -p "$OUT"
 if [ "$MODE" = "--dry" ]; then
     PY=${PYTHON:-.venv/bin/python}
-    export PYTHONPATH=$PWD MLMS_HOME=$OUT/home PYTHONUNBUFFERED=1
+    export PYTHONPATH=$PWD MLMS_HOME=${MLMS_HOME:-$OUT/home} PYTHONUNBUFFERED=1
     ARGS=(--models digits_cnn --hw cpu --objective throughput --frameworks torch
           --precisions fp32,bf16 --compile none --threads 2 --batch-sizes 1,4
           --iterations 3 --min-seconds 0.05 --probe-iterations 3 --probe-min-seconds 0.02
