@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# mlms advise against an exhaustive sweep of the same space on the lent H100, in about 100 s:
+# mlms advise against an exhaustive sweep of the same space on the lent H100 (--hw gpu: the first
+# GPU, so an H200 serves too), in about 100 s:
 # resnet50, throughput objective, torch at fp32, fp16 and bf16, channels-last on and off,
 # batch sizes 1, 32 and 128 (18 configurations, one evaluation each in the sweep), through
 # benchmarks/advise_check.py. Prints its table and writes it under OUT_DIR.
@@ -33,7 +34,7 @@ else
         KINETO_LOG_LEVEL=5 USE_TF=0
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader \
         2>&1 | tee "$OUT/env.txt"
-    ARGS=(--models resnet50 --hw h100 --objective throughput --frameworks torch
+    ARGS=(--models resnet50 --hw gpu --objective throughput --frameworks torch
           --precisions fp32,fp16,bf16 --compile none --batch-sizes 1,32,128
           --iterations 20 --min-seconds 0.5 --probe-iterations 5 --probe-min-seconds 0.1
           --verify 2 --budget-minutes 1)
