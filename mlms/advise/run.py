@@ -51,6 +51,9 @@ WHAT_IFS = {
     ("compile", "xla"): "fusion",
 }
 PRIOR_SIGMA = 0.3  # a what-if is an optimum, not a prediction: a wide interval
+#: A baseline probe whose median is known to no better than this (relative half-width of its
+#: 95% interval) is probed again.
+NOISY = 0.05
 
 Step = Callable[[str], None]
 
@@ -298,12 +301,23 @@ class _Session:
             self._again(request)
 
     def _again(self, request: AdviceRequest) -> None:
-        """Each baseline measured once more, after the settings: every predicted combination
-        divides by the baseline once per setting it combines, so its error compounds; a
-        second measurement (the load may have changed meanwhile) halves its variance and
-        shows how far the two disagree."""
-        plans = [([self.space.baseline(f, self.effect_batch)], "probe") for f in self.baselines]
-        self.say(f"probing the baseline(s) again: {', '.join(self.baselines)}")
+        """Each noisy baseline measured once more, after the settings: every predicted
+        combination divides by the baseline once per setting it combines, so its error
+        compounds; a second measurement (the load may have changed meanwhile) halves its
+        variance and shows how far the two disagree."""
+        noisy = [
+            f
+            for f in self.baselines
+            if any(
+                o.spread > NOISY
+                for o in self.observations
+                if o.config == self.space.baseline(f, self.effect_batch)
+            )
+        ]
+        if not noisy:
+            return
+        plans = [([self.space.baseline(f, self.effect_batch)], "probe") for f in noisy]
+        self.say(f"probing the noisy baseline(s) again: {', '.join(noisy)}")
         answers = self._evaluations(plans, request.probe_iterations, request.probe_min_seconds)
         for (configs, _kind), (answer, seconds) in zip(plans, answers, strict=True):
             if not isinstance(answer, MlmsError):
