@@ -285,12 +285,13 @@ class EmbeddedClient:
                     answers.append(exc)
             return answers
 
+        index = self._writing_index() if request.use_stored else None
         return advise(
             request,
             store=self.store,
             hardware=detect(),
             run=run,
-            stored=stored_from_index(self.store, self.index),
+            stored=None if index is None else stored_from_index(self.store, index),
             bounds=self.list_bounds(),
             step=step,
         )

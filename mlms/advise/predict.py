@@ -90,16 +90,30 @@ class CostModel:
         self.baselines = baselines
         self.priors = priors or {}
         self.per_input = per_input
-        self.direct: dict[Config, tuple[float, float, str]] = {}
         self.effects: dict[tuple[str, str, object], tuple[float, float]] = {}
         self.base: dict[str, tuple[float, float]] = {}
         self.residual: dict[str, float] = {}
         self._batch: dict[str, dict[int, float]] = {}
         by_framework: dict[str, list[Observation]] = {}
+        same: dict[Config, list[Observation]] = {}
         for obs in observations:
             by_framework.setdefault(obs.config.framework, []).append(obs)
-            # The latest of each source wins; a probe or verification beats a stored run.
-            self.direct[obs.config] = (cost(obs), obs.spread, obs.source)
+            same.setdefault(obs.config, []).append(obs)
+        # A configuration measured directly: the geometric mean of its measurements, their
+        # spread that of the mean (or how far they disagree, when more).
+        self.direct: dict[Config, tuple[float, float, str]] = {}
+        for config, seen in same.items():
+            logs = [math.log(cost(o)) for o in seen]
+            mean = sum(logs) / len(logs)
+            spread = math.sqrt(sum(o.spread**2 for o in seen)) / len(seen)
+            if len(seen) > 1:
+                spread = max(spread, float(np.std(logs, ddof=1)))
+            sources = {o.source for o in seen}
+            self.direct[config] = (
+                math.exp(mean),
+                spread,
+                "stored" if sources == {"stored"} else "probe",
+            )
         for framework, seen in by_framework.items():
             if framework in baselines:
                 self._fit(framework, seen, cost)

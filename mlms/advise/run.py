@@ -31,7 +31,7 @@ from mlms.evaluation.records import load_record
 from mlms.registry.hardware import HardwareInfo, resolve
 from mlms.store.base import ObjectStore
 from mlms.tracer.levels import TraceLevel
-from mlms.zoo.resolve import resolve_model
+from mlms.zoo.resolve import resolve_model, resolve_served
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +51,9 @@ WHAT_IFS = {
     ("compile", "xla"): "fusion",
 }
 PRIOR_SIGMA = 0.3  # a what-if is an optimum, not a prediction: a wide interval
+#: A baseline probe whose median is known to no better than this (relative half-width of its
+#: 95% interval) is probed again.
+NOISY = 0.05
 
 Step = Callable[[str], None]
 
@@ -94,11 +97,13 @@ def advise(
     bounds: Sequence[BoundRecord] = (),
     step: Step | None = None,
     advice_id: str | None = None,
+    served: bool = False,
 ) -> AdviceRecord:
-    """The advice for ``request`` on ``hardware`` (where the evaluations ``run``), stored."""
+    """The advice for ``request`` on ``hardware`` (where the evaluations ``run``), stored.
+    ``served``: for a caller on another machine, whose paths name no file here."""
     started = time.monotonic()
     say = step or (lambda _line: None)
-    manifest = resolve_model(request.model, store)
+    manifest = (resolve_served if served else resolve_model)(request.model, store)
     device = resolve(request.hw, hardware)
     gpu = next((g for g in hardware.gpus if device == f"cuda:{g.index}"), None)
     capability = tuple(int(p) for p in gpu.compute_capability.split(".")[:2]) if gpu else None
@@ -292,14 +297,42 @@ class _Session:
                 continue
             self.records[answer.id] = answer
             self._observe(answer, plan[0][0], "probe", seconds)
+        if single and time.monotonic() < self.deadline:
+            self._again(request)
+
+    def _again(self, request: AdviceRequest) -> None:
+        """Each noisy baseline measured once more, after the settings: every predicted
+        combination divides by the baseline once per setting it combines, so its error
+        compounds; a second measurement (the load may have changed meanwhile) halves its
+        variance and shows how far the two disagree."""
+        noisy = [
+            f
+            for f in self.baselines
+            if any(
+                o.spread > NOISY
+                for o in self.observations
+                if o.config == self.space.baseline(f, self.effect_batch)
+            )
+        ]
+        if not noisy:
+            return
+        plans = [([self.space.baseline(f, self.effect_batch)], "probe") for f in noisy]
+        self.say(f"probing the noisy baseline(s) again: {', '.join(noisy)}")
+        answers = self._evaluations(plans, request.probe_iterations, request.probe_min_seconds)
+        for (configs, _kind), (answer, seconds) in zip(plans, answers, strict=True):
+            if not isinstance(answer, MlmsError):
+                self.records[answer.id] = answer
+                self._observe(answer, configs[0], "probe", seconds)
 
     # -- prediction and verification ------------------------------------------------------
 
     def predict(self, priors: dict[tuple[str, str, object], Prior]) -> list[AdviceRow]:
         request = self.request
         baselines = {f: self.space.baseline(f, self.effect_batch) for f in self.baselines}
-        per_input = request.objective == "throughput"
-        cost_of = (lambda o: 1000.0 / o.value) if per_input else (lambda o: o.value)
+        # Costs, lower is better: ms per batch, ms per input, joules per input.
+        rate = request.objective == "throughput"
+        cost_of = (lambda o: 1000.0 / o.value) if rate else (lambda o: o.value)
+        per_input = request.objective != "latency"
         cost = CostModel(self.observations, baselines, cost_of, per_input, priors)
         latency = CostModel(self.observations, baselines, lambda o: o.p50_ms, False)
         tails: dict[str, float] = {}
@@ -318,7 +351,7 @@ class _Session:
             if math.isnan(guess.value):
                 continue
             value, low, high = guess.value, guess.low, guess.high
-            if per_input:  # ms per input -> inputs per second (the interval flips)
+            if rate:  # ms per input -> inputs per second (the interval flips)
                 value, low, high = 1000.0 / value, 1000.0 / high, 1000.0 / low
             tail = latency.predict(config).value * tails[config.framework]
             rows.append(

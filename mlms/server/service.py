@@ -147,6 +147,7 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
                         stored=stored_from_index(self.store, self.index),
                         bounds=list_bounds(self.store),
                         step=steps.put,
+                        served=True,
                     )
                 )
             except BaseException as exc:  # handed to the stream, raised there
