@@ -56,6 +56,50 @@ def test_one_setting_at_a_time_predicts_every_combination() -> None:
     assert math.log(guess.high / guess.low) > math.log(probed.high / probed.low)
 
 
+def test_a_layout_measured_at_a_reduced_precision_takes_its_effect_there() -> None:
+    # A made-up truth with an interaction: channels-last x0.95 at fp32 but x0.6 at fp16.
+    def truth(config: Config) -> float:
+        layout = 1.0
+        if config.channels_last:
+            layout = 0.6 if config.precision == "fp16" else 0.95
+        half = {"fp16": 0.5, "bf16": 0.55}.get(config.precision, 1.0)
+        threads = 1.9 if config.threads == 1 else 1.0
+        return BASE_MS * half * layout * threads
+
+    def seen(config: Config) -> Observation:
+        return _observe(config).model_copy(update={"value": truth(config)})
+
+    singles = [
+        BASE,
+        BASE.model_copy(update={"precision": "fp16"}),
+        BASE.model_copy(update={"precision": "bf16"}),
+        BASE.model_copy(update={"channels_last": True}),
+        BASE.model_copy(update={"threads": 1}),
+    ]
+    pair = BASE.model_copy(update={"precision": "fp16", "channels_last": True})
+    paired = CostModel(
+        [seen(c) for c in [*singles, pair]], {"torch": BASE}, lambda o: o.value, False
+    )
+    alone = CostModel([seen(c) for c in singles], {"torch": BASE}, lambda o: o.value, False)
+    # fp16, channels-last and one thread: never measured together; the pair's effect is used.
+    target = pair.model_copy(update={"threads": 1})
+    guess = paired.predict(target)
+    assert guess.basis == "model" and guess.value == pytest.approx(truth(target), rel=1e-6)
+    # From one-setting probes only, channels-last's fp32 effect stands in: 58% too slow, and
+    # with a wider interval than where the pair was measured.
+    blind = alone.predict(target)
+    assert blind.value == pytest.approx(truth(target) * 0.95 / 0.6, rel=1e-6)
+    assert math.log(blind.high / blind.low) > math.log(guess.high / guess.low)
+    # bf16 was never measured with channels-last: the fp32 effect, the wider interval.
+    bf16 = target.model_copy(update={"precision": "bf16"})
+    other = paired.predict(bf16)
+    assert other.value == pytest.approx(truth(bf16), rel=1e-6)
+    assert math.log(other.high / other.low) > math.log(guess.high / guess.low)
+    # At fp32 the single-setting effect is unchanged by the pair's measurement.
+    fp32 = target.model_copy(update={"precision": "fp32"})
+    assert paired.predict(fp32).value == pytest.approx(truth(fp32), rel=1e-6)
+
+
 def test_an_unmeasured_setting_takes_the_prior_else_no_effect_with_a_wide_interval() -> None:
     seen = [_observe(BASE)]
     bf16 = BASE.model_copy(update={"precision": "bf16"})
