@@ -149,7 +149,7 @@ def main() -> int:
     parser.add_argument("--threads", default=None)
     parser.add_argument("--batch-sizes", default=None)
     parser.add_argument("--budget-minutes", type=float, default=10.0)
-    parser.add_argument("--verify", type=int, default=3)
+    parser.add_argument("--verify", type=int, default=1)
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--min-seconds", type=float, default=1.0)
     parser.add_argument("--probe-iterations", type=int, default=5)

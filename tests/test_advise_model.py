@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import math
+import time
+import uuid
 
 import pytest
 
 from mlms.advise.predict import CostModel, Prior, batch_factors
 from mlms.advise.record import AdviceRequest, Config, Observation
+from mlms.advise.run import _Session
 from mlms.advise.space import build_space
 from mlms.errors import InvalidArgument
+from mlms.evaluation.record import BatchResult, EvaluationRecord, EvaluationRequest, LatencyStats
 from mlms.user_input import validated
 from mlms.zoo.catalog import get_model
 
@@ -54,6 +58,50 @@ def test_one_setting_at_a_time_predicts_every_combination() -> None:
     assert probed.basis == "probed" and probed.value == pytest.approx(_truth(probes[1]))
     assert guess.low < guess.value < guess.high
     assert math.log(guess.high / guess.low) > math.log(probed.high / probed.low)
+
+
+def test_a_layout_measured_at_a_reduced_precision_takes_its_effect_there() -> None:
+    # A made-up truth with an interaction: channels-last x0.95 at fp32 but x0.6 at fp16.
+    def truth(config: Config) -> float:
+        layout = 1.0
+        if config.channels_last:
+            layout = 0.6 if config.precision == "fp16" else 0.95
+        half = {"fp16": 0.5, "bf16": 0.55}.get(config.precision, 1.0)
+        threads = 1.9 if config.threads == 1 else 1.0
+        return BASE_MS * half * layout * threads
+
+    def seen(config: Config) -> Observation:
+        return _observe(config).model_copy(update={"value": truth(config)})
+
+    singles = [
+        BASE,
+        BASE.model_copy(update={"precision": "fp16"}),
+        BASE.model_copy(update={"precision": "bf16"}),
+        BASE.model_copy(update={"channels_last": True}),
+        BASE.model_copy(update={"threads": 1}),
+    ]
+    pair = BASE.model_copy(update={"precision": "fp16", "channels_last": True})
+    paired = CostModel(
+        [seen(c) for c in [*singles, pair]], {"torch": BASE}, lambda o: o.value, False
+    )
+    alone = CostModel([seen(c) for c in singles], {"torch": BASE}, lambda o: o.value, False)
+    # fp16, channels-last and one thread: never measured together; the pair's effect is used.
+    target = pair.model_copy(update={"threads": 1})
+    guess = paired.predict(target)
+    assert guess.basis == "model" and guess.value == pytest.approx(truth(target), rel=1e-6)
+    # From one-setting probes only, channels-last's fp32 effect stands in: 58% too slow, and
+    # with a wider interval than where the pair was measured.
+    blind = alone.predict(target)
+    assert blind.value == pytest.approx(truth(target) * 0.95 / 0.6, rel=1e-6)
+    assert math.log(blind.high / blind.low) > math.log(guess.high / guess.low)
+    # bf16 was never measured with channels-last: the fp32 effect, the wider interval.
+    bf16 = target.model_copy(update={"precision": "bf16"})
+    other = paired.predict(bf16)
+    assert other.value == pytest.approx(truth(bf16), rel=1e-6)
+    assert math.log(other.high / other.low) > math.log(guess.high / guess.low)
+    # At fp32 the single-setting effect is unchanged by the pair's measurement.
+    fp32 = target.model_copy(update={"precision": "fp32"})
+    assert paired.predict(fp32).value == pytest.approx(truth(fp32), rel=1e-6)
 
 
 def test_an_unmeasured_setting_takes_the_prior_else_no_effect_with_a_wide_interval() -> None:
@@ -151,3 +199,60 @@ def test_a_framework_or_compile_mode_that_cannot_run_is_named() -> None:
             AdviceRequest(model="resnet18", frameworks=["torch"], compile_modes=["warp"]),
             resnet, None, 2,
         )  # fmt: skip
+
+
+def test_a_gpu_session_probes_the_layout_at_half_precision_and_verifies_its_rivals() -> None:
+    """A fake GPU stands in for tensor cores (none here): its runner answers each evaluation
+    with records of a made-up latency where channels-last pays off at fp16 only."""
+
+    def latency(asked: EvaluationRequest, batch: int) -> float:
+        half = 0.5 if asked.precision == "fp16" else 1.0
+        layout = (0.6 if asked.precision == "fp16" else 0.97) if asked.channels_last else 1.0
+        return 2.0 * half * layout * batch
+
+    def record(asked: EvaluationRequest) -> EvaluationRecord:
+        results = []
+        for batch in asked.batch_sizes:
+            ms = latency(asked, batch)
+            stats = LatencyStats(
+                p50=ms, p90=ms, p95=ms, p99=ms, mean=ms, min=ms, max=ms, trimmed_mean=ms,
+                stdev=0.0, median_ci95=(0.99 * ms, 1.01 * ms),
+            )  # fmt: skip
+            result = BatchResult(
+                batch_size=batch, iterations=asked.iterations, seconds=1.0, latency_ms=stats,
+                throughput=1000.0 * batch / ms,
+            )  # fmt: skip
+            results.append(result)
+        return EvaluationRecord.model_construct(id=uuid.uuid4().hex, request=asked, results=results)
+
+    asked: list[EvaluationRequest] = []
+
+    def run(requests):
+        asked.extend(requests)
+        return [record(r) for r in requests]
+
+    request = AdviceRequest(
+        model="resnet18", frameworks=["torch"], objective="throughput", precisions=["fp32", "fp16"],
+        compile_modes=["none"], batch_sizes=[32, 128], verify=1, budget_minutes=60,
+    )  # fmt: skip
+    space = build_space(request, get_model("resnet18"), (9, 0), 16)
+    session = _Session(request, space, run, lambda _line: None, time.monotonic())
+    session.probe()
+    session.probe_pairs({})
+    # The baseline, one setting changed at a time, then channels-last again at fp16 (which
+    # the first prediction keeps in the running).
+    probed = [(r.precision, r.channels_last, r.batch_sizes) for r in asked]
+    assert probed[0] == ("fp32", False, [32, 128]) and probed[-1] == ("fp16", True, [128])
+    assert sorted(probed[1:-1]) == [("fp16", False, [128]), ("fp32", True, [128])]
+    rows = session.predict({})
+    best = rows[0]
+    assert (best.config.precision, best.config.channels_last) == ("fp16", True)
+    # At batch size 32, fp16 with channels-last is predicted from the pair's effect.
+    at_32 = next(r for r in rows if r.config == best.config.model_copy(update={"batch_size": 32}))
+    assert at_32.basis == "model"
+    assert at_32.predicted == pytest.approx(1000.0 / (2.0 * 0.5 * 0.6), rel=1e-6)
+    # Verification: the best and every one whose interval reaches it.
+    session.verify(rows)
+    verified = [r for r in rows if r.achieved is not None]
+    rivals = [r for r in rows if r.high >= best.low]
+    assert verified == rivals and verified[0] == best

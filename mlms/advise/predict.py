@@ -8,6 +8,12 @@ A batch size that was not measured takes the factor of a latency linear in the b
 fitted to those that were (``batch_factors``). A setting that was never measured takes a
 prior (the lower bound's what-if for it, else no effect) with a wide interval.
 
+A memory layout (``BY_PRECISION``) is not independent of the precision: at fp32 channels-last
+changes little, while the reduced precisions' tensor-core kernels want it. So its effect is
+fitted per precision wherever an observation combines the two (a probe of the pair): a
+configuration at that precision takes the effect measured there; one at a precision never
+measured with it takes the fp32 effect with a wider interval (``UNPAIRED_SIGMA``).
+
 Intervals (95%) add, on the log scale, the measurements' own spread, the fit's residual spread
 and an interaction term per combined factor (the model assumes the factors independent; how
 far they are not is not known before the verifying runs, which report how often the achieved
@@ -29,6 +35,10 @@ FACTORS = ("precision", "compile", "channels_last", "threads", "batch_size")
 INTERACTION_SIGMA = 0.08
 #: Of a factor with no measurement and no prior: about x0.6 to x1.6.
 UNKNOWN_SIGMA = 0.25
+#: Settings whose effect is fitted per precision, where measured at it.
+BY_PRECISION = ("channels_last",)
+#: Of such a setting's effect at a precision it was not measured at (its fp32 one stands in).
+UNPAIRED_SIGMA = 0.2
 Z95 = 1.96
 
 
@@ -52,6 +62,18 @@ class Prior:
 
 def _level(config: Config, factor: str) -> object:
     return getattr(config, factor)
+
+
+def _paired(config: Config, reference: Config) -> list[tuple[str, object, str]]:
+    """(setting, level, precision) of each ``BY_PRECISION`` setting that ``config`` combines
+    with a precision other than the reference's."""
+    if config.precision == reference.precision:
+        return []
+    return [
+        (factor, _level(config, factor), config.precision)
+        for factor in BY_PRECISION
+        if _level(config, factor) != _level(reference, factor)
+    ]
 
 
 def batch_factors(latencies: dict[int, float], wanted: Sequence[int]) -> dict[int, float]:
@@ -91,6 +113,8 @@ class CostModel:
         self.priors = priors or {}
         self.per_input = per_input
         self.effects: dict[tuple[str, str, object], tuple[float, float]] = {}
+        #: (framework, setting, level, precision) -> the setting's extra log effect there.
+        self.pairs: dict[tuple[str, str, object, str], tuple[float, float]] = {}
         self.base: dict[str, tuple[float, float]] = {}
         self.residual: dict[str, float] = {}
         self._batch: dict[str, dict[int, float]] = {}
@@ -132,14 +156,21 @@ class CostModel:
                 level = _level(obs.config, factor)
                 if level != _level(reference, factor) and (factor, level) not in columns:
                     columns.append((factor, level))
+        pairs: list[tuple[str, object, str]] = []
+        for obs in seen:
+            pairs.extend(p for p in _paired(obs.config, reference) if p not in pairs)
         rows, targets, spreads = [], [], []
         for obs in seen:
             if latencies and obs.config.batch_size not in latencies:
                 continue  # a batch size the baseline was not measured at: no factor for it
-            row = [1.0] + [
-                float(_level(obs.config, f) == level and level != _level(reference, f))
-                for f, level in columns
-            ]
+            row = (
+                [1.0]
+                + [
+                    float(_level(obs.config, f) == level and level != _level(reference, f))
+                    for f, level in columns
+                ]
+                + [float(p in _paired(obs.config, reference)) for p in pairs]
+            )
             y = math.log(cost(obs))
             if latencies:  # bring every observation to the reference batch size
                 y -= math.log(self._batch_ratio(latencies, obs.config.batch_size, reference))
@@ -158,8 +189,11 @@ class CostModel:
         measured = float(np.median(spreads)) if spreads else 0.0
         self.residual[framework] = residual
         self.base[framework] = (float(solution[0]), measured)
-        for (factor, level), effect in zip(columns, solution[1:], strict=True):
+        effects = solution[1 : 1 + len(columns)]
+        for (factor, level), effect in zip(columns, effects, strict=True):
             self.effects[(framework, factor, level)] = (float(effect), measured * math.sqrt(2))
+        for pair, effect in zip(pairs, solution[1 + len(columns) :], strict=True):
+            self.pairs[(framework, *pair)] = (float(effect), measured * math.sqrt(2))
         self._batch[framework] = latencies
 
     def _batch_ratio(self, latencies: dict[int, float], batch: int, reference: Config) -> float:
@@ -193,6 +227,14 @@ class CostModel:
                 effect = (math.log(prior.ratio), prior.sigma) if prior else (0.0, UNKNOWN_SIGMA)
             log_cost += effect[0]
             variance += effect[1] ** 2
+        for pair in _paired(config, reference):
+            measured = self.pairs.get((framework, *pair))
+            if measured is None:
+                variance += UNPAIRED_SIGMA**2
+                continue
+            log_cost += measured[0]
+            variance += measured[1] ** 2
+            combined -= 1  # measured together: no independence assumed
         if config.batch_size != reference.batch_size:
             latencies = self._batch.get(framework)
             if latencies:

@@ -60,8 +60,9 @@ class AdviceRequest(BaseModel):
     max_accuracy_drop: float = Field(default=0.5, ge=0, le=100, allow_inf_nan=False)
     #: Wall time of probes and verification together.
     budget_minutes: float = Field(default=10.0, gt=0, le=24 * 60, allow_inf_nan=False)
-    #: At most this many configurations are verified.
-    verify: int = Field(default=3, ge=1, le=64)
+    #: The best predicted this many are verified; beyond them, every one whose interval reaches
+    #: the best predicted's, while the budget lasts.
+    verify: int = Field(default=1, ge=1, le=64)
     #: The verifying evaluations'.
     iterations: int = Field(default=20, ge=1, le=MAX_ITERATIONS)
     min_seconds: float = Field(default=1.0, ge=0, le=MAX_SECONDS, allow_inf_nan=False)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
-from mlms.advise.predict import CostModel, Prior
+from mlms.advise.predict import BY_PRECISION, CostModel, Prior
 from mlms.advise.record import (
     AdviceRecord,
     AdviceRequest,
@@ -114,13 +114,14 @@ def advise(
     if request.use_stored and stored is not None:
         session.take_stored(stored(request.model, request.hw), evidence)
     session.probe()
-    probe_seconds = time.monotonic() - started
     if request.objective == "energy" and not session.observations:
         raise NotMeasurable(
             f"--objective energy: {request.hw} reports no energy here ({session.no_energy}); "
             "expected --objective latency or throughput"
         )
     priors = _priors(bounds, request, space, evidence)
+    session.probe_pairs(priors)
+    probe_seconds = time.monotonic() - started
     rows = session.predict(priors)
     verify_started = time.monotonic()
     session.verify(rows)
@@ -324,6 +325,52 @@ class _Session:
                 self.records[answer.id] = answer
                 self._observe(answer, configs[0], "probe", seconds)
 
+    def probe_pairs(self, priors: dict[tuple[str, str, object], Prior]) -> None:
+        """Each setting whose effect depends on the precision (``BY_PRECISION``) probed once
+        more at every reduced precision still in the running after a first prediction (one
+        of its configurations' interval reaches the best's): its single-setting probe ran at
+        fp32, where it may tell little of what it does at the precision it will run with."""
+        rows = self.predict(priors)
+        if not rows:
+            return
+        first = rows[0]
+        running = {
+            (r.config.framework, r.config.precision)
+            for r in rows
+            if _rivals(r, first, self.request.lower_is_better)
+        }
+        plans: list[Config] = []
+        for framework, precision in sorted(running):
+            reference = self.space.baseline(framework, self.effect_batch)
+            if precision == reference.precision:
+                continue
+            for factor in BY_PRECISION:
+                for config in self.space.configs:
+                    changed = {f for f in _SETTINGS if getattr(config, f) != getattr(reference, f)}
+                    if (
+                        config.framework == framework
+                        and config.batch_size == self.effect_batch
+                        and config.precision == precision
+                        and changed == {"precision", factor}
+                        and not self._has(config)
+                    ):
+                        plans.append(config)
+        for index, config in enumerate(plans):
+            if time.monotonic() >= self.deadline:
+                self.say(f"budget spent: {len(plans) - index} pair probe(s) not run")
+                return
+            self.say(f"pair probe {index + 1}/{len(plans)}: {config.label()}")
+            ((answer, seconds),) = self._evaluations(
+                [([config], "probe")],
+                self.request.probe_iterations,
+                self.request.probe_min_seconds,
+            )
+            if isinstance(answer, MlmsError):
+                self.say(f"  failed: {answer}")
+                continue
+            self.records[answer.id] = answer
+            self._observe(answer, config, "probe", seconds)
+
     # -- prediction and verification ------------------------------------------------------
 
     def predict(self, priors: dict[tuple[str, str, object], Prior]) -> list[AdviceRow]:
@@ -370,8 +417,10 @@ class _Session:
         return rows
 
     def verify(self, rows: list[AdviceRow]) -> None:
-        """The best predicted, as full evaluations, while each could still beat the first
-        (its interval reaches past the first's) and the budget lasts."""
+        """The best predicted, as full evaluations: the first ``verify`` of them, and every
+        other one that could still beat the first (its interval reaches past the first's),
+        while the budget lasts; an unverified rival would leave the recommendation to the
+        model's guess where the model cannot tell."""
         request = self.request
         if not rows:
             return
@@ -380,12 +429,9 @@ class _Session:
         spent = time.monotonic()
         scale = max(1.0, request.iterations / request.probe_iterations) ** 0.5
         for row in rows:
-            if len(planned) >= request.verify:
-                break
             if row.meets_slo is False and planned:
                 break
-            rivals = row.low <= first.high if request.lower_is_better else row.high >= first.low
-            if planned and not rivals:
+            if len(planned) >= request.verify and not _rivals(row, first, request.lower_is_better):
                 continue
             cost = self.seconds_per_eval.get(row.config.framework, 0.0) * scale
             if planned and spent + cost > self.deadline:
@@ -438,6 +484,11 @@ class _Session:
 
 
 _SETTINGS = ("precision", "compile", "channels_last", "threads")
+
+
+def _rivals(row: AdviceRow, first: AdviceRow, lower_is_better: bool) -> bool:
+    """Whether ``row``'s interval reaches past the best predicted's (it could beat it)."""
+    return row.low <= first.high if lower_is_better else row.high >= first.low
 
 
 def _config_of(record: EvaluationRecord, batch_size: int) -> Config | None:
