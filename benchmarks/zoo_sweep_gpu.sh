@@ -13,8 +13,9 @@
 #
 # Run from the repository root there. The image has torch 2.11 and torchvision (Python 3.12)
 # but not mlms's pure-Python dependencies: the wheels come carried in .whl-gpu/, those of
-# benchmarks/energy_gpu.sh's header and, for this script, timm==1.0.31, pyyaml (timm's),
-# plotly==6.5.0 and narwhals==2.13.0 (the site's plots), packaging.
+# benchmarks/energy_gpu.sh's header and, for this script, timm==1.0.31 (the timm classifiers),
+# plotly==7.1.0 and narwhals==2.29.0 (the site's plots; pure Python). The sweep runs torch only:
+# ONNX Runtime's GPU build is not in the image.
 #   run(command="rm -rf /tmp/site-zoo; benchmarks/zoo_sweep_gpu.sh $OUT", carry=[".whl-gpu"])
 #   benchmarks/zoo_sweep_gpu.sh OUT_DIR          the GPU run (240 s)
 #   benchmarks/zoo_sweep_gpu.sh OUT_DIR --dry    on this CPU: three small models, batch 1 and 2
