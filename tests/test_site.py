@@ -124,3 +124,12 @@ def test_model_page_draws_its_report(browser, site: Path) -> None:
     assert page.locator("h1").inner_text() == "2 evaluations compared"
     assert page.locator("nav a", has_text="all models").get_attribute("href") == "../index.html"
     page.close()
+
+
+def test_unknown_sweep_is_one_line_error(tmp_path: Path) -> None:
+    done = _mlms("site", "abc123", "-o", str(tmp_path / "site"))
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"mlms: error: no sweep with id 'abc123' in file://{os.environ['MLMS_HOME']}/store"
+    ]
+    assert not (tmp_path / "site").exists()
