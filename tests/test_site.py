@@ -11,8 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from playwright.sync_api import sync_playwright
 
+from mlms.cli.main import cli
 from mlms.client import EmbeddedClient
 from mlms.evaluation.sweep import SweepSpec
 
@@ -41,8 +43,8 @@ def site(store, tmp_path_factory) -> Path:
     sweep = EmbeddedClient(store).sweep(spec, None, lambda _state: None)
     assert sweep.count("completed") == 4
     folder = tmp_path_factory.mktemp("site") / "site"
-    done = _mlms("site", sweep.id, "-o", str(folder))
-    assert done.returncode == 0, done.stderr
+    done = CliRunner().invoke(cli, ["site", sweep.id, "-o", str(folder)], catch_exceptions=False)
+    assert done.exit_code == 0, done.output
     return folder
 
 
