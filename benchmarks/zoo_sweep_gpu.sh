@@ -13,8 +13,9 @@
 #
 # Run from the repository root there. The image has torch 2.11 and torchvision (Python 3.12)
 # but not mlms's pure-Python dependencies: the wheels come carried in .whl-gpu/, those of
-# benchmarks/energy_gpu.sh's header and, for this script, timm==1.0.31, pyyaml (timm's),
-# plotly==6.5.0 and narwhals==2.13.0 (the site's plots), packaging.
+# benchmarks/energy_gpu.sh's header and, for this script, timm==1.0.31 (the timm classifiers),
+# plotly==7.1.0 and narwhals==2.29.0 (the site's plots; pure Python). The sweep runs torch only:
+# ONNX Runtime's GPU build is not in the image.
 #   run(command="rm -rf /tmp/site-zoo; benchmarks/zoo_sweep_gpu.sh $OUT", carry=[".whl-gpu"])
 #   benchmarks/zoo_sweep_gpu.sh OUT_DIR          the GPU run (240 s)
 #   benchmarks/zoo_sweep_gpu.sh OUT_DIR --dry    on this CPU: three small models, batch 1 and 2
@@ -40,7 +41,10 @@ else
             --upgrade --target /tmp/site-zoo .whl-gpu/*.whl && touch /tmp/site-zoo/.done || exit 1
     fi
     export PYTHONPATH=/tmp/site-zoo:$PWD
-    HW=gpu BATCHES=${ZOO_BATCH_SIZES:-1,4,16,64} ITERATIONS=10 WARMUP=3 MIN_SECONDS=0.2
+    # The records name the card (h100, h200) where mlms knows it.
+    HW=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oiE 'h100|h200' \
+        | head -1 | tr '[:upper:]' '[:lower:]')
+    HW=${HW:-gpu} BATCHES=${ZOO_BATCH_SIZES:-1,4,16,64} ITERATIONS=10 WARMUP=3 MIN_SECONDS=0.2
     # 240 s in all: what the install left, less about 50 s for the table, archive and site.
     SWEEP_S=${ZOO_SWEEP_TIMEOUT:-$((190 - (SECONDS - BEGAN)))} WORKERS=${ZOO_ASSET_WORKERS:-6}
     MODELS=${ZOO_MODELS:-$(timeout 30 python3 benchmarks/zoo_sweep_order.py)}

@@ -20,7 +20,7 @@ from mlms.isolation import call_in_own_process
 from mlms.predictors.base import PredictorOptions
 from mlms.predictors.registry import predictor_class
 from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import all_models, get_model, labels_of
+from mlms.zoo.catalog import BUILTIN_DIR, get_model, labels_of
 from mlms.zoo.keras_models import TRANSFORMERS
 from mlms.zoo.manifest import ModelManifest
 
@@ -42,8 +42,14 @@ def _frameworks(manifest: ModelManifest) -> list[str]:
     return ["torch", "onnxruntime", *(["tensorflow"] if tensorflow else [])]
 
 
+#: The zoo's manifests of their own, and a timm network for the tables' families
+#: (tests/test_zoo_tables.py builds every model; the ONNX export of each table model was
+#: checked once, and where it fails the manifest says why).
+AGREEING = sorted([*(p.stem for p in BUILTIN_DIR.glob("*.yaml")), "deit_tiny"])
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(m.name for m in all_models()))
+@pytest.mark.parametrize("name", AGREEING)
 def test_model_builds_and_torch_and_onnxruntime_agree(name: str, store, mlms_home: Path) -> None:
     manifest = get_model(name)
     manager = AssetManager(store, mlms_home / "cache")

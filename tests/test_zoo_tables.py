@@ -118,3 +118,11 @@ def test_bad_table_is_one_error_naming_file_and_model(
     with pytest.raises(ManifestError, match=message) as info:
         table_manifests(path)
     assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("builder", ["timm.nope", "detection.nope", "transformers.nope"])
+def test_unknown_builder_is_one_error_naming_it(builder: str) -> None:
+    from mlms.zoo.architectures import architecture
+
+    with pytest.raises(ManifestError, match=rf"unknown builder {builder}: .* no network 'nope'"):
+        architecture(builder)

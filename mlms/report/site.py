@@ -98,9 +98,11 @@ def write_site(
     the span archives of a model's records."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "models").mkdir(exist_ok=True)
-    written = [folder / PLOTLY]
+    written = [folder / PLOTLY, folder / "index.html"]
     written[0].write_text(plotly.offline.get_plotlyjs(), encoding="utf-8")
     rows = model_rows(sweep, tasks)
+    # The index first: a site cut short by a time limit still lists every model.
+    written[1].write_text(index_page(sweep, rows), encoding="utf-8")
     for model in dict.fromkeys(row.model for row in rows):
         own = [r for r in records if r.model.name == model]
         path = folder / "models" / f"{model}.html"
@@ -114,9 +116,6 @@ def write_site(
             text = page(model, f"sweep {sweep.id}", [section], plotly_src=f"../{PLOTLY}")
         path.write_text(_with_home_link(text), encoding="utf-8")
         written.append(path)
-    index = folder / "index.html"
-    index.write_text(index_page(sweep, rows), encoding="utf-8")
-    written.append(index)
     return written
 
 

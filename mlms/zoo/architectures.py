@@ -60,36 +60,51 @@ ARCHITECTURES: dict[str, Callable[[], Any]] = {name: _torchvision(name) for name
 ARCHITECTURES["digits_cnn"] = digits_network
 
 
+def _unknown(library: str, name: str, known: list[str]) -> ManifestError:
+    return ManifestError(
+        f"unknown builder {library}.{name}: {library} has no network {name!r} "
+        f"(it has e.g. {', '.join(sorted(known)[:5])})"
+    )
+
+
 def _timm(name: str) -> Any:
     import timm
 
+    if not timm.is_model(name):
+        raise _unknown("timm", name, timm.list_models("resnet*"))
     return timm.create_model(name, pretrained=False)
 
 
 def _configured(name: str) -> Any:
-    from mlms.zoo.transformer_models import configured
+    from mlms.zoo.transformer_models import CONFIGURED, configured
 
+    if name not in CONFIGURED:
+        raise _unknown("transformers", name, list(CONFIGURED))
     return configured(name)
 
 
-def _detector(name: str) -> Any:
-    from mlms.zoo.vision_tasks import Detector
+def _vision(library: str, name: str) -> Any:
+    import torchvision
 
-    return Detector(name)
+    module = {"torchvision": torchvision.models}.get(library) or getattr(
+        torchvision.models, library
+    )
+    known = torchvision.models.list_models(module=module)
+    if name not in known:
+        raise _unknown(library, name, known)
+    if library == "torchvision":
+        return _torchvision(name)()
+    from mlms.zoo.vision_tasks import Detector, Segmenter
 
-
-def _segmenter(name: str) -> Any:
-    from mlms.zoo.vision_tasks import Segmenter
-
-    return Segmenter(name)
+    return Detector(name) if library == "detection" else Segmenter(name)
 
 
 #: ``LIBRARY.NAME`` builders: the library's constructor for NAME.
 LIBRARIES: dict[str, Callable[[str], Any]] = {
-    "torchvision": lambda name: _torchvision(name)(),
+    "torchvision": lambda name: _vision("torchvision", name),
     "timm": _timm,
-    "detection": _detector,
-    "segmentation": _segmenter,
+    "detection": lambda name: _vision("detection", name),
+    "segmentation": lambda name: _vision("segmentation", name),
     "transformers": _configured,
 }
 ARCHITECTURES["bert_base"] = lambda: _configured("bert_base")

@@ -70,7 +70,6 @@ class Detector(torch.nn.Module):
         detections, _ = net.roi_heads(features, proposals, listed.image_sizes)
         return torch.stack([_packed(d, net.roi_heads.detections_per_img) for d in detections])
 
-
     def _candidates(self, heads: dict[str, torch.Tensor]) -> torch.Tensor:
         logits = heads["cls_logits"]
         if self.family == "fcos":

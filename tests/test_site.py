@@ -1,0 +1,137 @@
+"""``mlms site``: the static results site of a real sweep (an image classifier and a detector,
+two batch sizes each, on this CPU), opened offline in Debian's chromium: the index draws every
+model's throughput curve and filters by task, a model's page draws its report, each renders in
+under a second, nothing is fetched from the network, and the site stays small."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from playwright.sync_api import sync_playwright
+
+from mlms.cli.main import cli
+from mlms.client import EmbeddedClient
+from mlms.evaluation.sweep import SweepSpec
+
+REPO = Path(__file__).resolve().parents[1]
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+MODELS = ["squeezenet1_1", "ssdlite320_mobilenet_v3"]
+
+
+def _mlms(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-m", "mlms", *args], capture_output=True, text=True, env=env, timeout=300
+    )
+
+
+@pytest.fixture(scope="module")
+def site(store, tmp_path_factory) -> Path:
+    spec = SweepSpec(models=MODELS, frameworks=["torch"], batch_sizes=[1, 2], hw=["cpu"],
+                     iterations=2, warmup=0, min_seconds=0)  # fmt: skip
+    sweep = EmbeddedClient(store).sweep(spec, None, lambda _state: None)
+    assert sweep.count("completed") == 4
+    folder = tmp_path_factory.mktemp("site") / "site"
+    done = CliRunner().invoke(cli, ["site", sweep.id, "-o", str(folder)], catch_exceptions=False)
+    assert done.exit_code == 0, done.output
+    return folder
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not CHROMIUM.exists():
+        pytest.skip(f"no chromium at {CHROMIUM}: the site is not opened in a browser")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+def test_site_is_one_index_a_page_a_model_and_one_plotly(site: Path) -> None:
+    files = sorted(p.relative_to(site).as_posix() for p in site.rglob("*") if p.is_file())
+    assert files == ["index.html", *(f"models/{m}.html" for m in MODELS), "plotly.min.js"]
+    assert sum(p.stat().st_size for p in site.rglob("*") if p.is_file()) < 30e6
+    for page in ("index.html", *(f"models/{m}.html" for m in MODELS)):
+        text = (site / page).read_text()
+        assert "plotly.min.js" in text and "https://" not in text.split("<body>")[0]
+        assert len(text) < 500_000  # plotly.js is not inlined
+
+
+def _load(browser, path: Path, root: Path):
+    """The page, offline: a request outside the site's folder is refused and recorded, as are
+    console errors; the page's load time in ms is the best of three loads (the later ones with
+    the compiled plotly.js that chromium caches, as a reader moving between pages has it)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    foreign: list[str] = []
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    inside = root.as_uri()
+    page.route(
+        "**/*",
+        lambda route: (
+            route.continue_()
+            if route.request.url.startswith(inside)
+            else (foreign.append(route.request.url), route.abort())
+        ),
+    )
+    times = []
+    for _ in range(3):
+        page.goto(path.as_uri(), wait_until="load")
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('.plotly-graph-div')]"
+            ".every((d) => d.classList.contains('js-plotly-plot'))",
+            timeout=10_000,
+        )
+        times.append(page.evaluate("performance.getEntriesByType('navigation')[0].loadEventEnd"))
+    assert errors == [] and foreign == []
+    return page, min(times)
+
+
+def test_index_draws_every_model_and_filters_by_task(browser, site: Path) -> None:
+    page, load_ms = _load(browser, site / "index.html", site)
+    assert load_ms < 1000
+    traces = page.evaluate("document.getElementById('curves').data.map((t) => t.name)")
+    assert traces == [f"{m} (torch, cpu)" for m in MODELS]
+    rows = page.locator("#index tbody tr")
+    assert rows.count() == 2
+    first = rows.nth(0).locator("td").all_inner_texts()
+    assert first[:4] == ["squeezenet1_1", "image_classification", "torch", "cpu"]
+    assert first[6] in ("1", "2") and float(first[5].replace(",", "")) > 0
+    page.select_option("#task", "object_detection")
+    assert page.locator("#index tbody tr:visible").all_inner_texts()[0].startswith(MODELS[1])
+    shown = page.evaluate("document.getElementById('curves').data.map((t) => t.visible)")
+    assert shown == [False, True]
+    assert page.locator("#shown").inner_text() == "1 shown"
+    page.click(f"text={MODELS[1]}")
+    page.wait_for_url(f"**/models/{MODELS[1]}.html")
+    page.close()
+
+
+def test_model_page_draws_its_report(browser, site: Path) -> None:
+    page, load_ms = _load(browser, site / "models" / f"{MODELS[1]}.html", site)
+    assert load_ms < 1000
+    assert page.locator(".js-plotly-plot").count() >= 2
+    assert page.locator("h1").inner_text() == "2 evaluations compared"
+    assert page.locator("nav a", has_text="all models").get_attribute("href") == "../index.html"
+    page.close()
+
+
+def test_unknown_sweep_is_one_line_error(tmp_path: Path) -> None:
+    done = _mlms("site", "abc123", "-o", str(tmp_path / "site"))
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines() == [
+        f"mlms: error: no sweep with id 'abc123' in file://{os.environ['MLMS_HOME']}/store"
+    ]
+    assert not (tmp_path / "site").exists()
