@@ -28,7 +28,7 @@ from mlms.analysis.model import latency_by_batch, leveled_overheads
 from mlms.analysis.timeline import iteration_timeline
 from mlms.errors import InvalidArgument
 from mlms.evaluation.record import EvaluationRequest
-from mlms.evaluation.runner import evaluate
+from mlms.evaluation.runner import PREDICTION_SAMPLES, evaluate
 from mlms.tracer.archive import read_spans, records_of
 from mlms.tracer.levels import TraceLevel
 
@@ -194,7 +194,7 @@ def test_two_batch_sizes_side_by_side(resnet18, spans, executions):
 def test_frameworks_agree_on_predictions(resnet18, store):
     other = _evaluate(store, "onnxruntime", batch_sizes=[2], trace_level="model")
     table = prediction_divergence(resnet18, other)
-    assert table["inputs"].iloc[0] == 2
+    assert table["inputs"].iloc[0] == PREDICTION_SAMPLES
     assert table["top-1 agreement (%)"].iloc[0] == 100
     assert table["top-5 overlap (%)"].iloc[0] == 100
     assert table["max top-1 probability difference"].iloc[0] < 1e-3

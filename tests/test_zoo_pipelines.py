@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from mlms.cli.main import cli
+from mlms.evaluation.runner import PREDICTION_SAMPLES
 from mlms.tracer.archive import read_spans
 
 
@@ -45,7 +46,7 @@ def test_detector_boxes_decoded_and_suppressed_as_pipeline_steps(store) -> None:
     assert _steps(store, record) == {"steps": ["box decoding", "nms"]}
     labels = np.array(record["predictions"]["top5"])
     scores = np.array(record["predictions"]["probabilities"])
-    assert labels.shape == scores.shape == (2, 5)
+    assert labels.shape == scores.shape == (PREDICTION_SAMPLES, 5)
     # COCO's 90 object classes (0 is SSD's background), each image's detections best first.
     assert ((labels >= 1) & (labels <= 90)).all()
     assert (scores > 0).all() and (np.diff(scores, axis=1) <= 0).all()
@@ -58,7 +59,7 @@ def test_segmenter_masks_upsampled_and_classified_as_pipeline_steps(store) -> No
     classes = np.array(record["predictions"]["top5"])
     shares = np.array(record["predictions"]["probabilities"])
     # The 21 Pascal VOC classes that cover most pixels, with their shares of the image.
-    assert classes.shape == (1, 5) and ((classes >= 0) & (classes < 21)).all()
-    assert len(set(classes[0])) == 5
-    assert 0 < shares.sum() <= 1 + 1e-6
+    assert classes.shape == (PREDICTION_SAMPLES, 5) and ((classes >= 0) & (classes < 21)).all()
+    assert all(len(set(row)) == 5 for row in classes)
+    assert (shares.sum(axis=1) > 0).all() and (shares.sum(axis=1) <= 1 + 1e-6).all()
     assert (np.diff(shares, axis=1) <= 0).all()

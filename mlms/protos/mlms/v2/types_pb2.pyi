@@ -25,6 +25,7 @@ class Framework(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FRAMEWORK_ONNXRUNTIME: _ClassVar[Framework]
     FRAMEWORK_TENSORFLOW: _ClassVar[Framework]
     FRAMEWORK_MXNET: _ClassVar[Framework]
+    FRAMEWORK_JAX: _ClassVar[Framework]
 TRACE_LEVEL_NO_TRACE: TraceLevel
 TRACE_LEVEL_APPLICATION: TraceLevel
 TRACE_LEVEL_MODEL: TraceLevel
@@ -38,6 +39,7 @@ FRAMEWORK_TORCH: Framework
 FRAMEWORK_ONNXRUNTIME: Framework
 FRAMEWORK_TENSORFLOW: Framework
 FRAMEWORK_MXNET: Framework
+FRAMEWORK_JAX: Framework
 
 class Tensor(_message.Message):
     __slots__ = ("data", "shape", "dtype")
