@@ -11,7 +11,6 @@ from pathlib import Path
 import grpc
 import pytest
 
-from mlms import errors
 from mlms.advise.record import AdviceRecord, AdviceRequest
 from mlms.advise.run import NOISY
 from mlms.client import EmbeddedClient
@@ -19,8 +18,7 @@ from mlms.protos.mlms.v2 import advice_pb2, evaluator_pb2_grpc, types_pb2
 from mlms.remote_client import RemoteClient
 from mlms.store.factory import store_from_url
 from mlms.ui.config import UiConfig
-from tests.processes import MlmsProcess, free_port, wait_for
-from tests.shared_assets import copy_asset
+from tests.loopback_fleet import running_fleet
 from tests.test_datasets import run_cli
 from tests.test_ui import serving
 
@@ -164,37 +162,9 @@ def test_an_energy_objective_without_a_counter_fails_naming_why(
 
 @pytest.fixture(scope="module")
 def fleet(etcd, s3, store, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    home = tmp_path_factory.mktemp("advise_home")
-    logs = tmp_path_factory.mktemp("advise_logs")
-    env = {**s3.env, "MLMS_HOME": str(home), "MLMS_REGISTRY": etcd.url, "MLMS_STORE": s3.url,
-           "MLMS_TTL": "2"}  # fmt: skip
-    agent, server = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
-    processes = [
-        MlmsProcess(
-            ["agent", "--framework", "torch", "--listen", agent, "--grace", "2"],
-            logs / "agent.log",
-            env,
-        ),
-        MlmsProcess(["server", "--listen", server, "--grace", "2"], logs / "server.log", env),
-    ]
-    try:
-        copy_asset(store, store_from_url(s3.url), "digits_cnn", "torch")
-        with RemoteClient(server) as client:
-            wait_for(lambda: _agents(client) == {agent}, 60, "the agent at the server")
-        yield server
-    except AssertionError as exc:
-        logs_text = "\n".join(p.output()[-3000:] for p in processes)
-        raise AssertionError(f"{exc}\n{logs_text}") from None
-    finally:
-        for process in processes:
-            process.stop()
-
-
-def _agents(client: RemoteClient) -> set[str]:
-    try:
-        return {a.address for a in client.list_agents()}
-    except errors.Unavailable:
-        return set()
+    root = tmp_path_factory.mktemp("advise_fleet")
+    with running_fleet(etcd, s3, root, ["torch"], ["digits_cnn"], assets_from=store) as running:
+        yield running.address
 
 
 def test_advise_over_grpc_runs_on_the_fleet_and_is_stored(fleet: str, s3) -> None:

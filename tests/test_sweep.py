@@ -143,7 +143,10 @@ def test_a_stopped_run_does_not_undo_the_resumed_one(store) -> None:
     [
         (["--models", "digits_cnn"], "mlms sweep needs --models and --frameworks, or --resume ID"),
         (["--models", "nope", "--frameworks", "torch"], "unknown model 'nope'"),
-        (["--models", "digits_cnn", "--frameworks", "caffe"], "unknown framework 'caffe' in 'caffe'"),
+        (
+            ["--models", "digits_cnn", "--frameworks", "caffe"],
+            "unknown framework 'caffe' in 'caffe'",
+        ),
         (["--models", "digits_cnn", "--frameworks", "torch", "-b", "1,x"], "bad batch size 'x'"),
         (
             ["--models", "digits_cnn", "--frameworks", "torch", "--hw", "cpu,tpu"],
