@@ -17,8 +17,10 @@ from mlms.client import EmbeddedClient
 from mlms.protos.mlms.v2 import advice_pb2, evaluator_pb2_grpc, types_pb2
 from mlms.remote_client import RemoteClient
 from mlms.store.factory import store_from_url
+from mlms.store.local import LocalStore
 from mlms.ui.config import UiConfig
 from tests.loopback_fleet import running_fleet
+from tests.shared_assets import copy_asset
 from tests.test_datasets import run_cli
 from tests.test_ui import serving
 
@@ -74,8 +76,12 @@ def _check_advice(record: AdviceRecord) -> None:
 
 
 def test_advise_embedded_cli_record_and_report(
-    capsys: pytest.CaptureFixture[str], monkeypatch, tmp_path: Path
+    capsys: pytest.CaptureFixture[str], monkeypatch, tmp_path: Path, store
 ) -> None:
+    """In a home of its own (the session's holds other tests' evaluations of digits_cnn, which
+    advise would take as stored evidence), with the session's torch asset."""
+    copy_asset(store, LocalStore(tmp_path / "store"), "digits_cnn", "torch")
+    monkeypatch.setenv("MLMS_HOME", str(tmp_path))
     args = ["advise", "--model", "digits_cnn", "--frameworks", "torch", "--precision",
             "fp32,bf16", "--compile", "none", "--channels-last", "off", "--threads", "1",
             "-n", "3", "--min-seconds", "0", "--probe-iterations", "2",

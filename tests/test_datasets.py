@@ -28,6 +28,7 @@ from mlms.evaluation.runner import evaluate
 from mlms.tracer.levels import TraceLevel
 from mlms.zoo.catalog import get_model
 from mlms.zoo.digits import load_split
+from mlms.zoo.transformers_import import import_transformers
 
 #: digits_cnn's top-1 on its held-out split (mlms/zoo/models/digits_cnn.yaml, seed 0).
 ZOO_TOP1 = 0.9806
@@ -152,7 +153,7 @@ def test_token_ids_from_jsonl_are_padded_and_cut_to_the_sequence_length(store, t
 def test_text_is_tokenized_by_the_tokenizer_the_manifest_names(store, tmp_path) -> None:
     """JSONL ``text`` goes through the tokenizer folder a model's manifest names (a WordPiece
     tokenizer built here from a small vocabulary); a model without one says what is missing."""
-    from transformers import BertTokenizerFast
+    BertTokenizerFast = import_transformers().BertTokenizerFast
 
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "very"]
     (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")

@@ -29,6 +29,7 @@ from mlms.zoo.digits import load_split
 from mlms.zoo.file_models import ModelOptions, parse_input_shape
 from mlms.zoo.formats import file_sha256
 from mlms.zoo.resolve import resolve_model
+from mlms.zoo.transformers_import import import_transformers
 
 DIGITS = ["color=L", "resize=8", "crop=8", "scale=16"]
 
@@ -129,13 +130,9 @@ def test_a_file_is_evaluated_where_it_lies(artifacts, client) -> None:
 
 def tiny_bert(folder: Path) -> object:
     """A tiny seeded BERT classifier, saved with save_pretrained into ``folder``."""
-    import os
-
     import torch
 
-    os.environ.setdefault("USE_TF", "0")  # transformers would import TensorFlow here
-    import transformers
-
+    transformers = import_transformers()
     torch.manual_seed(0)
     config = transformers.BertConfig(
         vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

@@ -205,10 +205,10 @@ def _tokenizer(index: DatasetIndex, manifest: ModelManifest) -> Any:
             "(a 'tokenizer' folder among its attributes): add the data set with 'input_ids' "
             "instead of 'text'"
         )
-    from transformers import AutoTokenizer
+    from mlms.zoo.transformers_import import import_transformers
 
     try:
-        return AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        return import_transformers().AutoTokenizer.from_pretrained(folder, local_files_only=True)
     except (OSError, ValueError) as exc:
         raise InvalidArgument(
             f"model {manifest.name!r}: cannot load the tokenizer in {folder!r}: {exc}"

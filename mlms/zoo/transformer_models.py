@@ -10,19 +10,11 @@ run today.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
 
-
-def _transformers() -> Any:
-    # transformers imports TensorFlow when it finds it installed; TensorFlow must not share a
-    # process with torch's compiler stack (mlms.isolation).
-    os.environ.setdefault("USE_TF", "0")
-    import transformers
-
-    return transformers
+from mlms.zoo.transformers_import import import_transformers
 
 
 class SequenceClassifier(torch.nn.Module):
@@ -207,7 +199,7 @@ CONFIGURED: dict[str, tuple[str, str, str, str, dict[str, Any]]] = {
 def configured(name: str) -> torch.nn.Module:
     """The network ``CONFIGURED[name]`` describes, with the library's seeded initialisation."""
     kind, config_class, model_class, attribute, values = CONFIGURED[name]
-    transformers = _transformers()
+    transformers = import_transformers()
     if kind != "translator":
         values = {"attn_implementation": "sdpa", **values}
     if kind == "classifier":
@@ -260,7 +252,7 @@ class PretrainedNextToken(torch.nn.Module):
 def pretrained_module(folder: str, task: str) -> torch.nn.Module:
     """The ``save_pretrained`` folder's model for ``task``, returning one row of logits per
     input, like the zoo's networks."""
-    transformers = _transformers()
+    transformers = import_transformers()
     if task == "text_generation":
         return PretrainedNextToken(transformers.AutoModelForCausalLM.from_pretrained(folder))
     if task == "image_classification":
