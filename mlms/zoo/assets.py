@@ -205,25 +205,42 @@ class AssetManager:
                 f"{', '.join(sorted(EXPORTERS))}"
             )
         _require_torch(manifest)
-        weights = None
-        if framework != "torch":
-            if isinstance(manifest.source_for("torch"), UrlSource):
-                raise AssetError(
-                    f"model {manifest.name!r}: exporting from a downloaded torch "
-                    "asset is not supported; give each framework its own URL"
-                )
-            weights = self.ensure(manifest, "torch").path
-        with tempfile.TemporaryDirectory() as tmp:
-            name = call_in_own_process(
-                export_artifact,
-                manifest,
-                framework,
-                weights,
-                Path(tmp),
-                what=f"the {framework} asset builder of {manifest.name!r}",
-                error=AssetError,
+        origin = f"build:{source.builder}"
+        if framework == "torch":
+            with tempfile.TemporaryDirectory() as tmp:
+                name = self._in_builder(export_artifact, manifest, framework, None, Path(tmp))
+                self._store(manifest, framework, Path(tmp) / name, origin)
+            return
+        if isinstance(manifest.source_for("torch"), UrlSource):
+            raise AssetError(
+                f"model {manifest.name!r}: exporting from a downloaded torch "
+                "asset is not supported; give each framework its own URL"
             )
-            self._store(manifest, framework, Path(tmp) / name, f"build:{source.builder}")
+        torch_prefix = asset_prefix(manifest, "torch")
+        with _building(self.store, torch_prefix), tempfile.TemporaryDirectory() as tmp:
+            if self.store.exists(f"{torch_prefix}/asset.json"):
+                weights = self.load(manifest, "torch").path
+                name = self._in_builder(export_artifact, manifest, framework, weights, Path(tmp))
+            else:
+                # The torch weights are missing too: one builder makes them and exports from
+                # the very module it built (an interpreter and a weight initialisation saved).
+                torch_name, name = self._in_builder(
+                    build_and_export, manifest, framework, Path(tmp)
+                )
+                self._store(manifest, "torch", Path(tmp) / "torch" / torch_name, origin)
+                name = f"{framework}/{name}"
+            self._store(manifest, framework, Path(tmp) / name, origin)
+
+    def _in_builder(self, function: Any, manifest: ModelManifest, framework: str, *args: Any):
+        """``function(manifest, framework, *args)`` in the asset builder's own process."""
+        return call_in_own_process(
+            function,
+            manifest,
+            framework,
+            *args,
+            what=f"the {framework} asset builder of {manifest.name!r}",
+            error=AssetError,
+        )
 
     def canonical_module(self, manifest: ModelManifest) -> Any:
         """The torch module whose weights every framework's artifact is exported from: the
@@ -312,3 +329,15 @@ def export_artifact(
     module (``weights``, or built when None); the file's name. Runs in the asset builder's
     own process."""
     return EXPORTERS[framework](canonical_module(manifest, weights), manifest, folder)
+
+
+def build_and_export(manifest: ModelManifest, framework: str, folder: Path) -> tuple[str, str]:
+    """Build the canonical torch module (seeded, trained where it has a trainer), write its
+    weights into ``folder/torch`` and ``framework``'s artifact, exported from that same module,
+    into ``folder/<framework>``; the two files' names. Runs in the asset builder's own
+    process."""
+    module = canonical_module(manifest, None)
+    (folder / "torch").mkdir()
+    (folder / framework).mkdir()
+    weights = EXPORTERS["torch"](module, manifest, folder / "torch")
+    return weights, EXPORTERS[framework](module, manifest, folder / framework)
