@@ -28,22 +28,25 @@ def import_trace() -> None:
 def kineto(trace: Path, model: str | None, batch_size: str | None, store: str | None) -> None:
     """Import a PyTorch profiler (Kineto) trace, TRACE.json or TRACE.json.gz: its
     ProfilerSteps become predicts, aten ops layers, CUDA calls and kernels the levels below."""
-    import pyarrow.compute as pc
-
-    from mlms.analysis.kineto_import import read_kineto
-    from mlms.analysis.kineto_record import import_record, whole_trace
-    from mlms.evaluation.records import save_record
-    from mlms.store.factory import store_from_url
-    from mlms.tracer.archive import write_table
-
+    # The arguments and the trace are checked before the record's modules (scipy, pydantic's
+    # records) load: a bad file is answered at once.
     size = 1 if batch_size is None else _batch_size(batch_size)
-    target = store_from_url(store)
+    from mlms.analysis.kineto_import import read_kineto
+
     imported = read_kineto(trace, batch_size=size)
     if imported.table.num_rows == 0:
         raise InvalidArgument(
             f"{trace} has no profiler events (ProfilerStep, cpu_op, cuda_runtime, kernel): "
             "expected a trace recorded by torch.profiler"
         )
+    import pyarrow.compute as pc
+
+    from mlms.analysis.kineto_record import import_record, whole_trace
+    from mlms.evaluation.records import save_record
+    from mlms.store.factory import store_from_url
+    from mlms.tracer.archive import write_table
+
+    target = store_from_url(store)
     record = import_record(
         imported,
         source=trace.name,
