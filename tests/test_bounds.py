@@ -126,11 +126,13 @@ def test_bound_on_the_cpu_matches_every_layer_and_reuses_the_perfdb(store):
 
 
 def test_mlms_bound_prints_the_tables_and_stores_a_record():
-    result = mlms("bound", "--model", "digits_cnn", "--repeats", "3", "-n", "3", "--json")
+    quick = ("--repeats", "3", "-n", "3", "--min-seconds", "0")
+    result = mlms("bound", "--model", "digits_cnn", *quick, "--json")
     assert result.returncode == 0, result.stderr
     record = json.loads(result.stdout)
     assert record["model"] == "digits_cnn" and record["batches"][0]["sequential_ms"] > 0
-    printed = mlms("bound", "--model", "digits_cnn", "--repeats", "3", "-n", "3")
+    assert record["request"]["min_seconds"] == 0
+    printed = mlms("bound", "--model", "digits_cnn", *quick)
     assert printed.returncode == 0, printed.stderr
     for title in ("Lower bounds (LBL)", "What if", "Slowest layers against their bounds"):
         assert title in printed.stdout
@@ -144,6 +146,7 @@ def test_mlms_bound_prints_the_tables_and_stores_a_record():
         (("--precision", "tf32"), ("tf32", "not available on cpu")),
         (("--batch-size", "0"), ("batch size", "'0'")),
         (("--repeats", "1"), ("repeats",)),
+        (("--min-seconds", "-1"), ("min_seconds", "-1.0", "greater than or equal to 0")),
     ],
 )
 def test_mlms_bound_rejects_bad_input_in_one_line(args, fragments):

@@ -40,6 +40,10 @@ from mlms.user_input import parse_batch_sizes, validated
     help="Measured predicts per batch size of the evaluation the bound is set against.",
 )  # fmt: skip
 @click.option(
+    "--min-seconds", default=1.0, show_default=True, type=float,
+    help="Measure the evaluation for at least this long per batch size.",
+)  # fmt: skip
+@click.option(
     "--top", default=10, show_default=True, type=click.IntRange(min=1),
     help="Slowest layers shown.",
 )  # fmt: skip
@@ -53,6 +57,7 @@ def bound(
     precisions: str | None,
     repeats: int,
     iterations: int,
+    min_seconds: float,
     top: int,
     as_json: bool,
     server: str | None,
@@ -73,6 +78,7 @@ def bound(
         precisions=[p.strip() for p in precisions.split(",")] if precisions else None,
         repeats=repeats,
         iterations=iterations,
+        min_seconds=min_seconds,
     )
     client = client_for(server)
     with progress_bar(enabled=not as_json) as progress:
