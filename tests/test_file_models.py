@@ -228,6 +228,32 @@ def test_the_cli_says_one_line(artifacts, tmp_path) -> None:
     assert "has 4 dimensions" in result.stderr and result.stderr.count("\n") == 1
 
 
+def test_compare_sweep_and_loadgen_take_a_model_file(artifacts, tmp_path, monkeypatch) -> None:
+    """The commands that take a model take its file too; compare names its chart by the file's
+    stem (a path's separators made it unwritable); bound refuses a file in one line (its
+    layer-by-layer rebuild needs the zoo's architecture)."""
+    from click.testing import CliRunner
+
+    from mlms.cli.main import cli
+    from mlms.errors import InvalidArgument
+
+    monkeypatch.setenv("MLMS_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    onnx = str(artifacts["onnx"])
+    quick = ["-n", "2", "--min-seconds", "0"]
+    runner = CliRunner()
+    compared = runner.invoke(cli, ["compare", "--model", onnx, "-f", "onnxruntime", *quick])
+    assert compared.exit_code == 0, compared.output
+    assert (tmp_path / "compare-model-cpu.png").is_file()
+    swept = runner.invoke(cli, ["sweep", "--models", onnx, "-f", "onnxruntime", "-b", "1", *quick])
+    assert swept.exit_code == 0 and "completed" in swept.output, swept.output
+    loaded = runner.invoke(cli, ["loadgen", "--model", onnx, "--duration", "1"])
+    assert loaded.exit_code == 0 and "mlms's own clock" in loaded.output, loaded.output
+    bound = runner.invoke(cli, ["bound", "--model", onnx])
+    assert isinstance(bound.exception, InvalidArgument)
+    assert "is a file model, which has none" in str(bound.exception)
+
+
 @pytest.fixture
 def loopback_fleet(tmp_path, monkeypatch) -> Iterator[tuple[str, LocalStore]]:
     """A server and a torch agent on loopback sharing an in-memory registry and a folder

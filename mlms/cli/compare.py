@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import click
@@ -87,7 +88,7 @@ def compare(
     fields = run_fields(options)
     sizes = parse_batch_sizes(batch_sizes)
     # Checked before the evaluations, which take minutes.
-    chart = None if as_json else writable(plot or Path(f"compare-{model}-{hw}.png"))
+    chart = None if as_json else writable(plot or Path(f"compare-{_file_stem(model)}-{hw}.png"))
     client = client_for(server)
     records = []
     for name in names:
@@ -121,3 +122,9 @@ def compare(
     assert chart is not None
     write_file(chart, lambda path: framework_comparison_chart(table, path, f"{model}, {hw}"))
     out.print(f"chart: {chart}")
+
+
+def _file_stem(model: str) -> str:
+    """A zoo name as it is; a model file, folder or Hub id by its last part, made safe for a
+    file name (``/data/bert.onnx`` -> ``bert``, ``hf:org/name@v1`` -> ``name_v1``)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", Path(model.removeprefix("hf:")).stem) or "model"
