@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from mlms.bounds.record import PRECISIONS, BoundRecord, BoundRequest
+from mlms.bounds.record import BoundRecord, BoundRequest
 from mlms.errors import InvalidArgument
+from mlms.evaluation.precisions import PRECISIONS
 from mlms.evaluation.record import (
     MAX_BATCH_SIZE,
     MAX_ITERATIONS,

@@ -19,7 +19,7 @@ from mlms.evaluation.sweep import SweepCell, SweepSpec, load_sweep, new_sweep
 from mlms.server.sweeps import SweepRun
 from mlms.store.factory import store_from_url
 from mlms.store.local import LocalStore
-from tests.loopback_fleet import LoopbackFleet, listed_agents, start_fleet
+from tests.loopback_fleet import LoopbackFleet, listed_agents, running_fleet
 from tests.processes import MlmsProcess, wait_for
 from tests.shared_assets import copy_asset
 
@@ -202,16 +202,10 @@ def test_a_bad_spec_over_grpc_is_invalid_argument() -> None:
 @pytest.fixture(scope="module")
 def fleet(etcd, s3, mlms_home, tmp_path_factory) -> Iterator[LoopbackFleet]:
     root = tmp_path_factory.mktemp("sweep_fleet")
-    fleet = start_fleet(
-        etcd.url, s3.url, s3.env, ["torch", "torch", "onnxruntime", "onnxruntime"],
-        ["digits_cnn"], root, assets_from=LocalStore(mlms_home / "store"),
-    )  # fmt: skip
-    try:
+    frameworks = ["torch", "torch", "onnxruntime", "onnxruntime"]
+    assets = LocalStore(mlms_home / "store")
+    with running_fleet(etcd, s3, root, frameworks, ["digits_cnn"], assets_from=assets) as fleet:
         yield fleet
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}\n{fleet.logs()}") from None
-    finally:
-        fleet.stop()
 
 
 def _archives(store) -> set[str]:

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from mlms.evaluation.precisions import PRECISIONS
+from mlms.evaluation.precisions import check_precisions
 from mlms.evaluation.record import (
     MAX_ITERATIONS,
     MAX_SECONDS,
@@ -82,14 +82,7 @@ class AdviceRequest(BaseModel):
     @field_validator("precisions")
     @classmethod
     def _precisions(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None:
-            unknown = [p for p in value if p not in PRECISIONS]
-            if unknown or not value:
-                raise ValueError(
-                    f"precision {', '.join(unknown) or '(none)'}: expected some of "
-                    f"{', '.join(PRECISIONS)}"
-                )
-        return value
+        return check_precisions(value)
 
     @field_validator("frameworks", "compile_modes")
     @classmethod

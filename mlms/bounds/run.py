@@ -32,10 +32,11 @@ from mlms.bounds.layer_bench import (
 )
 from mlms.bounds.lower_bound import Measured, batch_bound, framework_precisions, occurrence_keys
 from mlms.bounds.perfdb import PerfDB
-from mlms.bounds.record import PRECISIONS, BoundRecord, BoundRequest, save_bound
+from mlms.bounds.record import BoundRecord, BoundRequest, save_bound
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument, UnsupportedFramework
 from mlms.evaluation.device_lock import exclusive_device
+from mlms.evaluation.precisions import PRECISIONS
 from mlms.evaluation.progress import Progress, ProgressCallback
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.runner import evaluate

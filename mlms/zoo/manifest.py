@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 from urllib.parse import urlsplit
 
 import yaml
@@ -212,14 +212,6 @@ class DatasetSpec(_Strict):
 
 
 #: What a model does; the zoo's tables group its models by it.
-TASKS = (
-    "image_classification",
-    "object_detection",
-    "semantic_segmentation",
-    "text_classification",
-    "text_generation",
-    "translation",
-)
 Task = Literal[
     "image_classification",
     "object_detection",
@@ -228,6 +220,7 @@ Task = Literal[
     "text_generation",
     "translation",
 ]
+TASKS: tuple[str, ...] = get_args(Task)
 
 
 class ModelManifest(_Strict):
