@@ -22,6 +22,8 @@ CLOCK_SLACK_MS = 0.001
 #: What a MODEL span adds around the timed predict: the tracer's context attach and detach,
 #: a clock read and a list append (5-15 us on the CI machine).
 SPAN_BOOKKEEPING_MS = 0.05
+#: A scheduler slice on a loaded machine: how late a step may start after the check before it.
+PREEMPTION_SLACK_S = 0.05
 #: 2 x multiply-adds per sample of the digits CNN's layers that carry a flop count (torch names).
 DIGITS_FLOPS = {
     "0": 2 * 16 * 8 * 8 * 1 * 3 * 3,  # Conv2d(1, 16, 3, padding=1) on 8x8
@@ -307,9 +309,11 @@ def test_min_seconds_is_a_lower_bound_on_the_measured_run(store) -> None:
     assert len(models) == result.iterations == result.levels["model"].iterations
     run_span = next(s for s in spans if s.name == "run 1: model")
     assert run_span.duration_ns / 1e9 >= 1.0 - CLOCK_SLACK_MS / 1e3
-    # Wall time on a loaded machine varies; when the last iteration began does not.
+    # Wall time on a loaded machine varies; when the last iteration began does not, but for
+    # the moments between the loop's deadline check and its preprocess span's first clock
+    # read, where the process may be preempted (4 us past the second seen on a loaded VM).
     last = max(s.start_ns for s in spans if s.name == "preprocess")
-    assert (last - run_span.start_ns) / 1e9 < 1.0 + CLOCK_SLACK_MS / 1e3
+    assert (last - run_span.start_ns) / 1e9 < 1.0 + PREEMPTION_SLACK_S
     # Every predict lies inside the run: the predicts' time is part of the run's wall time, and
     # at least the record's iterations x mean latency.
     assert all(run_span.start_ns <= s.start_ns <= s.end_ns <= run_span.end_ns for s in models)
