@@ -256,3 +256,17 @@ def test_a_gpu_session_probes_the_layout_at_half_precision_and_verifies_its_riva
     verified = [r for r in rows if r.achieved is not None]
     rivals = [r for r in rows if r.high >= best.low]
     assert verified == rivals and verified[0] == best
+    # Rows that differ in batch size only were verified in one evaluation, each at its own
+    # batch size's measurement.
+    verifying = asked[len(probed) :]
+    settings = {r.config.model_copy(update={"batch_size": 0}) for r in verified}
+    assert len(verifying) == len(settings) < len(verified)
+    for row in verified:
+        (evaluation,) = [
+            a
+            for a in verifying
+            if (a.precision, a.channels_last) == (row.config.precision, row.config.channels_last)
+        ]
+        assert row.config.batch_size in evaluation.batch_sizes
+        batch = row.config.batch_size
+        assert row.achieved == pytest.approx(1000.0 * batch / latency(evaluation, batch))

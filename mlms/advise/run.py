@@ -438,26 +438,37 @@ class _Session:
                 continue
             spent += cost
             planned.append(row)
-        self.say(f"verifying {len(planned)} configuration(s)")
-        plans = [([row.config], "full") for row in planned]
+        # Rows that differ in batch size only share one evaluation (one load, warm-up and
+        # record), each batch size measured in its own loop as when run alone.
+        groups: dict[Config, list[AdviceRow]] = {}
+        for row in planned:
+            groups.setdefault(row.config.model_copy(update={"batch_size": 0}), []).append(row)
+        self.say(f"verifying {len(planned)} configuration(s) in {len(groups)} evaluation(s)")
+        plans = [([row.config for row in rows], "full") for rows in groups.values()]
         answers = self._evaluations(plans, request.iterations, request.min_seconds)
-        for row, (answer, seconds) in zip(planned, answers, strict=True):
-            if isinstance(answer, MlmsError):
-                row.accuracy = f"failed: {answer}"
-                row.accuracy_holds = False
-                continue
-            observation = self._observe(answer, row.config, "verified", seconds)
-            if observation is None:
-                continue
-            row.achieved = observation.value
-            row.achieved_latency_ms = observation.latency_ms
-            row.evaluation_id = answer.id
-            row.error = abs(row.predicted - row.achieved) / row.achieved
-            row.accuracy, row.accuracy_holds = self._accuracy(answer, row.config.framework)
-            self.say(
-                f"{row.config.label()}: predicted {row.predicted:.4g}, achieved "
-                f"{row.achieved:.4g} {request.unit}"
-            )
+        for rows, (answer, seconds) in zip(groups.values(), answers, strict=True):
+            for row in rows:
+                self._verified(row, answer, seconds / len(rows))
+
+    def _verified(self, row: AdviceRow, answer: EvaluationRecord | MlmsError, seconds: float):
+        """``row`` with what its verification achieved (or why it failed)."""
+        request = self.request
+        if isinstance(answer, MlmsError):
+            row.accuracy = f"failed: {answer}"
+            row.accuracy_holds = False
+            return
+        observation = self._observe(answer, row.config, "verified", seconds)
+        if observation is None:
+            return
+        row.achieved = observation.value
+        row.achieved_latency_ms = observation.latency_ms
+        row.evaluation_id = answer.id
+        row.error = abs(row.predicted - row.achieved) / row.achieved
+        row.accuracy, row.accuracy_holds = self._accuracy(answer, row.config.framework)
+        self.say(
+            f"{row.config.label()}: predicted {row.predicted:.4g}, achieved "
+            f"{row.achieved:.4g} {request.unit}"
+        )
 
     def _accuracy(self, record: EvaluationRecord, framework: str) -> tuple[str, bool]:
         baseline = self.baselines[framework]
