@@ -60,12 +60,11 @@ def _sweep_evaluations(configs: list, cells: str) -> list[list]:
     """The exhaustive sweep's evaluations: one per configuration (``cell``, as ``mlms sweep``
     runs a cell), or one per setting with all its batch sizes (``setting``: the cheapest
     exhaustive sweep, each batch size's loop in one loaded model)."""
+    from mlms.advise.record import by_setting
+
     if cells == "cell":
         return [[c] for c in configs]
-    settings: dict = {}
-    for config in configs:
-        settings.setdefault(config.model_copy(update={"batch_size": 1}), []).append(config)
-    return [sorted(group, key=lambda c: c.batch_size) for group in settings.values()]
+    return by_setting(configs, lambda config: config)
 
 
 def check(model: str, args: argparse.Namespace, client) -> dict:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from datetime import datetime
+from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -17,6 +19,8 @@ from mlms.evaluation.record import (
 from mlms.registry.hardware import HardwareInfo
 from mlms.store.base import ObjectStore
 from mlms.store.json_records import JsonRecords
+
+T = TypeVar("T")
 
 PREFIX = "advice/"
 #: What an objective measures, its unit, and whether less is better.
@@ -155,6 +159,16 @@ class Config(BaseModel):
             parts.append(f"{self.threads} threads")
         parts.append(f"bs {self.batch_size}")
         return ", ".join(parts)
+
+
+def by_setting(items: Iterable[T], config: Callable[[T], Config]) -> list[list[T]]:
+    """``items`` grouped by their configuration's settings, the batch size aside (first seen
+    first), each group in batch-size order: what one evaluation measures, each batch size in
+    a loop of its own."""
+    groups: dict[Config, list[T]] = {}
+    for item in items:
+        groups.setdefault(config(item).model_copy(update={"batch_size": 1}), []).append(item)
+    return [sorted(group, key=lambda item: config(item).batch_size) for group in groups.values()]
 
 
 class Observation(BaseModel):

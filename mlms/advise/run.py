@@ -19,6 +19,7 @@ from mlms.advise.record import (
     AdviceRow,
     Config,
     Observation,
+    by_setting,
     save_advice,
 )
 from mlms.advise.space import Space, build_space
@@ -440,13 +441,11 @@ class _Session:
             planned.append(row)
         # Rows that differ in batch size only share one evaluation (one load, warm-up and
         # record), each batch size measured in its own loop as when run alone.
-        groups: dict[Config, list[AdviceRow]] = {}
-        for row in planned:
-            groups.setdefault(row.config.model_copy(update={"batch_size": 0}), []).append(row)
+        groups = by_setting(planned, lambda row: row.config)
         self.say(f"verifying {len(planned)} configuration(s) in {len(groups)} evaluation(s)")
-        plans = [([row.config for row in rows], "full") for rows in groups.values()]
+        plans = [([row.config for row in rows], "full") for rows in groups]
         answers = self._evaluations(plans, request.iterations, request.min_seconds)
-        for rows, (answer, seconds) in zip(groups.values(), answers, strict=True):
+        for rows, (answer, seconds) in zip(groups, answers, strict=True):
             for row in rows:
                 self._verified(row, answer, seconds / len(rows))
 
