@@ -19,7 +19,8 @@ once per calling process from a fresh interpreter that imports ``PRELOAD``: a ch
 starts with torch and the ONNX exporter's libraries loaded (about 2 s of CPU each that it
 would otherwise spend importing them) and nothing else of the caller's. ``PRELOAD`` holds
 neither TensorFlow nor anything that loads Triton (``torch._dynamo`` does), so a child may
-still load either one.
+still load either one. The server lives as long as the process that started it, idle between
+calls, holding what it imported (about 0.6 GB of memory with torch).
 """
 
 from __future__ import annotations
