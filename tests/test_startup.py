@@ -10,7 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
+
+from mlms.cli.main import COMMANDS, cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -93,3 +96,20 @@ def test_a_command_loads_only_its_own_module(tmp_path: Path) -> None:
     others = {"mlms.cli.evaluate", "mlms.cli.sweep", "mlms.cli.bound", "mlms.cli.models"}
     heavy = {"mlms.evaluation.record", "mlms.database.keeper", "mlms.evaluation.sweep"}
     assert not (others | heavy) & modules, sorted((others | heavy) & modules)
+
+
+def test_the_help_lists_every_command_and_loads_none(tmp_path: Path) -> None:
+    """``mlms --help`` lists the commands from the table in ``mlms.cli.main``, whose every
+    entry names a command that loads; the listing itself loads no command's module."""
+    modules = loaded_modules(["--help"], tmp_path)
+    assert not {where.partition(":")[0] for where, _ in COMMANDS.values()} & modules
+    for name in COMMANDS:
+        assert isinstance(cli.get_command(click.Context(cli), name), click.Command), name
+    shown = subprocess.run(
+        [sys.executable, "-c", "from mlms.cli.main import main; main()", "--help"],
+        capture_output=True, text=True, timeout=120, check=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "MLMS_HOME": str(tmp_path)},
+    ).stdout  # fmt: skip
+    assert [line.split()[0] for line in shown.split("Commands:")[1].splitlines() if line] == (
+        sorted(COMMANDS)
+    )

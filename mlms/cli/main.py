@@ -11,31 +11,32 @@ import click
 from mlms import __version__
 from mlms.errors import MlmsError
 
-#: Each command and where it is: a command's module (and what it imports) loads only when that
-#: command runs, or when the help lists them all.
-COMMANDS = {
-    "agent": "mlms.cli.agent:agent",
-    "advise": "mlms.cli.advise:advise",
-    "agents": "mlms.cli.agents:agents",
-    "analyze": "mlms.cli.analyze:analyze",
-    "assets": "mlms.cli.assets:assets",
-    "bound": "mlms.cli.bound:bound",
-    "certs": "mlms.cli.security:certs",
-    "compare": "mlms.cli.compare:compare",
-    "datasets": "mlms.cli.datasets:datasets",
-    "db": "mlms.cli.database:db",
-    "eval": "mlms.cli.evaluate:evaluate",
-    "evals": "mlms.cli.listing:evals",
-    "import": "mlms.cli.import_trace:import_trace",
-    "loadgen": "mlms.cli.loadgen:loadgen",
-    "models": "mlms.cli.models:models",
-    "report": "mlms.cli.report:report",
-    "server": "mlms.cli.agent:server",
-    "site": "mlms.cli.site:site",
-    "sweep": "mlms.cli.sweep:sweep",
-    "token": "mlms.cli.security:token",
-    "trace": "mlms.cli.trace:trace",
-    "ui": "mlms.ui.command:ui",
+#: Each command: where it is, and its line in ``mlms --help``. A command's module (and what it
+#: imports) loads only when that command runs; the list of commands is read from here, so that
+#: ``mlms --help`` loads none of them. A command's own ``--help`` shows its docstring.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "advise": ("mlms.cli.advise:advise", "Recommend how to run a model, verified by evaluations."),
+    "agent": ("mlms.cli.agent:agent", "Serve one framework here, registered in the fleet."),
+    "agents": ("mlms.cli.agents:agents", "List the fleet's live agents."),
+    "analyze": ("mlms.cli.analyze:analyze", "Tables of an evaluation: latency, layers, energy."),
+    "assets": ("mlms.cli.assets:assets", "Build model assets into a store, or verify them."),
+    "bound": ("mlms.cli.bound:bound", "Lower-bound a model's latency from its layers."),
+    "certs": ("mlms.cli.security:certs", "Write a development CA and a certificate per role."),
+    "compare": ("mlms.cli.compare:compare", "Evaluate a model on several frameworks, compared."),
+    "datasets": ("mlms.cli.datasets:datasets", "List, add and remove the store's data sets."),
+    "db": ("mlms.cli.database:db", "The evaluation index: its status, or rebuild it."),
+    "eval": ("mlms.cli.evaluate:evaluate", "Evaluate a model: latency, throughput, accuracy."),
+    "evals": ("mlms.cli.listing:evals", "List stored evaluations and those in flight."),
+    "import": ("mlms.cli.import_trace:import_trace", "Import another profiler's trace."),
+    "loadgen": ("mlms.cli.loadgen:loadgen", "Drive a model's predict path with MLPerf LoadGen."),
+    "models": ("mlms.cli.models:models", "List the zoo and the added models; add or remove."),
+    "report": ("mlms.cli.report:report", "Write an HTML report of evaluations."),
+    "server": ("mlms.cli.agent:server", "Serve the Evaluator API, routing to the agents."),
+    "site": ("mlms.cli.site:site", "Write a static results site of a sweep."),
+    "sweep": ("mlms.cli.sweep:sweep", "Evaluate every combination of models, frameworks, ..."),
+    "token": ("mlms.cli.security:token", "Create, list and revoke bearer tokens."),
+    "trace": ("mlms.cli.trace:trace", "Work with the span archive of evaluations."),
+    "ui": ("mlms.ui.command:ui", "Serve the web UI."),
 }
 
 
@@ -46,11 +47,14 @@ class _Commands(click.Group):
         return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        where = COMMANDS.get(cmd_name)
-        if where is None:
+        if cmd_name not in COMMANDS:
             return None
-        module, _, name = where.partition(":")
+        module, _, name = COMMANDS[cmd_name][0].partition(":")
         return getattr(importlib.import_module(module), name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, line) for name, (_, line) in sorted(COMMANDS.items())])
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]
