@@ -41,17 +41,17 @@ T = TypeVar("T")
 #: A child that has answered only has its interpreter to shut down.
 EXIT_TIMEOUT_S = 30.0
 
-#: What the fork server imports before it forks any child: what the asset builders and the
-#: signature readers import first. Each must leave TensorFlow and Triton unloaded (see above);
-#: one that is not installed is skipped.
-PRELOAD = ("torch", "torch.onnx", "onnxscript", "sympy", "networkx", "mlms.zoo.assets")
+#: What the fork server imports before it forks any child (``mlms.isolation_preload``): what
+#: the asset builders and the signature readers import first. Each must leave TensorFlow and
+#: Triton unloaded (see above); one that fails to load is left out.
+PRELOAD = ("torch", "torch.onnx", "onnxscript", "sympy", "networkx")
 
 
 def _context() -> multiprocessing.context.BaseContext:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(list(PRELOAD))  # read only when the server starts
+    context.set_forkserver_preload(["mlms.isolation_preload"])  # read when the server starts
     return context
 
 

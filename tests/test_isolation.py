@@ -142,3 +142,15 @@ def test_a_bound_in_a_process_holding_tensorflow_measures_it_elsewhere(store) ->
     assert result["steps"][0].startswith("this process holds tensorflow: the bound runs in")
     assert any(step.startswith("measuring digits_cnn") for step in result["steps"])
     assert store.exists(f"evaluations/{result['evaluation']}.json")
+
+
+def test_the_fork_servers_preload_leaves_out_a_module_that_fails_to_load(
+    tmp_path, monkeypatch
+) -> None:
+    """multiprocessing's own preload stops the server on any error but an ImportError, which
+    would fail every call; a module whose native part fails to load (OSError) is left out."""
+    from mlms.isolation_preload import preload
+
+    (tmp_path / "broken_native_library.py").write_text("raise OSError('libbroken.so: bad ELF')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert preload(["broken_native_library", "json", "no_such_module_anywhere"]) == ["json"]

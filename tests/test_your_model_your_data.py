@@ -33,15 +33,15 @@ DATASETS = ("png", "npz")
 
 
 @pytest.fixture(scope="module")
-def artifacts(tmp_path_factory) -> dict[str, Path]:
+def artifacts(tmp_path_factory, store, mlms_home: Path) -> dict[str, Path]:
     """digits_cnn's trained weights as ONNX, .pt2 and .keras (the zoo's own TensorFlow asset,
-    converted layer by layer from the same torch weights)."""
+    converted layer by layer from the same torch weights; the session store's, read only)."""
     import torch
 
     from mlms.zoo.exporters import export_onnx
 
     folder = tmp_path_factory.mktemp("digits_artifacts")
-    assets = AssetManager(LocalStore(folder / "zoo"), folder / "cache")
+    assets = AssetManager(store, mlms_home / "cache")
     manifest = get_model("digits_cnn")
     module = assets.canonical_module(manifest)
     example = torch.zeros(2, 1, 8, 8)

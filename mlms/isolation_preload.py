@@ -1,0 +1,27 @@
+"""What the fork server of ``mlms.isolation`` imports before it forks any child: each module of
+``PRELOAD`` that loads. multiprocessing's own preload skips only an ImportError, and any other
+failure (a library whose native part fails to load raises OSError) would stop the server, and
+with it every call; here such a module is left out, and the child that needs it meets the error
+itself, as it would have without a server."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Iterable
+
+from mlms.isolation import PRELOAD
+
+
+def preload(names: Iterable[str]) -> list[str]:
+    """Import each of ``names`` that loads; the names that did."""
+    loaded = []
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception:  # whatever fails here is the child's to report, when it needs it
+            continue
+        loaded.append(name)
+    return loaded
+
+
+preload(PRELOAD)
