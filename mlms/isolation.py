@@ -1,4 +1,4 @@
-"""Work that runs in a fresh interpreter, because its native libraries must not share a process.
+"""Work that runs in a process of its own, because its native libraries must not share one.
 
 TensorFlow's wheel loads ``_pywrap_tensorflow_internal`` with RTLD_GLOBAL, which puts the LLVM
 it bundles (exported from ``libtensorflow_framework.so.2``) into the process's global symbol

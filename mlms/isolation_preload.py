@@ -2,7 +2,9 @@
 ``PRELOAD`` that loads. multiprocessing's own preload skips only an ImportError, and any other
 failure (a library whose native part fails to load raises OSError) would stop the server, and
 with it every call; here such a module is left out, and the child that needs it meets the error
-itself, as it would have without a server."""
+itself, as it would have without a server. The server finds this module, and so the children
+their ``mlms``, on the interpreter's own path (its environment's ``PYTHONPATH`` included), not
+on paths a caller added to ``sys.path`` at run time."""
 
 from __future__ import annotations
 
