@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from mlms.evaluation.progress import Progress as RunProgress
@@ -141,6 +140,9 @@ def progress_bar(enabled: bool) -> Iterator[ProgressCallback | None]:
     if not enabled or not err.is_terminal:
         yield None
         return
+    # Here, not at the top: the listing commands never draw a bar (rich.progress is 12 ms).
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     columns = (
         TextColumn("{task.description}"),
         BarColumn(),
