@@ -38,8 +38,8 @@ def read(pid: str) -> tuple[int, float, str] | None:
 def kind(command: str) -> str:
     if "exec(eval(sys.stdin.readline()))" in command or "-m pytest" in command:
         return "pytest (main and xdist workers)"
-    if "multiprocessing.spawn" in command:
-        return "spawned children (call_in_own_process, process pools)"
+    if "multiprocessing.spawn" in command or "multiprocessing.forkserver" in command:
+        return "children (call_in_own_process's fork server and its forks; process pools)"
     if " agent" in command and "mlms" in command:
         framework = re.search(r"--framework (\S+)", command)
         return f"mlms agent ({framework[1] if framework else '?'})"

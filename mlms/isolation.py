@@ -15,12 +15,12 @@ built in a process of their own (``mlms.zoo.assets``), and a bound asked of a pr
 holds TensorFlow runs in one of its own (``mlms.bounds.run``).
 
 The children are forked from a server process of multiprocessing's ``forkserver``, started
-once per calling process from a fresh interpreter that imports ``PRELOAD``: a child then
-starts with torch and the ONNX exporter's libraries loaded (about 2 s of CPU each that it
-would otherwise spend importing them) and nothing else of the caller's. ``PRELOAD`` holds
-neither TensorFlow nor anything that loads Triton (``torch._dynamo`` does), so a child may
-still load either one. The server lives as long as the process that started it, idle between
-calls, holding what it imported (about 0.6 GB of memory with torch).
+once per calling process from a fresh interpreter that imports ``mlms.isolation_preload``:
+a child then starts with torch and the ONNX exporter's libraries loaded (about 2 s of CPU
+each that it would otherwise spend importing them) and nothing else of the caller's. That
+preload holds neither TensorFlow nor anything that loads Triton (``torch._dynamo`` does), so
+a child may still load either one. The server lives as long as the process that started it,
+idle between calls, holding what it imported (about 0.6 GB of memory with torch).
 """
 
 from __future__ import annotations
@@ -41,10 +41,6 @@ T = TypeVar("T")
 #: A child that has answered only has its interpreter to shut down.
 EXIT_TIMEOUT_S = 30.0
 
-#: What the fork server imports before it forks any child (``mlms.isolation_preload``): what
-#: the asset builders and the signature readers import first. Each must leave TensorFlow and
-#: Triton unloaded (see above); one that fails to load is left out.
-PRELOAD = ("torch", "torch.onnx", "onnxscript", "sympy", "networkx")
 
 
 def _context() -> multiprocessing.context.BaseContext:
@@ -63,8 +59,8 @@ def call_in_own_process(
     on_note: Callable[[Any], None] | None = None,
 ) -> T:
     """``function(*args)`` in a process of its own (forked from the fork server: nothing this
-    process has imported comes along, only ``PRELOAD``; the environment is this process's as
-    it is now), and its return value; the exception it raised is raised here.
+    process has imported comes along, only the server's preload; the environment is this
+    process's as it is now), and its return value; the exception it raised is raised here.
 
     ``function`` must be importable by name and its arguments and result picklable. With
     ``on_note``, it is called with ``tell=`` too: each ``tell(note)`` in the child is an

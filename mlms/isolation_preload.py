@@ -11,7 +11,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable
 
-from mlms.isolation import PRELOAD
+#: What the asset builders and the signature readers import first. Each must leave TensorFlow
+#: and Triton unloaded (``mlms.isolation`` says why); one that fails to load is left out.
+PRELOAD = ("torch", "torch.onnx", "onnxscript", "sympy", "networkx")
 
 
 def preload(names: Iterable[str]) -> list[str]:
