@@ -40,7 +40,9 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiHostFleet]:
 
 @pytest.fixture
 def healthy(fleet: MultiHostFleet) -> Iterator[MultiHostFleet]:
-    """The fleet; afterwards every link is up again and every agent back in the registry."""
+    """The fleet; afterwards every link is up again, every agent back in the registry and
+    idle. An agent cut off mid-evaluation runs its copy on in the dark; until that copy ends
+    its published load steers the next test's least-loaded choice away from it."""
     yield fleet
     for host in fleet.network.hosts.values():
         host.heal()
@@ -50,6 +52,9 @@ def healthy(fleet: MultiHostFleet) -> Iterator[MultiHostFleet]:
         if not process.alive():
             fleet.start_agent(name)
     fleet.wait_agents()
+    for name in fleet.agent_hosts:
+        address = fleet.agent_address(name)
+        wait_until(lambda a=address: _load(fleet, a) == 0, 120, f"agent {address} to be idle")
 
 
 class Background:
