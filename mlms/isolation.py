@@ -42,7 +42,6 @@ T = TypeVar("T")
 EXIT_TIMEOUT_S = 30.0
 
 
-
 def _context() -> multiprocessing.context.BaseContext:
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")

@@ -68,6 +68,11 @@ def test_object_store_contract(store: S3Store, tmp_path: Path) -> None:
     store.get_file(f"{prefix}/sub/b.bin", target)
     assert target.read_bytes() == source.read_bytes()
     assert [p.name for p in target.parent.iterdir()] == ["b.bin"]  # no temporary left over
+    given = tmp_path / "given.bin"
+    given.write_bytes(b"given")
+    store.put_file(f"{prefix}/given.bin", given, move=True)  # uploaded, then gone here
+    assert not given.exists() and store.get_bytes(f"{prefix}/given.bin") == b"given"
+    store.delete(f"{prefix}/given.bin")
 
     store.delete(f"{prefix}/a.json")
     store.delete(f"{prefix}/a.json")  # absent: fine

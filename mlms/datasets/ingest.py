@@ -453,14 +453,12 @@ class _ShardWriter:
             # Encoded images do not compress further; arrays and text do.
             compression = "none" if self._kind == "images" else "zstd"
             pq.write_table(table, local, row_group_size=ROW_GROUP, compression=compression)
-            sha256 = sha256_of(local)
+            sha256, size = sha256_of(local), local.stat().st_size
             key = f"{self._prefix}shards/{sha256}.parquet"
             if not self._store.exists(key):  # the same content may be stored already
-                self._store.put_file(key, local)
+                self._store.put_file(key, local, move=True)
                 self._uploaded.append(key)
-            self.shards.append(
-                Shard(key=key, sha256=sha256, samples=table.num_rows, bytes=local.stat().st_size)
-            )
+            self.shards.append(Shard(key=key, sha256=sha256, samples=table.num_rows, bytes=size))
 
     def finish(self) -> list[Shard]:
         self._flush()

@@ -14,8 +14,10 @@ from typing import Protocol, runtime_checkable
 class ObjectStore(Protocol):
     def put_bytes(self, key: str, data: bytes) -> None: ...
 
-    def put_file(self, key: str, path: Path) -> None:
-        """Upload a file without reading it whole into memory."""
+    def put_file(self, key: str, path: Path, *, move: bool = False) -> None:
+        """Upload a file without reading it whole into memory. ``move``: the caller gives the
+        file up (a file it made for the store): a local store on the same file system renames
+        it into place instead of writing a copy; either way it is gone afterwards."""
         ...
 
     def get_bytes(self, key: str) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -30,9 +31,19 @@ class LocalStore:
             tmp.write(data)
         os.replace(tmp.name, target)
 
-    def put_file(self, key: str, path: Path) -> None:
+    def put_file(self, key: str, path: Path, *, move: bool = False) -> None:
         target = self.path_of(key)
         target.parent.mkdir(parents=True, exist_ok=True)
+        if move:
+            try:
+                os.replace(path, target)  # atomic, and no second copy of a large artifact
+                return
+            except OSError as exc:
+                if exc.errno != errno.EXDEV:
+                    raise
+            self.put_file(key, path)  # another file system: copied, then given up
+            Path(path).unlink()
+            return
         with tempfile.NamedTemporaryFile(dir=target.parent, prefix=".tmp-", delete=False) as tmp:
             with open(path, "rb") as source:
                 shutil.copyfileobj(source, tmp, length=1 << 20)

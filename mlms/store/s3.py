@@ -113,7 +113,7 @@ class S3Store:
             lambda: self._client.put_object(self.bucket, key, io.BytesIO(data), len(data)),
         )
 
-    def put_file(self, key: str, path: Path) -> None:
+    def put_file(self, key: str, path: Path, *, move: bool = False) -> None:
         validate_key(key)
         if not Path(path).is_file():
             raise StoreError(f"cannot upload {str(path)!r} to {self.url}: expected a file")
@@ -129,6 +129,8 @@ class S3Store:
                 num_parallel_uploads=PARALLEL_PARTS,
             ),
         )
+        if move:
+            Path(path).unlink()
 
     def get_bytes(self, key: str) -> bytes:
         with self._object(key) as response:

@@ -184,6 +184,8 @@ class AssetManager:
         return folder
 
     def _store(self, manifest: ModelManifest, framework: str, path: Path, source: str) -> None:
+        """Put the file at ``path`` (one this manager made: built, exported or downloaded into
+        a temporary folder, and moved, not copied, into a local store) as the asset."""
         prefix = asset_prefix(manifest, framework)
         info = {
             "file": path.name,
@@ -191,7 +193,7 @@ class AssetManager:
             "size": path.stat().st_size,
             "source": source,
         }
-        self.store.put_file(f"{prefix}/{path.name}", path)
+        self.store.put_file(f"{prefix}/{path.name}", path, move=True)
         # asset.json last: its presence says the asset is complete.
         self.store.put_bytes(f"{prefix}/asset.json", json.dumps(info, indent=1).encode())
 
