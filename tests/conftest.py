@@ -6,9 +6,9 @@ of one file, which keeps ``-x``, ``--pdb`` and print debugging as usual; ``-n N`
 choose. Each worker gets whole modules (``pytest_xdist_make_scheduler``), the modules with more
 tests first: a module-scoped fixture (a fleet, an evaluation, a server) is made once, on the
 worker that runs the module, and its tests never run beside each other. The long tests of a
-module that shares nothing between them are spread one by one instead, ahead of the modules
-(add it to ``SPREAD``). Every worker is a pytest session of its own: what is
-``session``-scoped below is made once per worker.
+module that shares nothing between them are spread one by one instead (add it to
+``SPREAD``). Every worker is a pytest session of its own: what is ``session``-scoped below is
+made once per worker.
 
 What a test may rely on:
 - ``mlms_home``: a private ``$MLMS_HOME`` per worker (never ``~/.mlms``), so records, traces,
@@ -72,18 +72,13 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 #: Modules whose tests share no module-scoped fixture and take long each: their tests are spread
-#: over the workers one by one, before the modules that go whole, not run as one unit.
+#: over the workers one by one (after the modules that go whole), not run as one unit.
 SPREAD = frozenset({"tests/test_zoo_models.py"})
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
     """``--dist loadscope`` (pyproject's), but the tests of the ``SPREAD`` modules each a unit
-    of their own, handed out first; another ``--dist`` as xdist has it.
-
-    xdist orders the units by their number of tests, which would leave the spread ones (a
-    test each, yet the longest units of the run: a minute for a transformer) to the end,
-    where one of them keeps a worker busy after the other has run out of work. Longest
-    first is what keeps the workers' ends close."""
+    of their own; another ``--dist`` as xdist has it."""
     if config.getvalue("dist") != "loadscope":
         return None
     from xdist.scheduler import LoadScopeScheduling
@@ -92,12 +87,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
         def _split_scope(self, nodeid: str) -> str:
             module = nodeid.split("::", 1)[0]
             return nodeid if module in SPREAD else module
-
-        def _assign_work_unit(self, node) -> None:
-            spread = [s for s in self.workqueue if s.split("::", 1)[0] in SPREAD]
-            for scope in reversed(spread):
-                self.workqueue.move_to_end(scope, last=False)
-            super()._assign_work_unit(node)
 
     return ModulesWhole(config, log)
 
