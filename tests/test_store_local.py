@@ -42,6 +42,8 @@ def test_a_file_given_up_is_renamed_into_place_and_a_lent_one_copied(tmp_path: P
     assert lent.read_bytes() == b"lent" and not given.exists()
     assert store.get_bytes("models/a/lent.bin") == b"lent"
     assert store.path_of("models/a/given.bin").stat().st_ino == inode  # not a copy
+    modes = {store.path_of(f"models/a/{n}.bin").stat().st_mode & 0o777 for n in ("lent", "given")}
+    assert modes == {0o600}  # private, whichever way the object came in
     assert store.list("models/") == ["models/a/given.bin", "models/a/lent.bin"]
 
 

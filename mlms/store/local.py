@@ -36,6 +36,8 @@ class LocalStore:
         target.parent.mkdir(parents=True, exist_ok=True)
         if move:
             try:
+                # The mode of every object the store writes itself (its temporaries' 0600).
+                os.chmod(path, 0o600)
                 os.replace(path, target)  # atomic, and no second copy of a large artifact
                 return
             except OSError as exc:
