@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import glob
 import os
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -44,6 +43,7 @@ from mlms.tracer.hlo_join import (
 from mlms.tracer.layer_kinds import normalise_kind
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.spans import TimedEvent
+from mlms.zoo.keras_models import import_keras_on_jax
 
 MARK = "mlms::predict"
 PRECISION = "highest"
@@ -53,10 +53,7 @@ GENERIC_KINDS = frozenset({"add", "mul", "reshape", "activation", "other"})
 
 def import_keras() -> Any:
     """``keras`` on its JAX backend; an error where this process loaded it on another."""
-    if "keras" not in sys.modules:
-        os.environ["KERAS_BACKEND"] = "jax"
-    import keras
-
+    keras = import_keras_on_jax()
     if keras.backend.backend() != "jax":
         raise UnsupportedFramework(
             f"Keras in this process runs on {keras.backend.backend()!r}; the jax framework "

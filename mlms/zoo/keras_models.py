@@ -23,6 +23,8 @@ import importlib.util
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -47,13 +49,54 @@ TORCH_TWINS = ("digits_cnn",)
 TRANSFORMERS = {"bert_base": "BertBackbone", "gpt2_small": "GPT2Backbone"}
 
 
+#: What Keras imports only because it is installed, for features mlms does not use: its
+#: scikit-learn wrappers, pandas DataFrames given to ``fit``, matplotlib's image galleries.
+KERAS_EXTRAS = ("sklearn", "pandas", "matplotlib")
+#: ...and what TensorFlow adds: JAX, for TensorFlow Lite's converter.
+TENSORFLOW_EXTRAS = (*KERAS_EXTRAS, "jax")
+
+
+@contextmanager
+def without(names: tuple[str, ...]) -> Iterator[None]:
+    """Imports inside see the packages ``names`` (those not loaded yet) as not installed, as
+    Python's import system does for a ``None`` in ``sys.modules``; afterwards they import again.
+
+    Half of ``import tensorflow`` here goes to them (``python -X importtime -c "import
+    tensorflow"``: scikit-learn with SciPy's statistics, JAX, pandas, matplotlib), in every agent
+    and asset builder that imports TensorFlow or Keras. No other thread of such a process
+    imports them meanwhile: mlms's processes that run Keras use none of them (pandas is
+    already loaded there, and so left alone)."""
+    hidden = [name for name in names if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        for name in hidden:
+            if sys.modules.get(name, object()) is None:
+                del sys.modules[name]
+
+
 def import_tensorflow() -> Any:
     """``tensorflow``, imported with its C++ info and warning lines off (they would land in the
-    middle of the progress bar); every mlms use of TensorFlow or Keras imports it through here."""
+    middle of the progress bar) and without ``TENSORFLOW_EXTRAS``; every mlms use of TensorFlow
+    or Keras imports it through here."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow
+    with without(TENSORFLOW_EXTRAS):
+        import tensorflow
 
     return tensorflow
+
+
+def import_keras_on_jax() -> Any:
+    """``keras`` on its JAX backend (where no other backend is loaded yet), without
+    ``KERAS_EXTRAS``."""
+    if "keras" not in sys.modules:
+        os.environ["KERAS_BACKEND"] = "jax"
+    with without(KERAS_EXTRAS):
+        import keras
+
+    return keras
 
 
 def import_keras_for_building() -> Any:
@@ -62,11 +105,10 @@ def import_keras_for_building() -> Any:
     keras.applications come from the backend's random generator, so they differ between the
     two. Runs in the asset builder's own process, where Keras is not yet imported."""
     if "keras" not in sys.modules:
-        if importlib.util.find_spec("tensorflow") is not None:
-            os.environ["KERAS_BACKEND"] = "tensorflow"
-            import_tensorflow()
-        else:
-            os.environ["KERAS_BACKEND"] = "jax"
+        if importlib.util.find_spec("tensorflow") is None:
+            return import_keras_on_jax()
+        os.environ["KERAS_BACKEND"] = "tensorflow"
+        import_tensorflow()
     import keras
 
     return keras
