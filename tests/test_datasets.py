@@ -44,7 +44,7 @@ def holdout(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     folder per class, the same PNGs flat with a labels.csv, a .npz and a Parquet file of the
     preprocessed arrays (the latter with the labels as names)."""
     root = tmp_path_factory.mktemp("holdout")
-    split = load_split(seed=0)
+    split = load_split()
     folders, flat = root / "classes", root / "flat"
     flat.mkdir()
     rows = ["file,label"]
@@ -199,7 +199,7 @@ def test_shards_are_read_one_at_a_time_in_exact_batches(
     rest = list(batches)
     assert [b.num_rows for b in [first, *rest]] == [64] * 5 + [40]
     labels = np.concatenate([b.column("label").to_numpy() for b in [first, *rest]])
-    assert labels.tolist() == load_split(seed=0).test_labels.tolist()
+    assert labels.tolist() == load_split().test_labels.tolist()
 
 
 def test_a_corrupted_shard_is_refused(store, holdout, tmp_path) -> None:
@@ -238,7 +238,7 @@ def test_add_replace_list_and_remove(store, holdout, tmp_path) -> None:
     _first, first_sha = add_dataset(store, holdout["npz"], name)
     with pytest.raises(errors.AlreadyExists, match=f"data set '{name}' version '1' exists"):
         add_dataset(store, holdout["npz"], name)
-    split = load_split(seed=0)
+    split = load_split()
     np.savez(
         tmp_path / "half.npz",
         image=np.zeros((10, 1, 8, 8), np.float32),

@@ -38,7 +38,7 @@ def added(fleet, tmp_path_factory) -> dict[str, str]:
     .npz, and a .npz whose labels go past digits_cnn's ten outputs: kind -> sha256."""
     _address, store_url = fleet
     root = tmp_path_factory.mktemp("fleet_holdout")
-    split = load_split(seed=0)
+    split = load_split()
     for number, (image, label) in enumerate(zip(split.test_images, split.test_labels, strict=True)):
         (root / "png" / str(label)).mkdir(parents=True, exist_ok=True)
         Image.fromarray(image[..., 0], "L").save(root / "png" / str(label) / f"{number}.png")
@@ -118,7 +118,7 @@ def test_the_cli_adds_to_and_evaluates_from_the_fleet(fleet, added, tmp_path: Pa
     from tests.test_cli import mlms
 
     address, store_url = fleet
-    split = load_split(seed=0)
+    split = load_split()
     arrays = (split.test_images.transpose(0, 3, 1, 2) / 16.0).astype(np.float32)
     np.savez(tmp_path / "digits.npz", image=arrays, label=split.test_labels)
     added_line = mlms(

@@ -78,7 +78,7 @@ def client(tmp_path, monkeypatch) -> EmbeddedClient:
 
 def _logits(manifest, store, framework: str) -> np.ndarray:
     asset = AssetManager(store, store.root / "cache").ensure(manifest, framework)
-    images = list(load_split(0).test_images[:32])
+    images = list(load_split().test_images[:32])
     with predictor_class(framework)(manifest, asset.path, PredictorOptions()) as predictor:
         return predictor.predict(predictor.preprocess(images))
 

@@ -102,5 +102,5 @@ def dataset_split(manifest: ModelManifest) -> tuple[np.ndarray, np.ndarray]:
         )
     from mlms.zoo.digits import load_split
 
-    split = load_split(seed=0)
+    split = load_split()
     return split.test_images, split.test_labels
