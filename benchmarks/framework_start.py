@@ -5,9 +5,10 @@ checkout's root holding another ``mlms/``) the two trees alternate and the ratio
 
 Cases: ``tensorflow`` (``mlms.zoo.keras_models.import_tensorflow``, which every agent, builder
 and signature reader of TensorFlow calls), ``jax`` (``mlms.predictors.jax_predictor.
-import_keras``, the jax agent's), and ``eval`` (a whole embedded ``mlms eval -m digits_cnn -f
-tensorflow``: the CLI, its TensorFlow child agent, two predicts; the asset is built first,
-outside the timed runs).
+import_keras``, the jax agent's), and ``eval-torch``, ``eval-tensorflow`` (a whole embedded
+``mlms eval -m digits_cnn -f FRAMEWORK -n 2``: the CLI, for TensorFlow its child agent, the
+predicts and the accuracy on the held-out split; the asset is built first, outside the timed
+runs).
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/framework_start.py --runs 5 [--baseline /tmp/base]
 """
@@ -31,7 +32,12 @@ CASES = {
         "from mlms.zoo.keras_models import import_tensorflow; import_tensorflow()",
     ],
     "jax": ["-c", "from mlms.predictors.jax_predictor import import_keras; import_keras()"],
-    "eval": shlex.split("-m mlms eval -m digits_cnn -f tensorflow -n 2 --warmup 0 --min-seconds 0"),
+    **{
+        f"eval-{framework}": shlex.split(
+            f"-m mlms eval -m digits_cnn -f {framework} -n 2 --warmup 0 --min-seconds 0"
+        )
+        for framework in ("torch", "tensorflow")
+    },
 }
 
 

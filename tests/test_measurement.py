@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from mlms.evaluation.device_lock import exclusive_device
-from mlms.evaluation.stats import latency_stats, median_ci95
+from mlms.evaluation.stats import latency_stats, median_ci95, trimmed_mean
 
 
 def test_latency_stats_on_known_samples() -> None:
@@ -39,6 +39,18 @@ def test_median_interval_covers_the_median_of_a_noisy_sample() -> None:
     rng = np.random.default_rng(0)
     lo, hi = median_ci95(rng.normal(100, 5, 200))
     assert lo < 100 < hi and hi - lo < 3
+
+
+def test_trimmed_mean_and_median_interval_are_scipy_stats() -> None:
+    from scipy import stats
+
+    for n in [*range(1, 400), 1_000, 4_097, 65_536, 1_000_003]:
+        values = np.random.default_rng(n).lognormal(1.0, 0.5, n)
+        ordered = np.sort(values)
+        lo, hi = int(stats.binom.ppf(0.025, n, 0.5)), int(stats.binom.isf(0.025, n, 0.5))
+        expected = (ordered[max(lo - 1, 0)], ordered[min(hi, n - 1)])
+        assert median_ci95(values) == expected, n
+        assert trimmed_mean(values) == pytest.approx(stats.trim_mean(values, 0.1), rel=1e-12), n
 
 
 def test_a_second_evaluation_of_a_busy_device_waits(tmp_path) -> None:
