@@ -32,7 +32,10 @@ from mlms.registry.base import AgentRecord, Registry
 from mlms.registry.factory import registry_from_url
 from mlms.remote_client import RemoteClient
 from mlms.security.tls import TlsFiles
+from mlms.store.base import ObjectStore
+from mlms.store.s3 import S3Store
 from tests.netns import Host, HostProcess, Network
+from tests.shared_assets import copy_asset
 
 T = TypeVar("T")
 
@@ -290,8 +293,12 @@ def _mlms(args: list[str], env: dict[str, str]) -> str:
 
 
 @contextlib.contextmanager
-def multihost_fleet(root: Path, *, agents: int = 2, ttl: float = 2.0) -> Iterator[MultiHostFleet]:
-    """The fleet, started and waited for; everything removed on the way out, also on failure."""
+def multihost_fleet(
+    root: Path, *, agents: int = 2, ttl: float = 2.0, assets_from: ObjectStore | None = None
+) -> Iterator[MultiHostFleet]:
+    """The fleet, started and waited for; everything removed on the way out, also on failure.
+    The model's torch asset is copied from ``assets_from`` where given, else built by ``mlms
+    assets`` into the fleet's store."""
     network = Network()
     fleet: MultiHostFleet | None = None
     try:
@@ -304,8 +311,17 @@ def multihost_fleet(root: Path, *, agents: int = 2, ttl: float = 2.0) -> Iterato
         fleet.start_etcd()
         fleet.start_s3()
         here = {**S3_ENV, "MLMS_HOME": str(root / "homes" / "tests")}
-        # Built once into the store, so that the agents do not race to build it on first use.
-        _mlms(["assets", "-f", "torch", "-m", MODEL, "--store", fleet.store_url], here)
+        # In the store beforehand, so that the agents do not race to build it on first use.
+        if assets_from is None:
+            _mlms(["assets", "-f", "torch", "-m", MODEL, "--store", fleet.store_url], here)
+        else:
+            store = S3Store(
+                fleet.s3_endpoint,
+                BUCKET,
+                access_key=S3_ENV["AWS_ACCESS_KEY_ID"],
+                secret_key=S3_ENV["AWS_SECRET_ACCESS_KEY"],
+            )
+            copy_asset(assets_from, store, MODEL, "torch")
         created = _mlms(
             ["token", "create", "--name=multihost", "--role=read,run", "--store", fleet.store_url],
             here,

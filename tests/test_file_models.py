@@ -41,14 +41,14 @@ def _digits_options(name: str, **extra) -> ModelOptions:
 
 
 @pytest.fixture(scope="module")
-def artifacts(tmp_path_factory) -> dict[str, Path]:
-    """digits_cnn's trained torch weights from the zoo's store, saved in each torch format."""
+def artifacts(tmp_path_factory, store) -> dict[str, Path]:
+    """digits_cnn's trained torch weights from the session's store, saved in each torch
+    format."""
     import torch
 
     from mlms.zoo.exporters import export_onnx
 
     folder = tmp_path_factory.mktemp("artifacts")
-    store = LocalStore(tmp_path_factory.mktemp("zoo_store"))
     manifest = get_model("digits_cnn")
     module = AssetManager(store, folder / "cache").canonical_module(manifest)
     example = torch.zeros(2, 1, 8, 8)

@@ -30,11 +30,12 @@ KEEPALIVE_S = 25.0
 
 
 @pytest.fixture(scope="module")
-def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MultiHostFleet]:
+def fleet(tmp_path_factory: pytest.TempPathFactory, store) -> Iterator[MultiHostFleet]:
     reason = netns.unavailable()
     if reason is not None:
         pytest.skip(reason)
-    with multihost_fleet(tmp_path_factory.mktemp("multihost"), agents=2, ttl=TTL) as fleet:
+    root = tmp_path_factory.mktemp("multihost")
+    with multihost_fleet(root, agents=2, ttl=TTL, assets_from=store) as fleet:
         yield fleet
 
 

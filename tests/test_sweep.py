@@ -79,7 +79,8 @@ def _record(cell: SweepCell) -> EvaluationRecord:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> LocalStore:
+def own_store(tmp_path: Path) -> LocalStore:
+    """A store of the test's own (the suite's ``store`` fixture is the session's)."""
     return LocalStore(tmp_path / "store")
 
 
@@ -89,53 +90,53 @@ def _run(sweep, store, cells: FakeCells, widths: dict[str, int]):
     return final
 
 
-def test_lanes_run_as_wide_as_they_have_agents_and_no_wider(store) -> None:
+def test_lanes_run_as_wide_as_they_have_agents_and_no_wider(own_store) -> None:
     cells = FakeCells()
-    final = _run(new_sweep(SPEC), store, cells, {"torch": 2, "onnxruntime": 3})
+    final = _run(new_sweep(SPEC), own_store, cells, {"torch": 2, "onnxruntime": 3})
     assert final.count("completed") == 12 and sorted(cells.runs) == sorted(
         c.evaluation_id for c in final.cells
     )
     assert cells.most == {"torch": 2, "onnxruntime": 3}
-    assert load_sweep(store, final.id[:8]) == final
+    assert load_sweep(own_store, final.id[:8]) == final
 
 
-def test_a_resumed_sweep_runs_only_what_is_not_completed(store) -> None:
+def test_a_resumed_sweep_runs_only_what_is_not_completed(own_store) -> None:
     sweep = new_sweep(SPEC)
-    first = _run(sweep, store, FakeCells(fail={8}), {"torch": 1, "onnxruntime": 1})
+    first = _run(sweep, own_store, FakeCells(fail={8}), {"torch": 1, "onnxruntime": 1})
     assert first.count("failed") == 4 and all(
         "batch 8 refused" in c.error for c in first.cells if c.error
     )
     again = FakeCells()
-    final = _run(load_sweep(store, sweep.id), store, again, {"torch": 1, "onnxruntime": 1})
+    final = _run(load_sweep(own_store, sweep.id), own_store, again, {"torch": 1, "onnxruntime": 1})
     assert final.count("completed") == 12
     assert sorted(again.runs) == sorted(c.evaluation_id for c in first.cells if c.state == "failed")
 
 
-def test_a_stopped_sweep_finishes_the_running_cells_and_starts_no_more(store) -> None:
+def test_a_stopped_sweep_finishes_the_running_cells_and_starts_no_more(own_store) -> None:
     cells = FakeCells(seconds=0.3)
-    run = SweepRun(new_sweep(SPEC), store, cells.run, lambda c: c.framework, lambda _lane: 1)
+    run = SweepRun(new_sweep(SPEC), own_store, cells.run, lambda c: c.framework, lambda _lane: 1)
     updates = run.start().updates()
     wait_for(lambda: next(updates).count("running") == 2, 10, "two cells running")
     run.stop()
     *_, final = updates
     assert final.count("completed") == 2 and final.count("pending") == 10
-    assert load_sweep(store, final.id).count("completed") == 2
+    assert load_sweep(own_store, final.id).count("completed") == 2
 
 
-def test_a_stopped_run_does_not_undo_the_resumed_one(store) -> None:
+def test_a_stopped_run_does_not_undo_the_resumed_one(own_store) -> None:
     """The caller of a sweep went away (its run stopped, a cell still running) and resumed
     it: when the old run's cell ends, it stores that cell only, not its stale view."""
     slow = FakeCells(seconds=0.5)
-    old = SweepRun(new_sweep(SPEC), store, slow.run, lambda c: c.framework, lambda _lane: 1)
+    old = SweepRun(new_sweep(SPEC), own_store, slow.run, lambda c: c.framework, lambda _lane: 1)
     updates = old.start().updates()
     wait_for(lambda: next(updates).count("running") == 2, 10, "two cells running")
     old.stop()
-    resumed = _run(load_sweep(store, old.sweep.id), store, FakeCells(seconds=0), {
+    resumed = _run(load_sweep(own_store, old.sweep.id), own_store, FakeCells(seconds=0), {
         "torch": 1, "onnxruntime": 1})  # fmt: skip
     assert resumed.count("completed") == 12
     *_, last = updates  # the old run's two cells end after the resumed run
     assert last.count("completed") == 2
-    assert load_sweep(store, resumed.id).count("completed") == 12
+    assert load_sweep(own_store, resumed.id).count("completed") == 12
 
 
 @pytest.mark.parametrize(
