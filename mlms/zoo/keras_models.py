@@ -23,14 +23,13 @@ import importlib.util
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from mlms.errors import AssetError
 from mlms.zoo.manifest import BuildSource, ModelManifest
+from mlms.zoo.optional_imports import without
 
 #: zoo builder -> keras.applications constructor (seeded weights, not the torch weights).
 APPLICATIONS = {
@@ -54,27 +53,6 @@ TRANSFORMERS = {"bert_base": "BertBackbone", "gpt2_small": "GPT2Backbone"}
 KERAS_EXTRAS = ("sklearn", "pandas", "matplotlib")
 #: ...and what TensorFlow adds: JAX, for TensorFlow Lite's converter.
 TENSORFLOW_EXTRAS = (*KERAS_EXTRAS, "jax")
-
-
-@contextmanager
-def without(names: tuple[str, ...]) -> Iterator[None]:
-    """Imports inside see the packages ``names`` (those not loaded yet) as not installed, as
-    Python's import system does for a ``None`` in ``sys.modules``; afterwards they import again.
-
-    Half of ``import tensorflow`` here goes to them (``python -X importtime -c "import
-    tensorflow"``: scikit-learn with SciPy's statistics, JAX, pandas, matplotlib), in every agent
-    and asset builder that imports TensorFlow or Keras. No other thread of such a process
-    imports them meanwhile: mlms's processes that run Keras use none of them (pandas is
-    already loaded there, and so left alone)."""
-    hidden = [name for name in names if name not in sys.modules]
-    for name in hidden:
-        sys.modules[name] = None  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        for name in hidden:
-            if sys.modules.get(name, object()) is None:
-                del sys.modules[name]
 
 
 def import_tensorflow() -> Any:
