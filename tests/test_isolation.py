@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -154,3 +155,21 @@ def test_the_fork_servers_preload_leaves_out_a_module_that_fails_to_load(
     (tmp_path / "broken_native_library.py").write_text("raise OSError('libbroken.so: bad ELF')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert preload(["broken_native_library", "json", "no_such_module_anywhere"]) == ["json"]
+
+
+def test_a_child_agent_binds_its_own_port_and_says_which(store) -> None:
+    """The child picks a free port itself (``--listen 127.0.0.1:0``) and writes where it serves
+    to a file of its parent's, so no other process can take the port between the two."""
+    import grpc
+
+    from mlms.agent.child import child_agent
+    from mlms.protos.mlms.v2 import predictor_pb2, predictor_pb2_grpc
+
+    with child_agent(Path(sys.executable), "onnxruntime", store) as address:
+        host, port = address.rsplit(":", 1)
+        assert host == "127.0.0.1" and int(port) > 0
+        with grpc.insecure_channel(address) as channel:
+            info = predictor_pb2_grpc.PredictorStub(channel).Info(
+                predictor_pb2.InfoRequest(), timeout=30
+            )
+        assert (info.framework, info.address) == ("onnxruntime", address)

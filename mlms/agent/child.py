@@ -14,7 +14,6 @@ framework's interpreter.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -31,7 +30,7 @@ from mlms.errors import Unavailable, UnsupportedFramework
 from mlms.evaluation.progress import ProgressCallback
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.frameworks import own_interpreter, runs_apart
-from mlms.protos.mlms.v2 import predictor_pb2, predictor_pb2_grpc
+from mlms.protos.mlms.v2 import predictor_pb2_grpc
 from mlms.rpc.options import CHANNEL_OPTIONS
 from mlms.rpc.payloads import evaluate_message, record_from_events
 from mlms.rpc.propagation import outgoing_metadata
@@ -43,6 +42,7 @@ from mlms.zoo.resolve import resolve_model
 #: An agent imports its framework and registers within seconds; a cold disk cache may be slow.
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 15.0
+POLL_S = 0.05  # how often the starting child's address file is looked for
 
 
 def interpreter_for(framework: str) -> Path:
@@ -104,29 +104,32 @@ def evaluate_in_child(
 def child_agent(python: Path, framework: str, store: ObjectStore) -> Iterator[str]:
     """An ``mlms agent`` for ``framework`` run by ``python`` on loopback; yields its address.
 
-    It registers only in its own in-memory registry: nothing outside this process finds it."""
-    address = f"127.0.0.1:{_free_port()}"
-    command = [
-        str(python),
-        "-m",
-        "mlms",
-        "agent",
-        "--framework",
-        framework,
-        "--listen",
-        address,
-        "--registry",
-        "memory://",
-        "--store",
-        store.url,
-        "--grace",
-        "1",
-    ]
-    with tempfile.TemporaryFile() as log:
+    It registers only in its own in-memory registry: nothing outside this process finds it. It
+    binds a free port itself and writes its address to a file of this process's: a port picked
+    here could be taken by another process while the child starts."""
+    with tempfile.TemporaryDirectory() as folder, tempfile.TemporaryFile() as log:
+        address_file = Path(folder) / "address"
+        command = [
+            str(python),
+            "-m",
+            "mlms",
+            "agent",
+            "--framework",
+            framework,
+            "--listen",
+            "127.0.0.1:0",
+            "--address-file",
+            str(address_file),
+            "--registry",
+            "memory://",
+            "--store",
+            store.url,
+            "--grace",
+            "1",
+        ]
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         try:
-            _wait_ready(process, address, log)
-            yield address
+            yield _wait_ready(process, address_file, log)
         finally:
             process.terminate()
             try:
@@ -136,31 +139,22 @@ def child_agent(python: Path, framework: str, store: ObjectStore) -> Iterator[st
                 process.wait()
 
 
-def _wait_ready(process: subprocess.Popen, address: str, log) -> None:
-    """Until the agent answers ``Info``; fail with its last output line if it exits first."""
+def _wait_ready(process: subprocess.Popen, address_file: Path, log) -> str:
+    """The agent's address, once it has written it; fail with its last output line if it exits
+    first."""
     deadline = time.monotonic() + START_TIMEOUT_S
-    with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
-        stub = predictor_pb2_grpc.PredictorStub(channel)
-        while True:
-            if process.poll() is not None:
-                log.seek(0)
-                lines = log.read().decode(errors="replace").strip().splitlines() or ["no output"]
-                raise Unavailable(
-                    f"the child agent ({' '.join(process.args[:5])}) exited with status "
-                    f"{process.returncode}: {lines[-1]}"
-                )
-            try:
-                stub.Info(predictor_pb2.InfoRequest(), timeout=1.0, wait_for_ready=True)
-                return
-            except grpc.RpcError as exc:
-                if time.monotonic() > deadline:
-                    raise Unavailable(
-                        f"the child agent on {address} did not answer within "
-                        f"{START_TIMEOUT_S:.0f}s: {exc.code().name}"
-                    ) from exc
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    while not address_file.exists():
+        if process.poll() is not None:
+            log.seek(0)
+            lines = log.read().decode(errors="replace").strip().splitlines() or ["no output"]
+            raise Unavailable(
+                f"the child agent ({' '.join(process.args[:5])}) exited with status "
+                f"{process.returncode}: {lines[-1]}"
+            )
+        if time.monotonic() > deadline:
+            raise Unavailable(
+                f"the child agent ({' '.join(process.args[:5])}) did not start serving within "
+                f"{START_TIMEOUT_S:.0f}s"
+            )
+        time.sleep(POLL_S)
+    return address_file.read_text()

@@ -16,6 +16,7 @@ import threading
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 
 from mlms.agent import open_inference
 from mlms.agent.service import Load, PredictorService
@@ -53,6 +54,9 @@ class AgentConfig:
     insecure: bool = False  # plaintext allowed off loopback
     #: The evaluation index where record ids are claimed; None: none (servers index them).
     database: str | None = None
+    #: Where to write the address the agent serves on once it is registered: with port 0,
+    #: how the process that started it learns the port, which no other process can take first.
+    address_file: Path | None = None
 
 
 def runnable_models(framework: str, version: str) -> list[str]:
@@ -141,6 +145,8 @@ class Agent:
         self.address = advertised(self.config.listen, self.config.advertise, self.server.port)
         self.registration = register_agent(self.registry, self.record(), self.config.ttl)
         self.load.on_change = lambda _count: self._publish()
+        if self.config.address_file is not None:
+            _write_atomically(self.config.address_file, self.address)
         log.info(
             "agent %s: %s %s on %s, %d models, registered in %s (ttl %ss)",
             self.id,
@@ -210,3 +216,10 @@ def advertised(listen: str, advertise: str | None, port: int) -> str:
     if host in ("0.0.0.0", "[::]", "::"):
         host = socket.getfqdn()
     return f"{host}:{port}"
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """``text`` in ``path``, which a reader finds either absent or whole."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text)
+    partial.replace(path)

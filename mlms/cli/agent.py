@@ -10,6 +10,7 @@ server's certificate from ``--tls-ca``: mutual TLS) and refuse plaintext off loo
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import click
 
@@ -110,9 +111,17 @@ def _logging() -> None:
     "claimed there before it is stored, so of two copies of one evaluation only the first is "
     "kept. Without it the servers index what this agent stores.",
 )
+@click.option(
+    "--address-file",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    default=None,
+    help="Write the address this agent serves on to this file once it is registered (with "
+    "--listen HOST:0, how a script learns the port).",
+)
 @_common("127.0.0.1:50052")
 def agent(
     framework: str,
+    address_file: Path | None,
     database: str | None,
     advertise: str | None,
     listen: str,
@@ -149,6 +158,7 @@ def agent(
             grace=grace,
             tls=TlsFiles.load(tls_ca, tls_cert, tls_key),
             insecure=insecure,
+            address_file=address_file,
         )
     ).start()
     signalled.wait_then(process.stop)
