@@ -157,6 +157,10 @@ def test_errors_are_one_line(tmp_path: Path, evaluated: dict) -> None:
     _one_line_error(mlms("eval", "--model", "digits_cnn", "-b", "1,x"), "bad batch size 'x'")
     _one_line_error(mlms("eval", "--model", "digits_cnn", "--hw", "v100"), "no 'v100' device")
     _one_line_error(mlms("analyze", "feedfacefeed"), "no evaluation with id 'feedfacefeed'")
+    _one_line_error(
+        mlms("agent", "--framework", "onnxruntime", "--address-file", str(tmp_path / "none" / "a")),
+        f"--address-file '{tmp_path / 'none' / 'a'}': expected a file in a writable folder",
+    )
 
     bad_zoo = tmp_path / "zoo"
     bad_zoo.mkdir()

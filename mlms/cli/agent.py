@@ -10,11 +10,13 @@ server's certificate from ``--tls-ca``: mutual TLS) and refuse plaintext off loo
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import click
 
 from mlms.cli.options import store_option, tls_options
+from mlms.errors import InvalidArgument
 from mlms.frameworks import FRAMEWORKS
 
 
@@ -139,6 +141,8 @@ def agent(
     from mlms.agent.child import exec_in_own_interpreter
 
     exec_in_own_interpreter(framework)  # mxnet: continue as this command in its own virtualenv
+    if address_file is not None:
+        _check_writable_folder(address_file)
     from mlms.agent.process import Agent, AgentConfig
     from mlms.rpc.serving import StopSignal
     from mlms.security.tls import TlsFiles
@@ -162,6 +166,15 @@ def agent(
         )
     ).start()
     signalled.wait_then(process.stop)
+
+
+def _check_writable_folder(path: Path) -> None:
+    """Before the agent starts: its address is written there only once it is registered."""
+    if not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
+        raise InvalidArgument(
+            f"--address-file {str(path)!r}: expected a file in a writable folder; "
+            f"{str(path.parent)!r} is not one"
+        )
 
 
 @click.command()
