@@ -19,7 +19,7 @@ from mlms.store.base import ObjectStore
 from mlms.store.factory import store_from_url
 from mlms.zoo.assets import AssetManager
 from mlms.zoo.catalog import get_model
-from tests.processes import MlmsProcess, free_port, wait_for
+from tests.processes import MlmsProcess, wait_for
 from tests.shared_assets import copy_asset
 
 
@@ -32,26 +32,53 @@ class LoopbackFleet:
     server: MlmsProcess | None = None
     address: str = ""
     agents: dict[str, MlmsProcess] = field(default_factory=dict)  # by address
+    _started: int = 0  # agents started so far: each has a home and a log of its own
+    _servers: int = 0  # servers started so far: each logs to a file of its own
 
     def start_agent(self, framework: str) -> str:
-        address = f"127.0.0.1:{free_port()}"
-        home = self.root / f"agent-{len(self.agents)}"
-        home.mkdir()
-        self.agents[address] = MlmsProcess(
-            ["agent", "--framework", framework, "--listen", address, "--grace", "2"],
-            self.root / f"agent-{address.replace(':', '_')}.log",
-            {**self.env, "MLMS_HOME": str(home)},
-        )
-        return address
+        """An agent of ``framework``, serving; its address."""
+        return self.start_agents([framework])[0]
+
+    def start_agents(self, frameworks: list[str]) -> list[str]:
+        """One agent per entry of ``frameworks``, started together; their addresses once all
+        serve."""
+        return self.serving(self.launch_agents(frameworks))
+
+    def launch_agents(self, frameworks: list[str]) -> list[MlmsProcess]:
+        """One agent process per entry of ``frameworks``, each with a home of its own; not
+        waited for (``serving``)."""
+        started = []
+        for framework in frameworks:
+            home = self.root / f"agent-{self._started}"
+            home.mkdir()
+            self._started += 1
+            started.append(
+                MlmsProcess.serving(
+                    ["agent", "--framework", framework, "--grace", "2"],
+                    home.with_suffix(".log"),
+                    {**self.env, "MLMS_HOME": str(home)},
+                )
+            )
+        return started
+
+    def serving(self, started: list[MlmsProcess]) -> list[str]:
+        """The addresses of agents from ``launch_agents``, once all serve; they join ``agents``."""
+        try:
+            addresses = [process.address() for process in started]
+        except AssertionError:
+            for process in started:
+                process.stop()
+            raise
+        self.agents.update(zip(addresses, started, strict=True))
+        return addresses
 
     def start_server(self) -> None:
         """A server on a new port (the one before may have been killed)."""
-        self.address = f"127.0.0.1:{free_port()}"
-        self.server = MlmsProcess(
-            ["server", "--listen", self.address, "--grace", "2"],
-            self.root / f"server-{self.address.replace(':', '_')}.log",
-            self.env,
+        self.server = MlmsProcess.serving(
+            ["server", "--grace", "2"], self.root / f"server-{self._servers}.log", self.env
         )
+        self._servers += 1
+        self.address = self.server.address()
 
     def agent_ids(self) -> dict[str, str]:
         """Agent id -> address, from the registry."""
@@ -102,10 +129,10 @@ def start_fleet(
             else:
                 copy_asset(assets_from, store, model, framework)
     fleet = LoopbackFleet(env, root, registry_url, store_url)
-    for framework in frameworks:
-        fleet.start_agent(framework)
-    fleet.start_server()
     try:
+        agents = fleet.launch_agents(frameworks)  # the server starts while they do
+        fleet.start_server()
+        fleet.serving(agents)
         with fleet.client() as client:
             wait_for(
                 lambda: len(listed_agents(client)) == len(frameworks),

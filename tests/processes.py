@@ -1,5 +1,11 @@
 """Helpers for tests that run mlms processes: free loopback ports, waiting on conditions,
-and child processes whose output is kept for the failure message."""
+and child processes whose output is kept for the failure message.
+
+An ``mlms agent`` or ``mlms server`` that a test talks to picks its own port
+(``MlmsProcess.serving``): a port picked here and handed over would be free only until the
+process binds it, seconds later, and another process on the machine may take it meanwhile.
+``free_port`` is for services that cannot say which port they took (etcd, PostgreSQL) and for
+addresses where nothing is meant to listen."""
 
 from __future__ import annotations
 
@@ -69,6 +75,8 @@ class ChildProcess:
 class MlmsProcess(ChildProcess):
     """``python -m mlms ARGS`` with its output in a log file."""
 
+    served: Path  # the address file of a process started by ``serving``
+
     def __init__(self, args: list[str], log: Path, env: dict[str, str] | None = None) -> None:
         self.args = args
         self.log = log
@@ -79,6 +87,27 @@ class MlmsProcess(ChildProcess):
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},
         )
+
+    @classmethod
+    def serving(cls, args: list[str], log: Path, env: dict[str, str] | None = None) -> MlmsProcess:
+        """``mlms agent ...`` or ``mlms server ...`` (``args``) on a loopback port of its own
+        choosing; ``address()`` waits for it."""
+        served = log.with_suffix(".address")
+        process = cls([*args, "--listen", "127.0.0.1:0", "--address-file", str(served)], log, env)
+        process.served = served
+        return process
+
+    def address(self, timeout: float = 120) -> str:
+        """Where a process started by ``serving`` serves, once it does (an agent: once it is
+        registered); fails with its output if it ends first."""
+
+        def written() -> str | None:
+            if self.served.exists():
+                return self.served.read_text()
+            assert self.alive(), f"{self.args[0]} ended before serving:\n{self.output()}"
+            return None
+
+        return wait_for(written, timeout, f"the {self.args[0]} to serve ({self.log})")
 
     def stop(self) -> None:
         self.terminate()

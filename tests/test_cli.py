@@ -161,6 +161,10 @@ def test_errors_are_one_line(tmp_path: Path, evaluated: dict) -> None:
         mlms("agent", "--framework", "onnxruntime", "--address-file", str(tmp_path / "none" / "a")),
         f"--address-file '{tmp_path / 'none' / 'a'}': expected a file in a writable folder",
     )
+    _one_line_error(
+        mlms("server", "--address-file", str(tmp_path / "none" / "s")),
+        f"--address-file '{tmp_path / 'none' / 's'}': expected a file in a writable folder",
+    )
 
     bad_zoo = tmp_path / "zoo"
     bad_zoo.mkdir()

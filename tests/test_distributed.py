@@ -58,24 +58,42 @@ class Fleet:
     server: MlmsProcess | None = None
     address: str = ""
     agents: dict[str, MlmsProcess] = field(default_factory=dict)  # by address
+    _started: int = 0  # processes started so far: each logs to a file of its own
 
     def start_agent(self) -> str:
-        address = f"127.0.0.1:{free_port()}"
-        self.agents[address] = MlmsProcess(
-            ["agent", "--framework", "torch", "--listen", address, "--grace", "2"],
-            self.logs / f"agent-{address.replace(':', '_')}.log",
+        """A torch agent, serving; its address."""
+        return self.serving(self.launch_agent())
+
+    def launch_agent(self) -> MlmsProcess:
+        """A torch agent process, not waited for (``serving``)."""
+        self._started += 1
+        return MlmsProcess.serving(
+            ["agent", "--framework", "torch", "--grace", "2"],
+            self.logs / f"agent-{self._started}.log",
             self.env,
         )
+
+    def serving(self, process: MlmsProcess) -> str:
+        """The address of an agent from ``launch_agent`` once it serves; it joins ``agents``."""
+        try:
+            address = process.address()
+        except AssertionError:
+            process.stop()
+            raise
+        self.agents[address] = process
         return address
 
     def start_server(self) -> tuple[MlmsProcess, str]:
-        address = f"127.0.0.1:{free_port()}"
-        process = MlmsProcess(
-            ["server", "--listen", address, "--grace", "2"],
-            self.logs / f"server-{address.replace(':', '_')}.log",
-            self.env,
+        """A server on a port of its own, serving, and its address."""
+        self._started += 1
+        process = MlmsProcess.serving(
+            ["server", "--grace", "2"], self.logs / f"server-{self._started}.log", self.env
         )
-        return process, address
+        try:
+            return process, process.address()
+        except AssertionError:
+            process.stop()
+            raise
 
     def client(self, address: str | None = None) -> RemoteClient:
         return RemoteClient(address or self.address, otlp_endpoint=self.receiver.endpoint)
@@ -113,18 +131,22 @@ def fleet(etcd, s3, store, tmp_path_factory) -> Iterator[Fleet]:
     # The asset in place before they start, so that three agents do not race to build it.
     copy_asset(store, store_from_url(s3.url), "digits_cnn", "torch")
     fleet = Fleet(env, logs, etcd.url, s3.url, receiver)
-    for _ in range(AGENTS):
-        fleet.start_agent()
-    fleet.server, fleet.address = fleet.start_server()
-    client = fleet.client()
+    launched = [fleet.launch_agent() for _ in range(AGENTS)]  # the server starts while they do
+    client = None
     try:
+        fleet.server, fleet.address = fleet.start_server()
+        for process in launched:
+            fleet.serving(process)
+        client = fleet.client()
         wait_for(lambda: len(_agents(client)) == AGENTS, 90, f"{AGENTS} agents at the server")
         yield fleet
     except AssertionError as exc:
         raise AssertionError(f"{exc}\n{fleet.logs_text()}") from None
     finally:
-        client.close()
-        for process in [fleet.server, *fleet.agents.values()]:
+        if client is not None:
+            client.close()
+        every = {id(p): p for p in [fleet.server, *launched, *fleet.agents.values()] if p}
+        for process in every.values():
             process.stop()
         receiver.stop()
 

@@ -30,7 +30,7 @@ from mlms.zoo.catalog import get_model
 from mlms.zoo.digits import load_split
 from mlms.zoo.preprocess import preprocess
 from tests.framework_checks import nested_layers
-from tests.processes import MlmsProcess, free_port, wait_for
+from tests.processes import MlmsProcess, wait_for
 
 #: Runs in MXNet's interpreter: load the predictor, predict the saved batch, profile two
 #: predicts, print what happened as JSON.
@@ -171,12 +171,9 @@ def test_a_precision_mxnet_cannot_compute_in_is_one_clear_error(mxnet_python: Pa
 
 
 def test_mlms_agent_for_mxnet_runs_from_its_own_env(mxnet_python: Path, tmp_path: Path) -> None:
-    address = f"127.0.0.1:{free_port()}"
-    agent = MlmsProcess(
-        ["agent", "--framework", "mxnet", "--listen", address], tmp_path / "agent.log"
-    )
+    agent = MlmsProcess.serving(["agent", "--framework", "mxnet"], tmp_path / "agent.log")
     try:
-        with grpc.insecure_channel(address) as channel:
+        with grpc.insecure_channel(agent.address()) as channel:
             reply = predictor_pb2_grpc.PredictorStub(channel).Info(
                 predictor_pb2.InfoRequest(), timeout=120, wait_for_ready=True
             )

@@ -35,7 +35,7 @@ from mlms.security.tls import TlsFiles
 from mlms.zoo.assets import AssetManager
 from mlms.zoo.catalog import get_model
 from tests.otlp_receiver import Receiver
-from tests.processes import MlmsProcess, free_port, wait_for
+from tests.processes import MlmsProcess, wait_for
 
 pytest.importorskip("torch")
 
@@ -418,14 +418,15 @@ def receiver() -> Iterator[Receiver]:
 
 @pytest.fixture
 def agent_process(tmp_path: Path, receiver: Receiver) -> Iterator[tuple[str, MlmsProcess]]:
-    address = f"127.0.0.1:{free_port()}"
-    process = MlmsProcess(
-        [
-            *("agent", "--framework", "torch", "--listen", address, "--grace", "1"),
-            *("--otlp-endpoint", receiver.endpoint),
-        ],
+    process = MlmsProcess.serving(
+        ["agent", "--framework", "torch", "--grace", "1", "--otlp-endpoint", receiver.endpoint],
         tmp_path / "agent.log",
     )
+    try:
+        address = process.address()
+    except AssertionError:
+        process.stop()
+        raise
     channel = grpc.insecure_channel(address)
     health = health_pb2_grpc.HealthStub(channel)
 

@@ -11,7 +11,6 @@ within the grace period, close loaded models, flush spans.
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -28,7 +27,14 @@ from mlms.registry.agents import AgentRegistration, register_agent
 from mlms.registry.base import AgentRecord, Registry
 from mlms.registry.factory import registry_from_url
 from mlms.rpc.otlp import process_provider
-from mlms.rpc.serving import RunningServer, Service, split_address, start_server
+from mlms.rpc.serving import (
+    RunningServer,
+    Service,
+    advertised,
+    split_address,
+    start_server,
+    write_address_file,
+)
 from mlms.security.auth import PeerRoleInterceptor
 from mlms.security.tls import TlsFiles, check_plaintext_allowed
 from mlms.store.factory import store_from_url
@@ -146,7 +152,7 @@ class Agent:
         self.registration = register_agent(self.registry, self.record(), self.config.ttl)
         self.load.on_change = lambda _count: self._publish()
         if self.config.address_file is not None:
-            _write_atomically(self.config.address_file, self.address)
+            write_address_file(self.config.address_file, self.address)
         log.info(
             "agent %s: %s %s on %s, %d models, registered in %s (ttl %ss)",
             self.id,
@@ -204,22 +210,3 @@ class Agent:
 
     def wait(self) -> None:
         self._stopped.wait()
-
-
-def advertised(listen: str, advertise: str | None, port: int) -> str:
-    """The address others reach this process at: ``advertise``, else ``listen`` with the
-    bound port (a wildcard host becomes this machine's name)."""
-    if advertise:
-        split_address(advertise)
-        return advertise
-    host, _ = split_address(listen)
-    if host in ("0.0.0.0", "[::]", "::"):
-        host = socket.getfqdn()
-    return f"{host}:{port}"
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """``text`` in ``path``, which a reader finds either absent or whole."""
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(text)
-    partial.replace(path)

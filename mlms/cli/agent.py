@@ -71,6 +71,14 @@ def _with_options(command, default_listen: str):
                 type=click.FloatRange(min=0.0),
                 help="Seconds calls in flight may finish after SIGTERM.",
             ),
+            click.option(
+                "--address-file",
+                type=click.Path(dir_okay=False, writable=True, path_type=Path),
+                default=None,
+                help="Write the address this process serves on to this file once it serves (an "
+                "agent: once it is registered); with --listen HOST:0, how a script learns the "
+                "port.",
+            ),
             *tls_options(
                 ca="The fleet's CA: verifies agents (server) or the server (agent).",
                 cert="This process's certificate; with it, every port is TLS.",
@@ -112,13 +120,6 @@ def _logging() -> None:
     help="The fleet's evaluation index (postgresql://USER@HOST:PORT/NAME): each record's id is "
     "claimed there before it is stored, so of two copies of one evaluation only the first is "
     "kept. Without it the servers index what this agent stores.",
-)
-@click.option(
-    "--address-file",
-    type=click.Path(dir_okay=False, writable=True, path_type=Path),
-    default=None,
-    help="Write the address this agent serves on to this file once it is registered (with "
-    "--listen HOST:0, how a script learns the port).",
 )
 @_common("127.0.0.1:50052")
 def agent(
@@ -169,7 +170,7 @@ def agent(
 
 
 def _check_writable_folder(path: Path) -> None:
-    """Before the agent starts: its address is written there only once it is registered."""
+    """Before the process starts: its address is written there only once it serves."""
     if not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
         raise InvalidArgument(
             f"--address-file {str(path)!r}: expected a file in a writable folder; "
@@ -219,6 +220,7 @@ def _check_writable_folder(path: Path) -> None:
 )
 @_common("127.0.0.1:50051")
 def server(
+    address_file: Path | None,
     database: str | None,
     record_cache: int,
     listing_cache: int,
@@ -236,6 +238,8 @@ def server(
     insecure: bool,
 ) -> None:
     """Serve the Evaluator API: route evaluations and predicts to the fleet's agents."""
+    if address_file is not None:
+        _check_writable_folder(address_file)
     from mlms.rpc.serving import StopSignal
     from mlms.security.tls import TlsFiles
     from mlms.server.process import Server, ServerConfig
@@ -257,6 +261,7 @@ def server(
             database=database,
             record_cache=record_cache,
             listing_cache=listing_cache,
+            address_file=address_file,
         )
     ).start()
     signalled.wait_then(process.stop)

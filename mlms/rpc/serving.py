@@ -1,18 +1,22 @@
 """A gRPC server as every mlms process runs it: limits, error interceptor, health, reflection.
 
 ``start_server`` returns the running server and its bound port (pass port 0 in tests);
-``stop_server`` is the graceful shutdown: health NOT_SERVING first, so that load balancers and
-the mlms server stop sending work, then a stop with a grace period for calls in flight.
+``advertised`` is the address others reach it at, which ``write_address_file`` tells whoever
+started the process with port 0. ``stop_server`` is the graceful shutdown: health NOT_SERVING
+first, so that load balancers and the mlms server stop sending work, then a stop with a grace
+period for calls in flight.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
+import socket
 import threading
 from collections.abc import Callable, Sequence
 from concurrent import futures
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -54,6 +58,26 @@ def split_address(address: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
         raise InvalidArgument(f"bad address {address!r}: expected HOST:PORT like 127.0.0.1:50051")
     return host, int(port)
+
+
+def advertised(listen: str, advertise: str | None, port: int) -> str:
+    """The address others reach this process at: ``advertise``, else ``listen`` with the
+    bound port (a wildcard host becomes this machine's name)."""
+    if advertise:
+        split_address(advertise)
+        return advertise
+    host, _ = split_address(listen)
+    if host in ("0.0.0.0", "[::]", "::"):
+        host = socket.getfqdn()
+    return f"{host}:{port}"
+
+
+def write_address_file(path: Path, address: str) -> None:
+    """``address`` in ``path``, which a reader finds either absent or whole: written once the
+    process serves there, so that whoever started it with port 0 learns the port."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(address)
+    partial.replace(path)
 
 
 def start_server(

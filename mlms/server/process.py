@@ -11,6 +11,7 @@ import logging
 import threading
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from mlms.client_tls import is_loopback
 from mlms.database.connect import url_for
@@ -20,7 +21,13 @@ from mlms.protos.mlms.v2 import evaluator_pb2, evaluator_pb2_grpc
 from mlms.registry.base import Registry
 from mlms.registry.factory import registry_from_url
 from mlms.rpc.otlp import process_provider
-from mlms.rpc.serving import RunningServer, Service, start_server
+from mlms.rpc.serving import (
+    RunningServer,
+    Service,
+    advertised,
+    start_server,
+    write_address_file,
+)
 from mlms.security.auth import EVALUATOR_ROLES, TokenInterceptor
 from mlms.security.tls import TlsFiles, check_plaintext_allowed
 from mlms.security.tokens import Tokens
@@ -62,6 +69,8 @@ class ServerConfig:
     record_cache: int = DEFAULT_SIZE
     #: ListEvaluations answers kept in memory while the index is unchanged; 0: none.
     listing_cache: int = DEFAULT_LISTINGS
+    #: Where to write the address this server serves on, once it does (``--listen HOST:0``).
+    address_file: Path | None = None
 
     @property
     def requires_tokens(self) -> bool:
@@ -149,6 +158,10 @@ class Server:
             self.index.shown_url,
             len(self.fleet.agents()),
         )
+        if self.config.address_file is not None:
+            write_address_file(
+                self.config.address_file, advertised(self.config.listen, None, self.port)
+            )
         return self
 
     def stop(self, grace: float | None = None) -> None:
