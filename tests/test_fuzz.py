@@ -481,6 +481,17 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
+field_numbers = st.one_of(st.integers(1, 5), st.integers(1, 2**29 - 1))
+wire_types = st.sampled_from([0, 1, 2, 5])
+varints = st.one_of(st.integers(-(2**63), 2**64 - 1), st.integers(-3, 3))
+fixed64s = st.binary(min_size=8, max_size=8)
+fixed32s = st.binary(min_size=4, max_size=4)
+payload_bytes = [
+    st.text(max_size=40).map(lambda t: t.encode("utf-8", "surrogatepass")),
+    st.binary(max_size=40),
+]
+
+
 @st.composite
 def wire_records(draw, depth: int = 2) -> bytes:
     """A well-formed protobuf encoding of random fields: numbers the messages have (1..5) and
@@ -489,25 +500,28 @@ def wire_records(draw, depth: int = 2) -> bytes:
     field's declared type: this is how "wrong types" reach the servers."""
     out = bytearray()
     for _ in range(draw(st.integers(0, 6))):
-        number = draw(st.one_of(st.integers(1, 5), st.integers(1, 2**29 - 1)))
-        wire = draw(st.sampled_from([0, 1, 2, 5]))
+        number = draw(field_numbers)
+        wire = draw(wire_types)
         out += _varint(number << 3 | wire)
         if wire == 0:
-            out += _varint(draw(st.one_of(st.integers(-(2**63), 2**64 - 1), st.integers(-3, 3))))
+            out += _varint(draw(varints))
         elif wire == 1:
-            out += draw(st.binary(min_size=8, max_size=8))
+            out += draw(fixed64s)
         elif wire == 5:
-            out += draw(st.binary(min_size=4, max_size=4))
+            out += draw(fixed32s)
         else:
-            payload = draw(
-                st.one_of(
-                    st.text(max_size=40).map(lambda t: t.encode("utf-8", "surrogatepass")),
-                    st.binary(max_size=40),
-                    wire_records(depth - 1) if depth > 0 else st.just(b""),
-                )
-            )
+            payload = draw(PAYLOADS[depth])
             out += _varint(len(payload)) + payload
     return bytes(out)
+
+
+#: A length-delimited payload at each depth of ``wire_records``: text, bytes, or records one
+#: level down. Made once, not at every draw (hypothesis checks each strategy it is given anew).
+PAYLOADS = {
+    0: st.one_of(*payload_bytes, st.just(b"")),
+    1: st.one_of(*payload_bytes, wire_records(0)),
+    2: st.one_of(*payload_bytes, wire_records(1)),
+}
 
 
 @fuzz(2000)
@@ -582,6 +596,9 @@ def tensor_messages(draw) -> types_pb2.Tensor:
     return types_pb2.Tensor(data=data, shape=shape, dtype=dtype)
 
 
+TENSORS = tensor_messages()
+
+
 def _png(width: int, height: int) -> bytes:
     from PIL import Image
 
@@ -618,22 +635,29 @@ images = st.one_of(
 )
 
 
+model_names = st.one_of(st.sampled_from(ZOO), ids)
+predict_frameworks = st.one_of(st.sampled_from(["", "torch", "onnxruntime"]), texts)
+predict_hardware = st.one_of(st.sampled_from(["", "cpu", "gpu", "v100"]), texts)
+batch_kinds = st.sampled_from(["tensor", "images", "none"])
+image_lists = st.lists(images, max_size=4)
+
+
 @st.composite
 def predict_requests(draw, session: str) -> calls_pb2.PredictRequest:
     request = calls_pb2.PredictRequest(
         session_id=draw(st.one_of(st.just(session), ids)),
         spec=types_pb2.ModelSpec(
-            model=draw(st.one_of(st.sampled_from(ZOO), ids)),
-            framework=draw(st.one_of(st.sampled_from(["", "torch", "onnxruntime"]), texts)),
-            hw=draw(st.one_of(st.sampled_from(["", "cpu", "gpu", "v100"]), texts)),
+            model=draw(model_names),
+            framework=draw(predict_frameworks),
+            hw=draw(predict_hardware),
         ),
         top_k=draw(int32s),
     )
-    batch = draw(st.sampled_from(["tensor", "images", "none"]))
+    batch = draw(batch_kinds)
     if batch == "tensor":
-        request.tensor.CopyFrom(draw(tensor_messages()))
+        request.tensor.CopyFrom(draw(TENSORS))
     elif batch == "images":
-        request.images.images.extend(draw(st.lists(images, max_size=4)))
+        request.images.images.extend(draw(image_lists))
     return request
 
 
@@ -763,14 +787,26 @@ spec_fields = {
 }
 
 
+SPEC_MESSAGES = {"Evaluate": evaluation_pb2.EvaluationSpec, "Bound": bound_pb2.BoundSpec}
+#: Each spec's subsets of the fields above that it has.
+spec_field_sets = {
+    kind: st.sets(
+        st.sampled_from([n for n in sorted(spec_fields) if n in message.DESCRIPTOR.fields_by_name])
+    )
+    for kind, message in SPEC_MESSAGES.items()
+}
+
+
 @st.composite
 def specs(draw, kind: str) -> evaluation_pb2.EvaluationSpec | bound_pb2.BoundSpec:
     """An ``EvaluationSpec`` (Evaluate) or a ``BoundSpec`` (Bound) with any subset of its
     fields set, each to any value of its type."""
-    message = evaluation_pb2.EvaluationSpec if kind == "Evaluate" else bound_pb2.BoundSpec
-    known = [name for name in sorted(spec_fields) if name in message.DESCRIPTOR.fields_by_name]
-    names = draw(st.sets(st.sampled_from(known)))
-    return message(**{name: draw(spec_fields[name]) for name in sorted(names)})
+    names = draw(spec_field_sets[kind])
+    return SPEC_MESSAGES[kind](**{name: draw(spec_fields[name]) for name in sorted(names)})
+
+
+#: ``specs`` of each kind, made once.
+SPECS = {kind: specs(kind) for kind in SPEC_MESSAGES}
 
 
 def _request(
@@ -804,7 +840,7 @@ def _starts_work(spec, kind: str) -> bool:
 def test_evaluate_and_bound_through_the_server(
     guard: Fleet, data: st.DataObject, kind: str
 ) -> None:
-    spec = data.draw(specs(kind))
+    spec = data.draw(SPECS[kind])
     assume(not _starts_work(spec, kind))
     call = guard.call(EVALUATOR, kind, _request(kind, spec).SerializeToString())
     checked(call, kind, INVALID, NOT_FOUND, PRECONDITION, UNAVAILABLE)
@@ -819,7 +855,7 @@ def test_evaluate_and_bound_through_the_server(
 def test_evaluate_and_bound_on_the_agent(
     guard: Fleet, data: st.DataObject, kind: str, job_id: str
 ) -> None:
-    spec = data.draw(specs(kind))
+    spec = data.draw(SPECS[kind])
     assume(not _starts_work(spec, kind))
     call = guard.call(PREDICTOR, kind, _request(kind, spec, job_id).SerializeToString())
     checked(call, kind, INVALID, NOT_FOUND, PRECONDITION)
@@ -955,7 +991,7 @@ def test_a_request_parses_into_bounded_values_or_names_its_bad_field(
     can use as they are (no negative seed for numpy, no endless loop, no 10**9 batch)."""
     parse = evaluation_request if kind == "Evaluate" else bound_request
     try:
-        request = parse(data.draw(specs(kind)))
+        request = parse(data.draw(SPECS[kind]))
     except InvalidArgument as exc:
         message = str(exc)
         assert message.startswith("bad ") and "\n" not in message and len(message) < 400
@@ -1033,18 +1069,20 @@ def _mutated(manifest: dict, where: tuple, value: object) -> dict:
     return copy
 
 
+not_manifests = st.one_of(
+    st.binary(max_size=200),
+    st.sampled_from([b"[" * 5000, b"\xff\xfe", b"a: !!python/object:os.system x"]),
+)
+mutated_fields = st.lists(st.sampled_from(sorted(MUTATIONS)), min_size=1, max_size=2)
+
+
 @st.composite
 def manifest_files(draw) -> bytes:
     """The YAML of digits_cnn's manifest with a few fields replaced; or any bytes at all."""
     if draw(st.integers(0, 9)) == 0:
-        return draw(
-            st.one_of(
-                st.binary(max_size=200),
-                st.sampled_from([b"[" * 5000, b"\xff\xfe", b"a: !!python/object:os.system x"]),
-            )
-        )
+        return draw(not_manifests)
     manifest = MANIFEST
-    for where in draw(st.lists(st.sampled_from(sorted(MUTATIONS)), min_size=1, max_size=2)):
+    for where in draw(mutated_fields):
         manifest = _mutated(manifest, where, draw(MUTATIONS[where]))
     return yaml.safe_dump(manifest, allow_unicode=True).encode("utf-8", "surrogatepass")
 
