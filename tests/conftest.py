@@ -1,14 +1,14 @@
 """Shared fixtures, and how the suite runs in parallel.
 
 How it runs: ``python -m pytest`` (pyproject's addopts) starts one pytest-xdist worker per core
-and one more for a run of several test files (``pytest_xdist_auto_num_workers`` below), and none
-for a run of one file, which keeps ``-x``, ``--pdb`` and print debugging as usual; ``-n N`` or
-``-n 0`` choose. Each worker gets whole modules (``pytest_xdist_make_scheduler``), the modules
-with more tests first: a module-scoped fixture (a fleet, an evaluation, a server) is made once,
-on the worker that runs the module, and its tests never run beside each other. The long tests of
-a module that shares nothing between them are spread one by one instead (add it to ``SPREAD``).
-Every worker is a pytest session of its own: what is ``session``-scoped below is made once per
-worker.
+for a run of several test files (``pytest_xdist_auto_num_workers`` below), and none for a run
+of one file, which keeps ``-x``, ``--pdb`` and print debugging as usual; ``-n N`` or ``-n 0``
+choose. Each worker gets whole modules (``pytest_xdist_make_scheduler``), the modules with more
+tests first: a module-scoped fixture (a fleet, an evaluation, a server) is made once, on the
+worker that runs the module, and its tests never run beside each other. The long tests of a
+module that shares nothing between them are spread one by one instead (add it to
+``SPREAD``). Every worker is a pytest session of its own: what is ``session``-scoped below is
+made once per worker.
 
 What a test may rely on:
 - ``mlms_home``: a private ``$MLMS_HOME`` per worker (never ``~/.mlms``), so records, traces,
@@ -24,9 +24,8 @@ What a test may rely on:
 - Expensive inputs that do not depend on the code under test (a GPU capture, a trace) are
   small files in ``tests/data/``, not made again by each run.
 - TensorFlow never loads in the test process (``tensorflow_stays_out``).
-- With workers, ``OMP_NUM_THREADS`` is the worker's share of the cores, at least one (set at
-  import, below), for it and the processes it starts; a test that asks for threads says how
-  many.
+- With workers, ``OMP_NUM_THREADS`` is the worker's share of the cores (set at import, below),
+  for it and the processes it starts; a test that asks for threads says how many.
 
 A run that collects no test fails (pytest's exit status 5), with workers or without.
 """
@@ -61,16 +60,14 @@ TESTS = Path(__file__).parent
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto``: one worker per core and one more, at most one per test file named on the
-    command line (or under the folders named), and none (in-process) for a single file. The
-    one more: with one worker per core, the cores idle for about a tenth of a run while tests
-    wait on their processes, services and timeouts (``benchmarks/RESULTS.md``)."""
+    """``-n auto``: one worker per core, at most one per test file named on the command line
+    (or under the folders named), and none (in-process) for a single file."""
     files: set[Path] = set()
     for arg in config.args or [str(TESTS)]:
         path = Path(arg.split("::", 1)[0]).resolve()
         files.update(path.rglob("test_*.py") if path.is_dir() else [path])
     cores = len(os.sched_getaffinity(0))
-    workers = min(cores + 1, len(files))
+    workers = min(cores, len(files))
     return workers if workers > 1 else 0
 
 
