@@ -59,7 +59,7 @@ def _table(
     # A count column with a gap is float in pandas: whole numbers print without decimals.
     whole = [all(_whole(row[i]) for row in rows) for i in range(len(columns))]
     # Cells are data, never markup: as Text, rich neither parses nor highlights them (a value
-    # holding '[' prints as it is, and an 80-row listing renders in half the time).
+    # holding '[' prints as it is, and parsing 82 rows of markup was a sixth of their render).
     for row in rows:
         table.add_row(*(Text(_cell(value, digits, whole[i])) for i, value in enumerate(row)))
     return table
