@@ -9,6 +9,7 @@ import torch
 
 from mlms.zoo.architectures import build, with_weights
 from mlms.zoo.catalog import get_model
+from mlms.zoo.transformers_import import import_transformers
 
 
 def _saved(name: str) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:
@@ -40,3 +41,28 @@ def test_a_buffer_the_state_lacks_is_made_by_a_real_build() -> None:
     batch = torch.rand(1, *network.inputs[0].shape, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         torch.testing.assert_close(loaded(batch), original(batch), rtol=0, atol=0)
+
+
+def test_a_transformer_is_built_for_real_without_initialising_its_weights(monkeypatch) -> None:
+    """BERT's position ids are unsaved buffers, so it is built for real; its weights, all
+    replaced by the stored ones, are left as allocated (transformers' own switch), and the
+    switch is off again for the next seeded build."""
+    bert = import_transformers().models.bert.modeling_bert.BertPreTrainedModel
+    original, state = _saved("bert_base")
+    initialised = []  # modules whose weights were initialised with data (not on the meta device)
+    own = bert._init_weights
+
+    def spy(self, module: torch.nn.Module) -> None:
+        if any(not p.is_meta for p in module.parameters(recurse=False)):
+            initialised.append(module)
+        own(self, module)
+
+    monkeypatch.setattr(bert, "_init_weights", spy)
+    loaded = with_weights(get_model("bert_base"), state).eval()
+    assert initialised == []
+    assert not any(t.is_meta for t in [*loaded.parameters(), *loaded.buffers()])
+    tokens = torch.randint(0, 1000, (2, 8), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(tokens), original(tokens), rtol=0, atol=0)
+    again, _ = _saved("bert_base")
+    assert initialised and all(torch.equal(again.state_dict()[k], v) for k, v in state.items())

@@ -14,7 +14,10 @@ networks as data.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from mlms.errors import ManifestError
@@ -107,36 +110,52 @@ LIBRARIES: dict[str, Callable[[str], Any]] = {
     "segmentation": lambda name: _vision("segmentation", name),
     "transformers": _configured,
 }
-ARCHITECTURES["bert_base"] = lambda: _configured("bert_base")
-ARCHITECTURES["gpt2_small"] = lambda: _configured("gpt2_small")
+#: Builders that are ``transformers.NAME`` under a name of their own.
+TRANSFORMER_ALIASES = ("bert_base", "gpt2_small")
+ARCHITECTURES.update({name: partial(_configured, name) for name in TRANSFORMER_ALIASES})
+
+#: One network constructed at a time in a process: a construction that skips initialising its
+#: weights turns torch's initialisers off for the whole process (transformers' switch), which
+#: must not reach a seeded build in another thread.
+_CONSTRUCTING = threading.RLock()
 
 #: Builders whose weights are trained at build time rather than left at their seeded init.
 TRAINERS: dict[str, Callable[[Any, int], None]] = {"digits_cnn": train_digits_cnn}
 
 
-def architecture(builder: str) -> Any:
-    """The untrained network, to load stored weights into."""
+def architecture(builder: str, *, initialise: bool = True) -> Any:
+    """The untrained network, to load stored weights into. ``initialise=False``, for weights
+    that are all replaced at once: a transformers network leaves its weights as allocated (the
+    library's own switch, which its ``from_pretrained`` uses); other libraries initialise
+    theirs as usual. Buffers are made either way."""
     factory = ARCHITECTURES.get(builder)
-    if factory is not None:
-        return factory()
     library, _, name = builder.partition(".")
-    if library in LIBRARIES and name:
-        return LIBRARIES[library](name)
-    raise ManifestError(
-        f"unknown builder {builder!r}; expected one of: {', '.join(sorted(ARCHITECTURES))}, "
-        f"or LIBRARY.NAME with LIBRARY one of {', '.join(LIBRARIES)}"
-    )
+    if factory is None and (library not in LIBRARIES or not name):
+        raise ManifestError(
+            f"unknown builder {builder!r}; expected one of: {', '.join(sorted(ARCHITECTURES))}, "
+            f"or LIBRARY.NAME with LIBRARY one of {', '.join(LIBRARIES)}"
+        )
+    skip = not initialise and (library == "transformers" or builder in TRANSFORMER_ALIASES)
+    with _CONSTRUCTING, _uninitialised() if skip else contextlib.nullcontext():
+        return factory() if factory is not None else LIBRARIES[library](name)
 
 
-def architecture_of(manifest: ModelManifest) -> Any:
-    """The manifest's network, untrained: stored weights are loaded into it."""
+def _uninitialised() -> contextlib.AbstractContextManager:
+    from mlms.zoo.transformer_models import uninitialised
+
+    return uninitialised()
+
+
+def architecture_of(manifest: ModelManifest, *, initialise: bool = True) -> Any:
+    """The manifest's network, untrained: stored weights are loaded into it (``architecture``
+    says what ``initialise`` does)."""
     source = next((s for s in manifest.sources if isinstance(s, BuildSource)), None)
     if source is None:
         raise ManifestError(
             f"model {manifest.name!r}: the torch predictor needs a 'build' "
             "source naming the architecture"
         )
-    return architecture(source.builder)
+    return architecture(source.builder, initialise=initialise)
 
 
 def with_weights(manifest: ModelManifest, state: dict[str, Any]) -> Any:
@@ -144,7 +163,7 @@ def with_weights(manifest: ModelManifest, state: dict[str, Any]) -> Any:
     meta device and given the stored tensors, which skips initialising weights that are
     replaced at once (seconds for the large networks, at every load); built for real where
     that leaves a tensor without data (a buffer the state does not hold) or the network cannot
-    be built on the meta device."""
+    be built on the meta device, then without initialising what the library lets it skip."""
     import torch
 
     try:
@@ -155,7 +174,7 @@ def with_weights(manifest: ModelManifest, state: dict[str, Any]) -> Any:
             return network
     except (RuntimeError, NotImplementedError):
         pass
-    network = architecture_of(manifest)
+    network = architecture_of(manifest, initialise=False)
     network.load_state_dict(state)
     return network
 

@@ -10,6 +10,7 @@ run today.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -194,6 +195,12 @@ CONFIGURED: dict[str, tuple[str, str, str, str, dict[str, Any]]] = {
         },
     ),
 }
+
+
+def uninitialised() -> contextlib.AbstractContextManager:
+    """transformers' switch that leaves new weights as allocated, for the whole process while it
+    is on (``mlms.zoo.architectures`` builds one network at a time)."""
+    return import_transformers().modeling_utils.no_init_weights()
 
 
 def configured(name: str) -> torch.nn.Module:
