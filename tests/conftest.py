@@ -3,12 +3,9 @@
 How it runs: ``python -m pytest`` (pyproject's addopts) starts one pytest-xdist worker per core
 for a run of several test files (``pytest_xdist_auto_num_workers`` below), and none for a run
 of one file, which keeps ``-x``, ``--pdb`` and print debugging as usual; ``-n N`` or ``-n 0``
-choose. Each worker gets whole modules (``pytest_xdist_make_scheduler``), the modules with more
-tests first: a module-scoped fixture (a fleet, an evaluation, a server) is made once, on the
-worker that runs the module, and its tests never run beside each other. The long tests of a
-module that shares nothing between them are spread one by one instead (add it to
-``SPREAD``). Every worker is a pytest session of its own: what is ``session``-scoped below is
-made once per worker.
+choose. Each worker gets whole modules, the longest first (``tests/scheduling.py``). Every
+worker is a pytest session of its own: what is ``session``-scoped below is made once per
+worker.
 
 What a test may rely on:
 - ``mlms_home``: a private ``$MLMS_HOME`` per worker (never ``~/.mlms``), so records, traces,
@@ -54,7 +51,10 @@ if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
         str(max(1, len(os.sched_getaffinity(0)) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))),
     )
 
-pytest_plugins = ["tests.fixtures_services"]  # etcd and s3: real servers on loopback
+pytest_plugins = [
+    "tests.fixtures_services",  # etcd and s3: real servers on loopback
+    "tests.scheduling",  # which worker runs what, in which order
+]
 
 TESTS = Path(__file__).parent
 
@@ -69,26 +69,6 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     cores = len(os.sched_getaffinity(0))
     workers = min(cores, len(files))
     return workers if workers > 1 else 0
-
-
-#: Modules whose tests share no module-scoped fixture and take long each: their tests are spread
-#: over the workers one by one (after the modules that go whole), not run as one unit.
-SPREAD = frozenset({"tests/test_zoo_models.py"})
-
-
-def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """``--dist loadscope`` (pyproject's), but the tests of the ``SPREAD`` modules each a unit
-    of their own; another ``--dist`` as xdist has it."""
-    if config.getvalue("dist") != "loadscope":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class ModulesWhole(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            return nodeid if module in SPREAD else module
-
-    return ModulesWhole(config, log)
 
 
 def _shared_folder(factory: pytest.TempPathFactory) -> Path | None:
