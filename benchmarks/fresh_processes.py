@@ -17,10 +17,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def timed_run(tree: Path, argv: list[str], home: Path) -> tuple[float, float]:
-    """(wall, CPU) seconds of ``python ARGV`` with ``tree``'s mlms."""
+def timed_run(
+    tree: Path, argv: list[str], home: Path, server: str | None = None
+) -> tuple[float, float]:
+    """(wall, CPU) seconds of ``python ARGV`` with ``tree``'s mlms (against ``server`` where
+    given, else embedded)."""
     env = {**os.environ, "PYTHONPATH": str(tree), "MLMS_HOME": str(home)}
     env.pop("MLMS_SERVER", None)
+    if server is not None:
+        env["MLMS_SERVER"] = server
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # the first run writes the .pyc files the others read
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     began = time.perf_counter()
@@ -37,20 +42,28 @@ def timed_run(tree: Path, argv: list[str], home: Path) -> tuple[float, float]:
     return seconds, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
 
 
-def compare(cases: dict[str, list[str]], runs: int, baseline: Path | None) -> None:
+def compare(
+    cases: dict[str, list[str]],
+    runs: int,
+    baseline: Path | None,
+    servers: dict[str, str] | None = None,
+) -> None:
     """Print a line per case: each tree's minimum wall and CPU, and their ratio. Every case
     runs once per tree first, outside the timing (bytecode files, assets built on first use),
-    in one ``$MLMS_HOME`` shared by all runs."""
+    in one ``$MLMS_HOME`` shared by all runs; a case named in ``servers`` runs against that
+    server's address."""
+    servers = servers or {}
     trees = {"this tree": ROOT, **({"baseline": baseline} if baseline else {})}
     width = max(map(len, cases))
     with tempfile.TemporaryDirectory() as home:
         for case, argv in cases.items():
+            server = servers.get(case)
             for tree in trees.values():
-                timed_run(tree, argv, Path(home))
+                timed_run(tree, argv, Path(home), server)
             times: dict[str, list[tuple[float, float]]] = {name: [] for name in trees}
             for _ in range(runs):
                 for name, tree in trees.items():
-                    times[name].append(timed_run(tree, argv, Path(home)))
+                    times[name].append(timed_run(tree, argv, Path(home), server))
             best = {name: min(w for w, _ in values) for name, values in times.items()}
             cpu = {name: min(c for _, c in values) for name, values in times.items()}
             line = "  ".join(

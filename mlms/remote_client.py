@@ -12,16 +12,13 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import grpc
-import pandas as pd
-import pyarrow as pa
 from google.protobuf.message import Message
 from pydantic import BaseModel
 
 from mlms.advise.record import AdviceRecord, AdviceRequest
-from mlms.analysis.catalog import from_ipc
 from mlms.bounds.record import BoundRecord, BoundRequest
 from mlms.client import Evaluations
 from mlms.errors import EvaluationInFlight, InvalidArgument, Unavailable, UnknownModel
@@ -48,11 +45,14 @@ from mlms.rpc.serving import split_address
 from mlms.rpc.status import error_from_rpc
 from mlms.security.tls import TlsFiles, open_channel
 from mlms.server.jobs import Job
-from mlms.tracer.archive import cached_archive, read_parquet, upgrade
 from mlms.zoo.file_models import ModelOptions
 from mlms.zoo.manifest import ModelManifest
 from mlms.zoo.packing import chunks, packed
 from mlms.zoo.resolve import is_local
+
+if TYPE_CHECKING:  # pandas and pyarrow load with the spans and analyses that need them
+    import pandas as pd
+    import pyarrow as pa
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -224,9 +224,13 @@ class RemoteClient:
         return [self._decode(row, P50Row) for row in reply.rows]
 
     def spans(self, trace_id: str) -> pa.Table:
+        from mlms.tracer.archive import read_parquet, upgrade
+
         return upgrade(read_parquet(self._archive_bytes(trace_id)))
 
     def span_archive(self, trace_id: str) -> Path:
+        from mlms.tracer.archive import cached_archive
+
         path = cached_archive(trace_id)
         if not path.is_file():
             data = self._archive_bytes(trace_id)
@@ -239,6 +243,8 @@ class RemoteClient:
     def analyze(
         self, evaluation_ids: Sequence[str], analyses: Sequence[str], top: int | None = None
     ) -> dict[str, pd.DataFrame]:
+        from mlms.analysis.catalog import from_ipc
+
         request = evaluator_pb2.AnalyzeRequest(
             evaluation_ids=list(evaluation_ids), analyses=list(analyses), top=top or 0
         )

@@ -86,6 +86,16 @@ def test_the_probe_sees_a_heavy_import(tmp_path: Path) -> None:
     assert {"pandas", "duckdb"} <= modules
 
 
+def test_the_remote_client_loads_no_data_library(tmp_path: Path) -> None:
+    """A command against a server (``MLMS_SERVER``) loads the gRPC client: gRPC and protobuf,
+    but no framework and none of the data libraries, which load with the spans and analyses
+    that use them."""
+    modules = loaded_modules(["--help"], tmp_path, also="mlms.remote_client")
+    assert "mlms.remote_client" in modules
+    heavy = sorted(n for n in modules if n.split(".")[0] in set(HEAVY) - {"grpc", "google"})
+    assert not heavy, f"the remote client loaded {heavy[:10]}"
+
+
 def test_a_command_loads_only_its_own_module(tmp_path: Path) -> None:
     """``mlms evals`` over an index made already (the first, in a new home, rebuilds it from
     the store) loads its command and the index: no other command's module (commands load on
