@@ -9,7 +9,8 @@ and signature reader of TensorFlow calls), ``jax`` (``mlms.predictors.jax_predic
 import_keras``, the jax agent's), and ``eval-torch``, ``eval-tensorflow`` (a whole embedded
 ``mlms eval -m digits_cnn -f FRAMEWORK -n 2``: the CLI, for TensorFlow its child agent, the
 predicts and the accuracy on the held-out split; the asset is built first, outside the timed
-runs).
+runs), and ``eval-gpt2_small`` (the same on torch for GPT-2 small, eight tokens: loading its
+124M stored weights into the network is most of it).
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/framework_start.py --runs 5 [--baseline /tmp/base]
 """
@@ -34,6 +35,9 @@ CASES = {
         )
         for framework in ("torch", "tensorflow")
     },
+    "eval-gpt2_small": shlex.split(
+        "-m mlms eval -m gpt2_small -f torch -n 2 --warmup 0 --min-seconds 0 --seq-len 8"
+    ),
 }
 
 
