@@ -10,16 +10,16 @@ alternately, side by side, and the ratio is printed; both talk to one server of 
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from fresh_processes import ROOT, compare
+
+sys.path.insert(0, str(ROOT))  # tests/, from a checkout
+from tests.processes import MlmsProcess
 
 COMMANDS = (["--help"], ["models"], ["evals"])
 REMOTE = "mlms models (remote)"
@@ -27,26 +27,14 @@ REMOTE = "mlms models (remote)"
 
 @contextmanager
 def server() -> Iterator[str]:
-    """An ``mlms server`` of this tree on a free loopback port; its address."""
+    """An ``mlms server`` of this tree on a loopback port of its own choosing; its address."""
     with tempfile.TemporaryDirectory() as home:
-        address = Path(home) / "address"
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "MLMS_HOME": home}
-        env.pop("MLMS_SERVER", None)
-        command = ["-m", "mlms", "server", "--listen", "127.0.0.1:0", "--address-file"]
-        process = subprocess.Popen(
-            [sys.executable, *command, str(address)], cwd=ROOT, env=env,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        env = {"PYTHONPATH": str(ROOT), "MLMS_HOME": home}
+        process = MlmsProcess.serving(["server"], Path(home) / "server.log", env)
         try:
-            deadline = time.monotonic() + 60
-            while not address.is_file():
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit("the mlms server did not start")
-                time.sleep(0.1)
-            yield address.read_text().strip()
+            yield process.address(timeout=60)
         finally:
-            process.terminate()
-            process.wait(30)
+            process.stop()
 
 
 def main() -> None:
