@@ -96,6 +96,18 @@ def test_the_remote_client_loads_no_data_library(tmp_path: Path) -> None:
     assert not heavy, f"the remote client loaded {heavy[:10]}"
 
 
+def test_an_agent_starts_without_the_table_libraries(tmp_path: Path) -> None:
+    """An agent registers before its first evaluation: loading it loads no pandas, DuckDB,
+    Polars or SQL library (the span archive's writer needs Arrow alone; its readers load
+    pandas on use)."""
+    modules = loaded_modules(["--help"], tmp_path, also="mlms.agent.process")
+    assert "mlms.tracer.archive" in modules
+    heavy = sorted(
+        n for n in modules if n.split(".")[0] in {"pandas", "duckdb", "polars", "sqlalchemy"}
+    )
+    assert not heavy, f"the agent loaded {heavy[:10]}"
+
+
 def test_a_command_loads_only_its_own_module(tmp_path: Path) -> None:
     """``mlms evals`` over an index made already (the first, in a new home, rebuilds it from
     the store) loads its command and the index: no other command's module (commands load on

@@ -15,9 +15,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -26,6 +25,9 @@ from mlms.errors import InvalidArgument, StoreError, UnknownEvaluation
 from mlms.store.base import ObjectStore
 from mlms.store.local import LocalStore
 from mlms.tracer.spans import COLUMNS, SpanRecord
+
+if TYPE_CHECKING:  # every agent writes archives; only readers of small tables need pandas
+    import pandas as pd
 
 BATCH_SIZE_ATTRIBUTE = "mlms.batch_size"
 
