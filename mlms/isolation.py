@@ -17,7 +17,11 @@ holds TensorFlow runs in one of its own (``mlms.bounds.run``).
 The children are forked from a server process of multiprocessing's ``forkserver``, started
 once per calling process from a fresh interpreter that imports ``mlms.isolation_preload``:
 a child then starts with torch and the ONNX exporter's libraries loaded (about 2 s of CPU
-each that it would otherwise spend importing them) and nothing else of the caller's. That
+each that it would otherwise spend importing them) and nothing else of the caller's. A child
+ends without running exit handlers (multiprocessing's ``os._exit``), so the temporary files
+its libraries delete at exit would stay (TensorFlow's autograph leaves a module in the temporary
+folder for each function it converts): its temporary folder is one of its own, which the caller
+removes once the child has ended. That
 preload holds neither TensorFlow nor anything that loads Triton (``torch._dynamo`` does), so
 a child may still load either one. The server lives as long as the process that started it,
 idle between calls, holding what it imported (about 0.6 GB of memory with torch).
@@ -29,6 +33,7 @@ import multiprocessing
 import os
 import pickle
 import signal
+import tempfile
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any, TypeVar
@@ -59,17 +64,32 @@ def call_in_own_process(
 ) -> T:
     """``function(*args)`` in a process of its own (forked from the fork server: nothing this
     process has imported comes along, only the server's preload; the environment is this
-    process's as it is now), and its return value; the exception it raised is raised here.
+    process's as it is now, but for ``TMPDIR``: a folder of the child's own, removed when it has
+    ended), and its return value; the exception it raised is raised here.
 
     ``function`` must be importable by name and its arguments and result picklable. With
     ``on_note``, it is called with ``tell=`` too: each ``tell(note)`` in the child is an
     ``on_note(note)`` here (progress) before the answer. A child that dies without answering (a
     crash in native code) raises ``error`` naming ``what`` and how it ended."""
     context = _context()
+    with tempfile.TemporaryDirectory(prefix="mlms-child-", ignore_cleanup_errors=True) as scratch:
+        environ = {**os.environ, "TMPDIR": scratch}
+        return _run(context, function, args, environ, what, error, on_note)
+
+
+def _run(
+    context: multiprocessing.context.BaseContext,
+    function: Callable[..., T],
+    args: tuple[Any, ...],
+    environ: dict[str, str],
+    what: str,
+    error: type[MlmsError],
+    on_note: Callable[[Any], None] | None,
+) -> T:
     receiver, sender = context.Pipe(duplex=False)
     process = context.Process(
         target=_answer,
-        args=(sender, function, args, on_note is not None, dict(os.environ)),
+        args=(sender, function, args, on_note is not None, environ),
         name=what,
     )
     process.start()
@@ -112,6 +132,7 @@ def _answer(
     # The fork server's environment is the caller's when the server started.
     os.environ.clear()
     os.environ.update(environ)
+    tempfile.tempdir = None  # the fork server's choice, made before TMPDIR named this child's
 
     def tell(note: Any) -> None:
         sender.send(("note", note))

@@ -40,6 +40,14 @@ def _count_to(n: int, *, tell) -> str:
     return "done"
 
 
+def _leave_a_temporary_file() -> str:
+    """What a library's exit handler would delete (TensorFlow's autograph modules)."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".py", delete=False) as left:
+        return left.name
+
+
 def _die_by_signal() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
@@ -61,6 +69,16 @@ def test_notes_told_in_the_child_arrive_here_in_order_before_the_answer() -> Non
     notes = []
     assert call_in_own_process(_count_to, 3, what="a counter", on_note=notes.append) == "done"
     assert notes == [("step", 1), ("step", 2), ("step", 3)]
+
+
+def test_the_temporary_files_a_child_leaves_go_with_it(tmp_path, monkeypatch) -> None:
+    """A child ends without its exit handlers: what it left in its temporary folder (its own,
+    inside this process's) is removed once it has ended, and nothing is left beside it."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    left = Path(call_in_own_process(_leave_a_temporary_file, what="a leaver"))
+    assert left.parent.parent == tmp_path and left.parent.name.startswith("mlms-child-")
+    assert not left.exists() and not any(tmp_path.iterdir())
 
 
 def test_a_child_that_dies_without_answering_is_one_clear_error() -> None:
