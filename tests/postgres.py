@@ -17,7 +17,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from tests.processes import free_port
+from tests.processes import PortTaken, free_port, start_on_free_ports
 
 USER = "postgres"
 
@@ -54,6 +54,7 @@ class PostgresServer:
         self.root = root or Path(tempfile.mkdtemp(prefix="mlms-postgres-"))
         self.data = self.root / "data"
         self.port = free_port()
+        self._started = False
         self.bin = postgres_bin()
         assert self.bin is not None, unavailable()
 
@@ -71,12 +72,30 @@ class PostgresServer:
         if not self.data.exists():
             self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", USER,
                       "--auth=trust", "--no-sync", "-E", "UTF8")  # fmt: skip
+        if self._started:
+            return self._launch()  # a restart keeps its address, which its clients know
+        self._started = True
+        return start_on_free_ports(self._launch, self._pick_port)
+
+    def _pick_port(self) -> None:
+        self.port = free_port()
+
+    def _launch(self) -> PostgresServer:
+        log = self.root / "log"
+        start_of_log = log.stat().st_size if log.exists() else 0
         options = (
             f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories="
             f"{self.root} -c fsync=off -c max_connections=200"
         )
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options,
-                  "-l", str(self.root / "log"), "-w", "-t", "60", "start")  # fmt: skip
+        try:
+            self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-o", options,
+                      "-l", str(log), "-w", "-t", "60", "start")  # fmt: skip
+        except subprocess.CalledProcessError:
+            with open(log, "rb") as said:
+                said.seek(start_of_log)
+                if b"Address already in use" in said.read():
+                    raise PortTaken(f"PostgreSQL's port {self.port} was taken") from None
+            raise
         return self
 
     @property

@@ -4,7 +4,8 @@ and child processes whose output is kept for the failure message.
 An ``mlms agent`` or ``mlms server`` that a test talks to picks its own port
 (``MlmsProcess.serving``): a port picked here and handed over would be free only until the
 process binds it, seconds later, and another process on the machine may take it meanwhile.
-``free_port`` is for services that cannot say which port they took (etcd, PostgreSQL) and for
+``free_port`` is for services that cannot say which port they took (etcd, PostgreSQL: started
+through ``start_on_free_ports``, which moves them on when a port was taken meanwhile) and for
 addresses where nothing is meant to listen."""
 
 from __future__ import annotations
@@ -26,6 +27,27 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+#: First starts of a service on ports found free, before giving up (``start_on_free_ports``).
+PORT_ATTEMPTS = 3
+
+
+class PortTaken(RuntimeError):
+    """A service exited because a port it was given was taken meanwhile."""
+
+
+def start_on_free_ports(launch: Callable[[], T], repick: Callable[[], None]) -> T:
+    """``launch()``, again on new ports (``repick()``) while it raises ``PortTaken``, up to
+    ``PORT_ATTEMPTS`` times: for services that cannot pick their own port and say which (etcd,
+    PostgreSQL), whose port from ``free_port`` may be taken before they bind it (another
+    process's outgoing connection draws from the same range)."""
+    for _ in range(PORT_ATTEMPTS - 1):
+        try:
+            return launch()
+        except PortTaken:
+            repick()
+    return launch()
 
 
 def wait_for(condition: Callable[[], T], timeout: float, what: str, every: float = 0.05) -> T:

@@ -29,7 +29,7 @@ import requests
 
 from mlms.registry.base import ROOT
 from mlms.security.ca import Pem, issue
-from tests.processes import free_port, wait_for
+from tests.processes import PortTaken, free_port, start_on_free_ports, wait_for
 
 READY_TIMEOUT = 30.0
 
@@ -95,16 +95,30 @@ class EtcdServer:
         self.binary = found
         self.data_dir = Path(data_dir)
         self.log = self.data_dir.with_suffix(".log")
-        self.port = free_port()
-        self.peer_port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
         self.tls = tls
         self.scheme = "https" if tls else "http"
-        self.url = f"{'etcd+https' if tls else 'etcd'}://{self.address}"
+        self._pick_ports()
         self._root_password: str | None = None
         self._process: subprocess.Popen | None = None
+        self._log_from = 0  # where the lines of the latest start begin in the log
+
+    def _pick_ports(self) -> None:
+        self.port = free_port()
+        self.peer_port = free_port()
+        while self.peer_port == self.port:
+            self.peer_port = free_port()
+        self.address = f"127.0.0.1:{self.port}"
+        self.url = f"{'etcd+https' if self.tls else 'etcd'}://{self.address}"
 
     def start(self) -> EtcdServer:
+        """A first start moves to new ports where one was taken meanwhile; a restart keeps its
+        address, which its clients know."""
+        if self._process is not None:
+            return self._launch()
+        return start_on_free_ports(self._launch, self._pick_ports)
+
+    def _launch(self) -> EtcdServer:
+        self._log_from = self.log.stat().st_size if self.log.exists() else 0
         client = f"{self.scheme}://{self.address}"
         peer = f"http://127.0.0.1:{self.peer_port}"
         tls_flags = []
@@ -143,7 +157,11 @@ class EtcdServer:
 
     def healthy(self) -> bool:
         if self._process is None or self._process.poll() is not None:
-            raise RuntimeError(f"etcd exited; its log:\n{self.log.read_text()[-3000:]}")
+            with open(self.log, "rb") as log:
+                log.seek(self._log_from)
+                said = log.read().decode(errors="replace")
+            taken = "address already in use" in said
+            raise (PortTaken if taken else RuntimeError)(f"etcd exited; its log:\n{said[-3000:]}")
         options = self.tls.requests_options() if self.tls else {}
         try:
             answer = requests.get(f"{self.scheme}://{self.address}/health", timeout=1, **options)

@@ -274,6 +274,28 @@ def test_rebuild_after_losing_the_database(tmp_path: Path, monkeypatch) -> None:
     again.close()
 
 
+def test_a_postgresql_whose_port_was_taken_meanwhile_starts_on_another() -> None:
+    """The tests' PostgreSQL is given a port found free; one taken before it binds it (as
+    another process's connection may take it) sends a first start to a new port."""
+    import socket
+
+    from tests.postgres import unavailable
+
+    if unavailable():
+        pytest.skip(unavailable())
+    server = PostgresServer()
+    taken = server.port
+    try:
+        with socket.socket() as squatter:
+            squatter.bind(("127.0.0.1", taken))
+            squatter.listen()
+            server.start()
+        assert server.port != taken
+        EvaluationIndex(server.database()).close()
+    finally:
+        server.remove()
+
+
 def test_a_record_stored_while_the_database_is_down_is_indexed_when_it_returns(
     tmp_path: Path,
 ) -> None:

@@ -353,3 +353,23 @@ def test_killed_holder_leaves_within_ttl_plus_one_second(running_etcd: EtcdServe
         if holder.poll() is None:
             holder.kill()
         registry.close()
+
+
+def test_an_etcd_whose_port_was_taken_meanwhile_starts_on_other_ports(tmp_path) -> None:
+    """The tests' etcd is given ports found free; one taken before etcd binds it (as another
+    process's connection may take it) sends a first start to new ports, not to an error."""
+    import socket
+
+    server = EtcdServer(tmp_path / "data")
+    taken = server.port
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", taken))
+        squatter.listen()
+        server.start()
+    try:
+        assert server.port != taken and server.address == f"127.0.0.1:{server.port}"
+        assert "address already in use" in server.log.read_text()
+        registry = registry_from_url(server.url)
+        registry.close()
+    finally:
+        server.stop()
