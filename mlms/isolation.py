@@ -17,14 +17,15 @@ holds TensorFlow runs in one of its own (``mlms.bounds.run``).
 The children are forked from a server process of multiprocessing's ``forkserver``, started
 once per calling process from a fresh interpreter that imports ``mlms.isolation_preload``:
 a child then starts with torch and the ONNX exporter's libraries loaded (about 2 s of CPU
-each that it would otherwise spend importing them) and nothing else of the caller's. A child
-ends without running exit handlers (multiprocessing's ``os._exit``), so the temporary files
-its libraries delete at exit would stay (TensorFlow's autograph leaves a module in the temporary
-folder for each function it converts): its temporary folder is one of its own, which the caller
-removes once the child has ended. That
+each that it would otherwise spend importing them) and nothing else of the caller's. That
 preload holds neither TensorFlow nor anything that loads Triton (``torch._dynamo`` does), so
 a child may still load either one. The server lives as long as the process that started it,
 idle between calls, holding what it imported (about 0.6 GB of memory with torch).
+
+A child ends without running exit handlers (multiprocessing's ``os._exit``), so the temporary
+files its libraries delete at exit would stay (TensorFlow's autograph leaves a module in the
+temporary folder for each function it converts): its temporary folder is one of its own, which
+the caller removes once the child has ended.
 """
 
 from __future__ import annotations
