@@ -16,7 +16,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -27,6 +28,16 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+@contextmanager
+def port_held(port: int) -> Iterator[None]:
+    """Something listening on loopback ``port`` meanwhile: a port ``free_port`` found, taken
+    before the service given it binds it."""
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", port))
+        squatter.listen()
+        yield
 
 
 #: First starts of a service on ports found free, before giving up (``start_on_free_ports``).

@@ -26,6 +26,7 @@ from mlms.evaluation.records import PENDING, load_record, save_record, stored_id
 from mlms.store.local import LocalStore
 from tests.evaluation_copies import copies, real_record
 from tests.postgres import PostgresServer
+from tests.processes import port_held
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -277,8 +278,6 @@ def test_rebuild_after_losing_the_database(tmp_path: Path, monkeypatch) -> None:
 def test_a_postgresql_whose_port_was_taken_meanwhile_starts_on_another() -> None:
     """The tests' PostgreSQL is given a port found free; one taken before it binds it (as
     another process's connection may take it) sends a first start to a new port."""
-    import socket
-
     from tests.postgres import unavailable
 
     if unavailable():
@@ -286,9 +285,7 @@ def test_a_postgresql_whose_port_was_taken_meanwhile_starts_on_another() -> None
     server = PostgresServer()
     taken = server.port
     try:
-        with socket.socket() as squatter:
-            squatter.bind(("127.0.0.1", taken))
-            squatter.listen()
+        with port_held(taken):
             server.start()
         assert server.port != taken
         EvaluationIndex(server.database()).close()

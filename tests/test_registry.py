@@ -23,7 +23,7 @@ from mlms.registry.agents import list_agents, register_agent
 from mlms.registry.base import AgentRecord, Lease, Registry
 from mlms.registry.factory import registry_from_url
 from mlms.registry.hardware import HardwareInfo
-from tests.processes import free_port, wait_for
+from tests.processes import free_port, port_held, wait_for
 from tests.services import EtcdServer
 
 #: etcd counts leases in whole seconds and refuses less than about 2 s.
@@ -358,13 +358,9 @@ def test_killed_holder_leaves_within_ttl_plus_one_second(running_etcd: EtcdServe
 def test_an_etcd_whose_port_was_taken_meanwhile_starts_on_other_ports(tmp_path) -> None:
     """The tests' etcd is given ports found free; one taken before etcd binds it (as another
     process's connection may take it) sends a first start to new ports, not to an error."""
-    import socket
-
     server = EtcdServer(tmp_path / "data")
     taken = server.port
-    with socket.socket() as squatter:
-        squatter.bind(("127.0.0.1", taken))
-        squatter.listen()
+    with port_held(taken):
         server.start()
     try:
         assert server.port != taken and server.address == f"127.0.0.1:{server.port}"
