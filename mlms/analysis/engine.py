@@ -58,6 +58,7 @@ import pyarrow.parquet as pq
 from mlms.analysis.names import short_kernel_name
 from mlms.store.base import ObjectStore
 from mlms.tracer.archive import SCHEMA, TYPED_COLUMNS, local_archive, read_parquet, upgrade
+from mlms.tracer.communication import KERNEL_KINDS
 from mlms.tracer.levels import TraceLevel
 
 FRAMEWORK, MODEL, API, HARDWARE = (
@@ -66,7 +67,9 @@ FRAMEWORK, MODEL, API, HARDWARE = (
     int(TraceLevel.SYSTEM_LIBRARY),
     int(TraceLevel.HARDWARE),
 )
-GPU_KINDS = ("kernel", "memcpy", "memset")
+GPU_KINDS = (*KERNEL_KINDS, "memcpy", "memset")
+# Communication is a kind of host ops too: a kernel is one at the hardware level.
+_KERNEL = f"level = {HARDWARE} AND kind IN {KERNEL_KINDS}"
 #: DuckDB spills what does not fit instead of growing past this.
 MEMORY_LIMIT = "1500MB"
 #: Parent links walked up from a GPU activity before giving up on finding its layer.
@@ -89,10 +92,10 @@ _KEY = "hash({})"
 _RUNS = f"""
 CREATE TEMP TABLE runs AS
 SELECT trace_id,
-       coalesce(max(run) FILTER (WHERE kind = 'kernel'),
+       coalesce(max(run) FILTER (WHERE {_KERNEL}),
                 min(run) FILTER (WHERE level = {FRAMEWORK} AND layer_index IS NOT NULL))
            AS layer_run,
-       max(run) FILTER (WHERE kind = 'kernel') AS kernel_run
+       max(run) FILTER (WHERE {_KERNEL}) AS kernel_run
 FROM spans WHERE level IN ({FRAMEWORK}, {HARDWARE}) GROUP BY trace_id
 """
 _LAYER_SPANS = f"""
@@ -133,9 +136,9 @@ _WALK_END = (
     "DROP TABLE above; DROP TABLE placed; DROP TABLE frontier; DROP TABLE IF EXISTS step",
 )
 _LAYERS = (
-    """
+    f"""
     CREATE TEMP TABLE layer_gpu AS
-    SELECT layer, count(*) FILTER (WHERE kind = 'kernel') AS kernels,
+    SELECT layer, count(*) FILTER (WHERE kind IN {KERNEL_KINDS}) AS kernels,
            sum(end_ns - start_ns) AS gpu_ns, max(end_ns) AS gpu_end_ns
     FROM gpu WHERE layer IS NOT NULL GROUP BY layer
     """,

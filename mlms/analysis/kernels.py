@@ -14,7 +14,11 @@ import json
 import pandas as pd
 
 from mlms.analysis.engine import Spans
+from mlms.tracer.communication import KERNEL_KINDS
 from mlms.tracer.counters import Peaks
+
+# GPU kernels, NCCL's (kind "communication") among them.
+_KERNEL = f"kind IN {KERNEL_KINDS}"
 
 _PREDICTS = """
     per_predict AS (
@@ -48,8 +52,8 @@ def kernel_table(spans: Spans) -> pd.DataFrame:
     it, flops, DRAM read and write, achieved occupancy, arithmetic intensity, GFLOP/s and
     whether it is memory- or compute-bound."""
     return spans.frame(
-        """
-        SELECT g.trace_id, g.batch_size, l.name AS layer, n.kernel, g.stream,
+        f"""
+        SELECT g.trace_id, g.batch_size, l.name AS layer, n.kernel, g.kind, g.stream,
                (g.end_ns - g.start_ns) / 1e3 AS "duration (us)",
                g.counter_flops / 1e9 AS gflop,
                g.dram_read_bytes / 1e6 AS "dram read (MB)",
@@ -62,7 +66,7 @@ def kernel_table(spans: Spans) -> pd.DataFrame:
                g.bound
         FROM gpu g LEFT JOIN layer_spans l ON l.id = g.layer
         JOIN kernel_names n USING (name_id)
-        WHERE g.kind = 'kernel'
+        WHERE g.{_KERNEL}
         ORDER BY g.trace_id, g.start_ns
         """
     )
@@ -82,16 +86,16 @@ def kernel_breakdown(spans: Spans, top: int | None = None) -> pd.DataFrame:
         f"""
         WITH {_PREDICTS},
         by_name AS (
-            SELECT trace_id, batch_size, name_id, count(*) AS launches,
+            SELECT trace_id, batch_size, name_id, any_value(kind) AS kind, count(*) AS launches,
                    sum(end_ns - start_ns) AS total, avg(end_ns - start_ns) AS mean,
                    median(end_ns - start_ns) AS med, min(end_ns - start_ns) AS low,
                    max(end_ns - start_ns) AS high,
                    coalesce(stddev_samp(end_ns - start_ns), 0) AS std,
                    median(counter_flops) AS flops, median(dram_read_bytes + dram_write_bytes)
                        AS dram, median(occupancy_pct) AS occupancy, mode(bound) AS bound
-            FROM gpu WHERE kind = 'kernel' GROUP BY trace_id, batch_size, name_id
+            FROM gpu WHERE {_KERNEL} GROUP BY trace_id, batch_size, name_id
         )
-        SELECT b.trace_id, b.batch_size, n.name, n.kernel, b.launches,
+        SELECT b.trace_id, b.batch_size, n.name, n.kernel, b.kind, b.launches,
                b.launches / p.predicts AS calls,
                b.total / p.predicts / 1e3 AS "gpu (us)",
                100 * b.total / sum(b.total) OVER (PARTITION BY b.trace_id, b.batch_size)
@@ -117,11 +121,11 @@ def layer_kernels(spans: Spans) -> pd.DataFrame:
     DRAM bytes), occupancy weighted by kernel time and the roofline side of most of its kernel
     time. Most non-GPU time first."""
     return spans.frame(
-        """
+        f"""
         WITH kernels AS (
             SELECT layer, bound, end_ns - start_ns AS ns, counter_flops,
                    dram_read_bytes + dram_write_bytes AS dram, occupancy_pct
-            FROM gpu WHERE kind = 'kernel' AND layer IS NOT NULL
+            FROM gpu WHERE {_KERNEL} AND layer IS NOT NULL
         ),
         bound_time AS (
             SELECT layer, bound, sum(ns) AS ns FROM kernels
@@ -182,7 +186,7 @@ def roofline(spans: Spans, at: str) -> pd.DataFrame:
         FROM gpu g JOIN per_predict p USING (trace_id, batch_size)
         LEFT JOIN layer_spans l ON l.id = g.layer
         JOIN kernel_names n USING (name_id)
-        WHERE g.kind = 'kernel' AND g.counter_flops IS NOT NULL
+        WHERE g.{_KERNEL} AND g.counter_flops IS NOT NULL
         GROUP BY {group}, p.predicts
         ORDER BY "gpu (us)" DESC
         """
@@ -193,12 +197,12 @@ def predict_kernel_time(spans: Spans) -> pd.DataFrame:
     """How much of a predict is kernel time? Per trace and batch size, the median over predicts
     of the kernel time inside each predict (the GPU's busy time, overlaps counted twice)."""
     return spans.frame(
-        """
+        f"""
         WITH per_predict AS (
             SELECT p.trace_id, p.batch_size, p.span_id, p.duration_ns,
                    sum(g.end_ns - g.start_ns) AS kernel_ns
             FROM predicts p JOIN gpu g
-              ON g.trace_id = p.trace_id AND g.kind = 'kernel'
+              ON g.trace_id = p.trace_id AND g.{_KERNEL}
              AND g.start_ns >= p.start_ns AND g.end_ns <= p.end_ns
             GROUP BY p.trace_id, p.batch_size, p.span_id, p.duration_ns
         )

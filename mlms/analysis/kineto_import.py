@@ -7,12 +7,14 @@ trace handler) maps onto the trace levels like this:
 Kineto event                  level              kind, columns
 ============================  =================  =============================================
 ``ProfilerStep#N`` annotation MODEL (2)          ``model``; ``batch_size`` (given)
-other ``user_annotation``     APPLICATION (1)    ``annotation``
+other ``user_annotation``     APPLICATION (1)    ``annotation`` (a backend's collective,
+                                                 ``gloo:all_reduce``: ``communication``)
 ``cpu_op``                    FRAMEWORK (3)      the shared layer vocabulary; ``op_type`` (the
                                                  aten name), ``input_shapes`` ("Input Dims")
 ``cuda_runtime``/``_driver``  SYSTEM_LIBRARY (5) ``runtime``/``driver``; ``correlation_id``
-``kernel``/``gpu_memcpy``/    HARDWARE (6)       ``kernel``/``memcpy``/``memset``; ``device``
-``gpu_memset``                                   (cuda:N), ``stream``, ``correlation_id``
+``kernel``/``gpu_memcpy``/    HARDWARE (6)       ``kernel`` (NCCL's: ``communication``),
+``gpu_memset``                                   ``memcpy``/``memset``; ``device`` (cuda:N),
+                                                 ``stream``, ``correlation_id``
 ============================  =================  =============================================
 
 Parents: a GPU activity's is the runtime or driver call with its correlation id; a runtime
@@ -31,6 +33,7 @@ are assembled from whole arrays, so a trace of a million kernels imports in seco
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +48,7 @@ from mlms.analysis.kineto_events import EventParts, TraceText, file_system
 from mlms.analysis.kineto_nesting import API, APPLICATION, FRAMEWORK, HARDWARE, MODEL, span_links
 from mlms.errors import InvalidArgument
 from mlms.tracer.archive import DICTIONARY_COLUMNS, SCHEMA
+from mlms.tracer.communication import COMMUNICATION, dtype_bytes_sql, is_communication
 from mlms.tracer.layer_kinds import normalise_kind
 
 CATEGORIES = (
@@ -82,7 +86,8 @@ _EVENT_COLUMNS = {
     "args": (
         'STRUCT(correlation BIGINT, device BIGINT, stream BIGINT, "Input Dims" JSON, '
         'grid BIGINT[], block BIGINT[], "registers per thread" BIGINT, '
-        '"shared memory" BIGINT, bytes BIGINT)'
+        '"shared memory" BIGINT, bytes BIGINT, "In msg nelems" BIGINT, '
+        '"Out msg nelems" BIGINT, dtype VARCHAR, "Group size" BIGINT)'
     ),
 }
 
@@ -97,6 +102,26 @@ class KinetoTrace:
     sha256: str
     #: The trace object's members other than traceEvents (deviceProperties, versions, ...).
     metadata: dict[str, Any]
+    #: The file each rank's spans came from, for a folder of rank traces.
+    sources: dict[int, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ParsedTrace:
+    """One file's kept events and their parent links, before they become archive rows."""
+
+    rows: pa.Table
+    links: pa.Table
+    sha256: str
+    metadata: dict[str, Any]
+    base_ns: int
+    #: ``distributedInfo.rank``: which process of a distributed run recorded it, if said.
+    rank: int | None
+
+    def spans(self, trace_id: str, batch_size: int, first_row: int = 0) -> pa.Table:
+        """The archive rows, their span ids numbered from ``first_row`` (so that several
+        files' rows share one trace)."""
+        return _assemble(self, trace_id, batch_size, first_row)
 
 
 def kineto_table(data: bytes | str | Path, *, batch_size: int = 1) -> pa.Table:
@@ -109,9 +134,27 @@ def kineto_table(data: bytes | str | Path, *, batch_size: int = 1) -> pa.Table:
 
 def read_kineto(data: bytes | str | Path, *, batch_size: int = 1) -> KinetoTrace:
     """Import a Kineto trace (JSON, gzipped or not). The trace id is the first 32 hex digits
-    of the file's sha256, so importing the same file twice gives the same trace id."""
+    of the file's sha256, so importing the same file twice gives the same trace id.
+    (``mlms.analysis.kineto_ranks`` imports a folder of rank traces.)"""
+    check_batch_size(batch_size)
+    parsed = parse_kineto(data)
+    trace_id = parsed.sha256[:32]
+    return KinetoTrace(
+        table=parsed.spans(trace_id, batch_size),
+        trace_id=trace_id,
+        sha256=parsed.sha256,
+        metadata=parsed.metadata,
+        sources={} if parsed.rank is None or isinstance(data, bytes) else {parsed.rank: str(data)},
+    )
+
+
+def check_batch_size(batch_size: int) -> None:
     if batch_size < 1:
         raise InvalidArgument(f"bad batch size {batch_size}: expected a positive integer")
+
+
+def parse_kineto(data: bytes | str | Path) -> ParsedTrace:
+    """Parse a Kineto trace file (or its bytes) into its kept events and their links."""
     label = "the trace data" if isinstance(data, bytes) else str(data)
     with TraceText(data if isinstance(data, bytes) else Path(data), label) as text:
         events = EventParts(text)
@@ -125,8 +168,14 @@ def read_kineto(data: bytes | str | Path, *, batch_size: int = 1) -> KinetoTrace
         finally:
             connection.close()
         sha256 = text.sha256()
-    table = _assemble(rows, links, sha256[:32], base_ns, batch_size)
-    return KinetoTrace(table=table, trace_id=sha256[:32], sha256=sha256, metadata=events.metadata)
+    return ParsedTrace(
+        rows=rows,
+        links=links,
+        sha256=sha256,
+        metadata=events.metadata,
+        base_ns=base_ns,
+        rank=_rank(events.metadata, label),
+    )
 
 
 def _parse(connection: duckdb.DuckDBPyConnection, events: EventParts) -> pa.Table:
@@ -161,6 +210,9 @@ def _parse(connection: duckdb.DuckDBPyConnection, events: EventParts) -> pa.Tabl
                             'shared memory', args."shared memory")
                         WHEN cat LIKE 'gpu_%' THEN json_object('bytes', args.bytes)
                         END::VARCHAR AS attributes,
+                   greatest(args."In msg nelems", args."Out msg nelems")
+                       * {dtype_bytes_sql("args.dtype")} AS collective_bytes,
+                   args."Group size"::INTEGER AS group_size,
                    regexp_extract(filename, 'part([0-9]+)', 1)::SMALLINT AS part
             FROM read_json({events.paths()}, columns = {columns}, format = 'array',
                            filename = true)
@@ -231,6 +283,19 @@ def _structure(rows: pa.Table) -> pa.Table:
     return rows.select(columns).append_column("seq", seq)
 
 
+def _rank(metadata: dict[str, Any], label: str) -> int | None:
+    """``distributedInfo.rank`` (torch.profiler records it where torch.distributed runs)."""
+    info = metadata.get("distributedInfo")
+    rank = info.get("rank") if isinstance(info, dict) else None
+    if rank is None:
+        return None
+    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 0:
+        raise InvalidArgument(
+            f"{label}: distributedInfo.rank is {rank!r}, expected a rank number (0, 1, ...)"
+        )
+    return rank
+
+
 def _base_ns(metadata: dict[str, Any], label: str) -> int:
     """Kineto's timestamps are microseconds after ``baseTimeNanoseconds`` (wall clock)."""
     base = metadata.get("baseTimeNanoseconds", 0)
@@ -239,12 +304,11 @@ def _base_ns(metadata: dict[str, Any], label: str) -> int:
     return base
 
 
-def _assemble(
-    rows: pa.Table, links: pa.Table, trace_id: str, base_ns: int, batch_size: int
-) -> pa.Table:
+def _assemble(parsed: ParsedTrace, trace_id: str, batch_size: int, first_row: int) -> pa.Table:
     """The archive's columns in its order and types, from whole arrays: span ids from row
-    numbers, parents and steps scattered onto the rows, op kinds from the distinct names,
-    repetitive strings dictionary-encoded (as ``read_table`` gives them)."""
+    numbers (after ``first_row``), parents and steps scattered onto the rows, op kinds from the
+    distinct names, repetitive strings dictionary-encoded (as ``read_table`` gives them)."""
+    rows, links = parsed.rows, parsed.links
     count = rows.num_rows
     seq = links["seq"].to_numpy()
     parent = _scatter(count, seq, links["parent_seq"])
@@ -254,16 +318,19 @@ def _assemble(
     level = levels.to_numpy()
     names = rows["name"].combine_chunks()
     is_op = level == FRAMEWORK
+    collective = np.array([is_communication(n) for n in names.dictionary.to_pylist()] or [False])
+    collective = collective[names.indices.to_numpy(zero_copy_only=False)]
+    launched = (level == HARDWARE) & collective
     made = {
         "trace_id": _constant(count, trace_id),
-        "span_id": _hex_ids(trace_id[:8], np.arange(count), None),
-        "parent_id": _hex_ids(trace_id[:8], parent, parent >= 0),
+        "span_id": _hex_ids(trace_id[:8], np.arange(count) + first_row, None),
+        "parent_id": _hex_ids(trace_id[:8], parent + first_row, parent >= 0),
         "level": levels,
         "run": pa.array(np.ones(count, dtype=np.int16)),
         "name": names,
-        "kind": _kinds(level, rows["kind_code"], names),
-        "start_ns": pc.add(rows["start_ns"], base_ns),
-        "end_ns": pc.add(rows["end_ns"], base_ns),
+        "kind": _kinds(level, rows["kind_code"], names, collective),
+        "start_ns": pc.add(rows["start_ns"], parsed.base_ns),
+        "end_ns": pc.add(rows["end_ns"], parsed.base_ns),
         "thread": pc.if_else(pa.array(level < HARDWARE), rows["tid"], None),
         "device": _devices(rows["gpu"]),
         "layer_index": pa.array(layer.astype(np.int32), mask=layer < 0),
@@ -273,7 +340,11 @@ def _assemble(
             pa.array(names.indices.to_numpy(zero_copy_only=False), mask=~is_op),
             names.dictionary,
         ),
+        "collective_bytes": _from_launching_op(rows["collective_bytes"], parent, launched),
+        "group_size": _from_launching_op(rows["group_size"], parent, launched),
     }
+    if parsed.rank is not None:
+        made["rank"] = pa.array(np.full(count, parsed.rank, dtype=np.int32))
     empty = _Empty(count)
     columns = []
     for field in SCHEMA:
@@ -356,18 +427,36 @@ def _constant(count: int, value: str) -> pa.DictionaryArray:
     )
 
 
-def _kinds(level: np.ndarray, codes: pa.ChunkedArray, names: pa.DictionaryArray) -> pa.Array:
+def _kinds(
+    level: np.ndarray, codes: pa.ChunkedArray, names: pa.DictionaryArray, collective: np.ndarray
+) -> pa.Array:
     """Each span's kind: ops in the shared layer vocabulary (worked out once per distinct
-    name), steps "model", the rest by Kineto category."""
+    name), steps "model", the rest by Kineto category; kernels and annotations that are
+    ``collective`` "communication"."""
     op_kinds = [normalise_kind(name) for name in names.dictionary.to_pylist()]
-    vocabulary = ["model", *KINDS.values(), *sorted(set(op_kinds))]
+    vocabulary = ["model", *KINDS.values(), *sorted(set(op_kinds) | {COMMUNICATION})]
     position = {kind: index for index, kind in enumerate(vocabulary)}
     by_name = np.array([position[kind] for kind in op_kinds], dtype=np.int32)
     indices = codes.fill_null(-1).to_numpy().astype(np.int32) + 1
     ops = level == FRAMEWORK
     indices[ops] = by_name[names.indices.to_numpy(zero_copy_only=False)[ops]]
+    # NCCL's kernels and the backends' annotations (gloo:all_reduce); not copies or sets
+    kernels_or_annotations = np.isin(indices, [position["kernel"], position["annotation"]])
+    indices[kernels_or_annotations & collective] = position[COMMUNICATION]
     indices[level == MODEL] = 0
     return pa.DictionaryArray.from_arrays(pa.array(indices), pa.array(vocabulary))
+
+
+def _from_launching_op(
+    values: pa.ChunkedArray, parent: np.ndarray, launched: np.ndarray
+) -> pa.Array:
+    """``values``, where a ``launched`` kernel lacks its own taken from the op around its
+    launch call (its parent's parent: ``record_param_comms``, on which Kineto records a
+    collective's message size; newer Kineto copies it onto the kernel as well)."""
+    own = values.combine_chunks()
+    hop = np.where(parent >= 0, parent, np.arange(len(parent)))
+    inherited = pc.take(own, pa.array(hop[hop]))
+    return pc.coalesce(own, pc.if_else(pa.array(launched), inherited, pa.scalar(None, own.type)))
 
 
 def _devices(gpus: pa.ChunkedArray) -> pa.DictionaryArray:

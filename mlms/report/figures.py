@@ -46,6 +46,7 @@ _KIND_COLORS = {
     "runtime": "#2ca02c",
     "driver": "#8c564b",
     "kernel": "#1f77b4",
+    "communication": "#ff7f0e",
     "memcpy": "#d62728",
     "memset": "#9467bd",
 }

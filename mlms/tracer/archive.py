@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # every agent writes archives; only readers of small tables n
     import pandas as pd
 
 BATCH_SIZE_ATTRIBUTE = "mlms.batch_size"
+RANK_ATTRIBUTE = "mlms.rank"
 
 _SHAPES = pa.list_(pa.list_(pa.int64()))
 
@@ -73,6 +74,16 @@ TYPED_COLUMNS: tuple[TypedColumn, ...] = (
         "achieved occupancy, % of peak",
     ),
     TypedColumn("bound", pa.string(), ("counter.bound",), "roofline side: memory or compute"),
+    TypedColumn("rank", pa.int32(), (RANK_ATTRIBUTE,), "the rank (process) that recorded it"),
+    TypedColumn(
+        "collective_bytes",
+        pa.int64(),
+        ("collective.bytes",),
+        "a collective's message size as nccl-tests counts it (its larger buffer)",
+    ),
+    TypedColumn(
+        "group_size", pa.int32(), ("collective.group_size",), "ranks in the collective's group"
+    ),
 )
 _BASE_TYPES: tuple[tuple[str, pa.DataType], ...] = (
     ("trace_id", pa.string()),

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mlms.errors import Unavailable
+from mlms.tracer.communication import COMMUNICATION, is_communication
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.spans import TimedEvent
 
@@ -262,7 +263,7 @@ class CuptiCollector:
         }
         if kind in (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.KERNEL):
             return {
-                "kind": "kernel",
+                "kind": COMMUNICATION if is_communication(activity.name) else "kernel",
                 "name": activity.name,
                 **common,
                 "grid": [activity.grid_x, activity.grid_y, activity.grid_z],

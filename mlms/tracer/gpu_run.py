@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from mlms.tracer.communication import KERNEL_KINDS
 from mlms.tracer.counters import match_rows, roofline
 from mlms.tracer.cupti import CuptiCollector
 from mlms.tracer.hierarchy import innermost_containers
@@ -121,7 +122,7 @@ def with_counters(
 ) -> list[TimedEvent]:
     """Kernel events with the counter figures of their launch, predict by predict."""
     api = [e for e in events if e.level == TraceLevel.SYSTEM_LIBRARY]
-    kernels = [i for i, e in enumerate(events) if e.kind == "kernel"]
+    kernels = [i for i, e in enumerate(events) if e.kind in KERNEL_KINDS]
     call_of = gpu_parents(api, [events[i] for i in kernels])
     model_of_call = innermost_containers(models, api)
     per_predict: dict[int, list[int]] = defaultdict(list)

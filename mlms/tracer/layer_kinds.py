@@ -2,7 +2,8 @@
 
 Framework names (torch module classes, aten ops, ONNX ops, ...) map to: conv, batchnorm, relu,
 activation, pool, gemm, add, mul, concat, softmax, dropout, reshape, pad, and for transformers
-attention, layernorm, gelu, embedding; else other.
+attention, layernorm, gelu, embedding; collectives between ranks (c10d's ops, NCCL's and gloo's)
+communication (``mlms.tracer.communication``); else other.
 
 gemm holds every matrix product, of weights (Linear, Gemm) or of activations (matmul, bmm): ONNX
 writes a Linear as MatMul + Add, so no finer split would compare across frameworks. attention is
@@ -18,6 +19,8 @@ the prefix is dropped and a fused op is named for its main op. MXNet names ops b
 from __future__ import annotations
 
 import re
+
+from mlms.tracer.communication import COMMUNICATION, is_communication
 
 #: Names that mean something else than their words: transformers' Conv1D is GPT-2's linear layer.
 _EXACT = {"Conv1D": "gemm"}
@@ -55,6 +58,8 @@ def normalise_kind(op_type: str) -> str:
     """Map a framework's op or layer type name to the shared vocabulary ("other" if unknown)."""
     if op_type in _EXACT:
         return _EXACT[op_type]
+    if is_communication(op_type):
+        return COMMUNICATION
     key = op_type.lower().removeprefix("aten::").removeprefix("nn.").strip()
     key = re.sub(r"[0-9]d$", "", key)  # Conv2d -> conv, MaxPool2d -> maxpool
     key = re.sub(r"^_?(mklnative|mkl)?_?fused|^_(mklnative|mkl)", "", key)  # oneDNN in TF
