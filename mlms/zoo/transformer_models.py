@@ -11,10 +11,12 @@ run today.
 from __future__ import annotations
 
 import contextlib
+import importlib
 from typing import Any
 
 import torch
 
+from mlms.errors import UnsupportedFramework
 from mlms.zoo.transformers_import import import_transformers
 
 
@@ -37,26 +39,29 @@ class SequenceClassifier(torch.nn.Module):
 
 
 class NextTokenModel(torch.nn.Module):
-    """A GPT-2: logits for the token after each sequence; ``step`` decodes with a cache."""
+    """A decoder (GPT-2, Llama): logits for the token after each sequence; ``step`` decodes
+    with a cache. Kept as ``attribute`` (the layers' names start with it)."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, attribute: str = "gpt") -> None:
         super().__init__()
-        self.gpt = model
+        self.attribute = attribute
+        self.add_module(attribute, model)
 
     @property
     def pretrained(self) -> Any:
         """The transformers model, whose ``save_pretrained`` folder other frameworks convert."""
-        return self.gpt
+        return getattr(self, self.attribute)
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         # The head runs on the last position only: the others' logits would be thrown away.
-        hidden = self.gpt.transformer(input_ids=input_ids, use_cache=False).last_hidden_state
-        return self.gpt.lm_head(hidden[:, -1])
+        model = self.pretrained
+        hidden = model.base_model(input_ids=input_ids, use_cache=False).last_hidden_state
+        return model.lm_head(hidden[:, -1])
 
     def step(self, input_ids: torch.Tensor, past: Any) -> tuple[torch.Tensor, Any]:
         """Next-token logits for ``input_ids`` after the cached ``past`` (None: a prompt), and
         the cache that includes them."""
-        out = self.gpt(input_ids=input_ids, past_key_values=past, use_cache=True)
+        out = self.pretrained(input_ids=input_ids, past_key_values=past, use_cache=True)
         return out.logits[:, -1], out.past_key_values
 
 
@@ -164,6 +169,39 @@ CONFIGURED: dict[str, tuple[str, str, str, str, dict[str, Any]]] = {
         "gpt",
         {"n_embd": 1600, "n_layer": 48, "n_head": 25},
     ),
+    # TinyLlama-1.1B's shapes (22 layers, 2048 wide, 32 heads sharing 4 key-value heads).
+    "tinyllama_1b": (
+        "next_token",
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        "llama",
+        {
+            "vocab_size": 32000,
+            "hidden_size": 2048,
+            "intermediate_size": 5632,
+            "num_hidden_layers": 22,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 4,
+            "max_position_embeddings": 2048,
+            "rms_norm_eps": 1e-5,
+        },
+    ),
+    # The same architecture at the size of a quick check (CI, --hw cpu --tensor-parallel 2).
+    "llama_mini": (
+        "next_token",
+        "LlamaConfig",
+        "LlamaForCausalLM",
+        "llama",
+        {
+            "vocab_size": 32000,
+            "hidden_size": 256,
+            "intermediate_size": 704,
+            "num_hidden_layers": 4,
+            "num_attention_heads": 8,
+            "num_key_value_heads": 4,
+            "max_position_embeddings": 2048,
+        },
+    ),
     # T5Config's defaults are t5-small's; T5 starts its target with the padding token.
     "t5_small": (
         "translator",
@@ -197,10 +235,27 @@ CONFIGURED: dict[str, tuple[str, str, str, str, dict[str, Any]]] = {
 }
 
 
+#: Where each transformers major keeps ``no_init_weights``: 5 in ``initialization``, 4 in
+#: ``modeling_utils``; the first that has it is used.
+NO_INIT_WEIGHTS = ("transformers.initialization", "transformers.modeling_utils")
+
+
 def uninitialised() -> contextlib.AbstractContextManager:
     """transformers' switch that leaves new weights as allocated, for the whole process while it
-    is on (``mlms.zoo.architectures`` builds one network at a time)."""
-    return import_transformers().modeling_utils.no_init_weights()
+    is on (``mlms.zoo.architectures`` builds one network at a time): a model built inside it
+    holds uninitialised memory until its stored weights are loaded."""
+    transformers = import_transformers()
+    for module in NO_INIT_WEIGHTS:
+        try:
+            switch = getattr(importlib.import_module(module), "no_init_weights", None)
+        except ModuleNotFoundError:
+            continue
+        if switch is not None:
+            return switch()
+    raise UnsupportedFramework(
+        f"transformers {transformers.__version__} has no no_init_weights in "
+        f"{' or '.join(NO_INIT_WEIGHTS)}"
+    )
 
 
 def configured(name: str) -> torch.nn.Module:
@@ -215,7 +270,7 @@ def configured(name: str) -> torch.nn.Module:
     if kind == "classifier":
         return SequenceClassifier(model, attribute)
     if kind == "next_token":
-        return NextTokenModel(model)
+        return NextTokenModel(model, attribute)
     return Translator(model, attribute)
 
 
