@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import pandas as pd
 import pyarrow as pa
 
-from mlms.analysis import kernels, layers
+from mlms.analysis import distributed, kernels, layers
 from mlms.analysis.engine import Spans
 from mlms.errors import InvalidArgument
 from mlms.evaluation.records import load_record
@@ -37,6 +37,11 @@ ANALYSES: dict[str, Analysis] = {
     "roofline_kernel": Analysis(lambda spans: kernels.roofline(spans, "kernel")),
     "roofline_layer": Analysis(lambda spans: kernels.roofline(spans, "layer")),
     "roofline_model": Analysis(lambda spans: kernels.roofline(spans, "model")),
+    "trace_ranks": Analysis(distributed.trace_ranks),
+    "rank_breakdown": Analysis(distributed.rank_breakdown),
+    "comm_overlap": Analysis(distributed.comm_overlap),
+    "rank_skew": Analysis(distributed.rank_skew),
+    "collectives": Analysis(distributed.collectives),
 }
 
 

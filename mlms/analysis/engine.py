@@ -30,7 +30,7 @@ and derives, once, the tables the analyses build on:
     ``name_id``, each GPU activity's ``name`` and its short, demangled form ``kernel``
     (``short_kernel_name``).
 ``predicts``
-    MODEL spans of the layer run: one row per predict, with its batch size and duration.
+    MODEL spans of the layer run: one row per predict, with its batch size, duration and rank.
 
 A GPU activity's layer is found by walking up its parent links (its API call, then any
 operators an imported trace nests) one level per query, over the activities not yet placed,
@@ -80,7 +80,7 @@ _GPU_COLUMNS = ", ".join(
     for column in (
         "trace_id", "kind", "start_ns", "end_ns", "device", "stream", "batch_size",
         "counter_duration_ns", "counter_flops", "counter_tensor_flops", "dram_read_bytes",
-        "dram_write_bytes", "occupancy_pct", "bound",
+        "dram_write_bytes", "occupancy_pct", "bound", "rank", "collective_bytes", "group_size",
     )
 )  # fmt: skip
 _IN_KERNEL_RUN = "FROM spans s JOIN runs r ON s.trace_id = r.trace_id AND s.run = r.kernel_run"
@@ -175,7 +175,7 @@ _LAYERS = (
 _PREDICTS = f"""
 CREATE TEMP TABLE predicts AS
 SELECT s.trace_id, s.span_id, s.batch_size, s.end_ns - s.start_ns AS duration_ns,
-       s.start_ns, s.end_ns
+       s.start_ns, s.end_ns, s.rank
 FROM spans s JOIN runs r ON s.trace_id = r.trace_id AND s.run = r.layer_run
 WHERE s.level = {MODEL}
 """

@@ -2,17 +2,19 @@
 and ``mlms trace export`` treat it like an evaluation mlms ran itself.
 
 What the record can say is what the trace says: the ProfilerStep durations are the latencies
-(one batch size, given by the user), the GPUs come from ``deviceProperties``, CUDA versions
-from the trace's metadata. Kineto records neither the torch version (unless the profiler was
-given it: ``prof.add_metadata("torch_version", torch.__version__)``) nor the host's CPU: unless
-the trace names this machine as its host, those fields say "unknown" rather than describe the
-machine that imported it. ``settings`` and ``agent`` say that the record is an import.
+(one batch size, given by the user; of a folder of rank traces, each step's slowest rank's),
+the GPUs come from ``deviceProperties``, CUDA versions from the trace's metadata. Kineto
+records neither the torch version (unless the profiler was given it:
+``prof.add_metadata("torch_version", torch.__version__)``) nor the host's CPU: unless the trace
+names this machine as its host, those fields say "unknown" rather than describe the machine
+that imported it. ``settings`` and ``agent`` say that the record is an import.
 """
 
 from __future__ import annotations
 
 import socket
 import uuid
+from collections import defaultdict
 from datetime import UTC, datetime
 from typing import Any
 
@@ -89,6 +91,11 @@ def import_record(
             if whole_trace(table)
             else "ProfilerStep#N annotations",
             "hardware": hardware_source,
+            **(
+                {"ranks": ", ".join(f"{r}: {name}" for r, name in trace.sources.items())}
+                if len(trace.sources) > 1
+                else {}
+            ),
         },
         trace_level=level.label,
         trace_id=trace.trace_id,
@@ -116,10 +123,15 @@ def whole_trace(table: pa.Table) -> bool:
 
 
 def _step_durations(table: pa.Table) -> list[int]:
-    """ProfilerStep durations (ns) in time order."""
+    """ProfilerStep durations (ns) in time order; of several ranks, each step's slowest
+    rank's (the run's step ends with its last rank), over the steps every rank recorded."""
     steps = table.filter(pc.equal(table["level"], int(TraceLevel.MODEL)))
-    steps = steps.sort_by("start_ns")
-    return pc.subtract(steps["end_ns"], steps["start_ns"]).to_pylist()
+    steps = steps.sort_by([("rank", "ascending"), ("start_ns", "ascending")])
+    durations = pc.subtract(steps["end_ns"], steps["start_ns"]).to_pylist()
+    by_rank: dict[int | None, list[int]] = defaultdict(list)
+    for rank, duration in zip(steps["rank"].to_pylist(), durations, strict=True):
+        by_rank[rank].append(duration)
+    return [max(step) for step in zip(*by_rank.values(), strict=False)]
 
 
 def _hardware(metadata: dict[str, Any]) -> tuple[HardwareInfo, str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from mlms.cli.options import client_for, server_option
@@ -10,6 +12,11 @@ from mlms.cli.render import frame_table, out
 #: The span analyses the command prints (``mlms.analysis.catalog``), computed in one call: next
 #: to the store when a server is given.
 TABLES = ("model_costs", "slowest_layers", "layer_types", "layer_kernels", "kernel_breakdown")
+TABLES += ("trace_ranks",)
+#: The distributed section's analyses, asked for only when the trace has several ranks.
+DISTRIBUTED = ("rank_breakdown", "comm_overlap", "rank_skew", "collectives")
+BREAKDOWN_COLUMNS = ["batch_size", "rank", "compute (%)", "communication (%)", "memory (%)"]
+BREAKDOWN_COLUMNS += ["other (%)", "idle (%)", "span (us)"]
 KERNEL_COLUMNS = ["batch_size", "kernel", "calls", "gpu (us)", "share (%)", "median (us)"]
 KERNEL_COLUMNS += ["gflop", "dram (MB)", "flop/byte", "occupancy (%)", "bound"]
 
@@ -23,10 +30,13 @@ def analyze(evaluation_id: str, top: int, server: str | None) -> None:
     latency by layer type.
 
     Evaluations traced at hardware or full on a GPU add each layer's GPU and non-GPU time (with
-    its counters under full) and the kernels that take the most GPU time. `mlms report` draws
-    all of it (and more) as one HTML page.
+    its counters under full) and the kernels that take the most GPU time. A trace of several
+    ranks (tensor parallel, or an imported folder of rank traces) adds each rank's temporal
+    breakdown, its communication/computation overlap, the rank skew per iteration and each
+    collective's bandwidth. `mlms report` draws all of it (and more) as one HTML page.
     """
     from mlms.analysis.model import energy_by_batch, energy_reasons, latency_by_batch
+    from mlms.evaluation.summary import gpu_label
 
     if top < 1:
         raise click.BadParameter(f"{top} is not a positive count", param_hint="--top")
@@ -36,7 +46,7 @@ def analyze(evaluation_id: str, top: int, server: str | None) -> None:
         frame_table(
             latency_by_batch(record),
             f"{record.model.name} on "
-            f"{record.framework.name}, {record.device}: latency vs batch size",
+            f"{record.framework.name}, {gpu_label(record)}: latency vs batch size",
         )
     )
     energy = energy_by_batch(record)
@@ -64,8 +74,15 @@ def analyze(evaluation_id: str, top: int, server: str | None) -> None:
         )
         out.print(frame_table(tables["layer_types"], "latency by layer type"))
     gpu = tables["layer_kernels"]
-    if gpu.empty:
-        return
+    if not gpu.empty:
+        _gpu_tables(tables, top)
+    if int(tables["trace_ranks"]["ranks"].max()) > 1:
+        distributed = client.analyze([record.id], DISTRIBUTED, top)
+        _distributed_tables({n: t.drop(columns="trace_id") for n, t in distributed.items()}, top)
+
+
+def _gpu_tables(tables: dict[str, Any], top: int) -> None:
+    gpu = tables["layer_kernels"]
     out.print(
         frame_table(
             gpu.groupby("batch_size").head(top),
@@ -75,3 +92,28 @@ def analyze(evaluation_id: str, top: int, server: str | None) -> None:
     )
     kernels = tables["kernel_breakdown"][KERNEL_COLUMNS]
     out.print(frame_table(kernels, f"top {top} kernels by GPU time per predict"))
+
+
+def _distributed_tables(tables: dict[str, Any], top: int) -> None:
+    """The section of a trace of several ranks."""
+    breakdown = tables["rank_breakdown"]
+    activity = "GPU" if (breakdown["activity"] == "gpu").all() else "host"
+    out.print(
+        frame_table(
+            breakdown[BREAKDOWN_COLUMNS],
+            f"time per rank ({activity} activity; HTA's temporal breakdown, % of its span)",
+        )
+    )
+    out.print(
+        frame_table(tables["comm_overlap"], "communication overlapped by computation per rank")
+    )
+    skew = tables["rank_skew"]
+    out.print(
+        frame_table(
+            skew[skew["iteration"] < top],
+            f"rank skew, first {min(top, skew['iteration'].nunique())} iterations "
+            "(wait: how long after this rank the last one joined its collectives)",
+        )
+    )
+    collectives = tables["collectives"].groupby("rank").head(top)
+    out.print(frame_table(collectives, "collectives per rank (bus bandwidth as nccl-tests)"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -26,14 +27,16 @@ def import_trace() -> None:
 )
 @store_option
 def kineto(trace: Path, model: str | None, batch_size: str | None, store: str | None) -> None:
-    """Import a PyTorch profiler (Kineto) trace, TRACE.json or TRACE.json.gz: its
-    ProfilerSteps become predicts, aten ops layers, CUDA calls and kernels the levels below."""
+    """Import a PyTorch profiler (Kineto) trace, TRACE.json or TRACE.json.gz, or a folder of
+    rank traces (one a process, each naming its distributedInfo.rank, as HTA reads them) into
+    one evaluation: ProfilerSteps become predicts, aten ops layers, CUDA calls and kernels the
+    levels below, every span with its rank."""
     # The arguments and the trace are checked before the record's modules (scipy, pydantic's
     # records) load: a bad file is answered at once.
     size = 1 if batch_size is None else _batch_size(batch_size)
-    from mlms.analysis.kineto_import import read_kineto
+    from mlms.analysis.kineto_ranks import read_kineto_path
 
-    imported = read_kineto(trace, batch_size=size)
+    imported = read_kineto_path(trace, batch_size=size)
     if imported.table.num_rows == 0:
         raise InvalidArgument(
             f"{trace} has no profiler events (ProfilerStep, cpu_op, cuda_runtime, kernel): "
@@ -57,15 +60,20 @@ def kineto(trace: Path, model: str | None, batch_size: str | None, store: str | 
     save_record(target, record)
     kernels = pc.sum(pc.equal(imported.table["kind"], "kernel")).as_py() or 0
     steps = record.results[0]
+    ranks = len(imported.sources)
     counted = (
         "no ProfilerStep: the whole trace is one predict"
         if whole_trace(imported.table)
         else f"{steps.iterations} ProfilerSteps"
+        + (" (the slowest rank's each)" if ranks > 1 else "")
     )
     click.echo(
         f"imported {trace.name}: {imported.table.num_rows:,} spans, {kernels:,} kernels, "
         f"{counted} (p50 {steps.latency_ms.p50:.3f} ms)"
     )
+    if ranks > 1:
+        for line in _rank_sums(imported.table, imported.sources):
+            click.echo(line)
     if batch_size is None:  # throughput and per-input numbers depend on it: never silently
         predict = "the trace's one predict" if whole_trace(imported.table) else "each ProfilerStep"
         click.echo(
@@ -76,6 +84,22 @@ def kineto(trace: Path, model: str | None, batch_size: str | None, store: str | 
     click.echo(f"evaluation {record.id}  trace {record.trace_id}")
 
 
+def _rank_sums(table: Any, sources: dict[int, str]) -> list[str]:
+    """Per rank: its file, its kernels' summed durations and NCCL's among them apart (in ns,
+    to check against the raw traces)."""
+    from mlms.analysis.kineto_ranks import kernel_sums
+
+    sums = kernel_sums(table)
+    return [
+        f"rank {rank} ({name}): {kernels[0]:,} kernels {kernels[1]:,} ns, "
+        f"{nccl[0]:,} NCCL kernels {nccl[1]:,} ns"
+        for rank, name in sources.items()
+        for kernels, nccl in [
+            (sums.get((rank, "kernel"), (0, 0)), sums.get((rank, "communication"), (0, 0)))
+        ]
+    ]
+
+
 def _batch_size(text: str) -> int:
     if not text.strip().isdigit() or int(text) < 1:
         raise InvalidArgument(f"bad --batch-size {text!r}: expected a positive integer like 8")
@@ -83,5 +107,6 @@ def _batch_size(text: str) -> int:
 
 
 def _model_name(trace: Path) -> str:
-    """``resnet18.json.gz`` -> resnet18; the tensorboard handler's ``.pt.trace`` too."""
+    """``resnet18.json.gz`` -> resnet18; the tensorboard handler's ``.pt.trace`` too; a
+    folder's own name."""
     return re.sub(r"(\.pt\.trace)?\.json(\.gz)?$", "", trace.name) or trace.name

@@ -1,0 +1,264 @@
+"""Analyses across the ranks of one run: queries over the span table's ``rank`` column.
+
+They answer HTA's questions (``TraceAnalysis.get_temporal_breakdown``,
+``get_comm_comp_overlap``) and nccl-tests' (bus bandwidth) on mlms's own multi-rank traces and
+on imported Kineto folders alike. A trace without ranks counts as rank 0.
+
+What each rank did is its *activity* in the trace's activity run (the kernel run where the
+trace has kernels, else the layer run; ``runs`` of ``mlms.analysis.engine``):
+
+- With GPU work, the GPU activities, as HTA classes them: NCCL's kernels are communication,
+  copies and sets (and kernels named ``...Memcpy...``, ``Memset...``) memory, kernels named
+  ``...Sync...`` other, every other kernel compute.
+- Without (a CPU run with gloo), the framework-level ops and every communication span of the
+  host (c10d's ops, gloo's annotations on its own threads): communication, else compute.
+
+The timeline of a rank is cut where any activity starts or ends; each piece belongs to the
+first of its running categories in precedence order. On a GPU that is HTA's: compute first
+(communication hidden under computation is not time lost), then communication, memory,
+other. On the host, communication first: an op around a collective (DTensor's
+``Redistribute``) is waiting on it, not computing. What no activity covers between a rank's
+first start and last end is idle.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from mlms.analysis.engine import FRAMEWORK, GPU_KINDS, HARDWARE, Spans
+from mlms.tracer.communication import COMMUNICATION, bus_factor_sql, collective_sql
+
+_RANK = "coalesce(s.rank, 0)"
+_GPU_CATEGORY = f"""
+    CASE WHEN s.kind = '{COMMUNICATION}' THEN 'communication'
+         WHEN s.kind IN ('memcpy', 'memset') OR s.name LIKE '%Memcpy%' OR s.name LIKE 'Memset%'
+             THEN 'memory'
+         WHEN s.name LIKE '%Sync%' THEN 'other'
+         ELSE 'compute' END"""
+# Each trace's activity run, and whether its activity is the GPU's.
+_ACTIVITY_RUNS = """
+    activity_runs AS (
+        SELECT trace_id, coalesce(kernel_run, layer_run) AS run, kernel_run IS NOT NULL AS gpu
+        FROM runs
+    )"""
+_ACTIVITY = f"""
+    {_ACTIVITY_RUNS},
+    activity AS (
+        SELECT s.trace_id, {_RANK} AS rank, s.start_ns, s.end_ns, a.gpu,
+               CASE WHEN a.gpu THEN {_GPU_CATEGORY}
+                    WHEN s.kind = '{COMMUNICATION}' THEN 'communication'
+                    ELSE 'compute' END AS category,
+               -- a span outside the predict's tree (gloo's work on gloo's threads): the
+               -- batch size of the rank's predict it started in
+               coalesce(s.batch_size,
+                        CASE WHEN s.start_ns <= p.end_ns THEN p.batch_size END) AS batch_size
+        FROM spans s JOIN activity_runs a ON s.trace_id = a.trace_id AND s.run = a.run
+        ASOF LEFT JOIN predicts p
+          ON p.trace_id = s.trace_id AND coalesce(p.rank, 0) = {_RANK}
+         AND p.start_ns <= s.start_ns
+        WHERE CASE WHEN a.gpu THEN s.level = {HARDWARE} AND s.kind IN {GPU_KINDS}
+                   ELSE s.level = {FRAMEWORK}
+                        OR (s.kind = '{COMMUNICATION}' AND s.level < {HARDWARE}) END
+    )"""
+# The pieces of each rank's timeline between consecutive starts and ends, with how many
+# activities of each category run in it.
+_PIECES = f"""
+    {_ACTIVITY},
+    edges AS (
+        SELECT trace_id, batch_size, rank, gpu, category, start_ns AS t_ns, 1 AS delta
+        FROM activity
+        UNION ALL
+        SELECT trace_id, batch_size, rank, gpu, category, end_ns, -1 FROM activity
+    ),
+    steps AS (
+        SELECT trace_id, batch_size, rank, any_value(gpu) AS gpu, t_ns,
+               sum(delta) FILTER (WHERE category = 'compute') AS compute,
+               sum(delta) FILTER (WHERE category = 'communication') AS communication,
+               sum(delta) FILTER (WHERE category = 'memory') AS memory,
+               sum(delta) FILTER (WHERE category = 'other') AS other
+        FROM edges GROUP BY trace_id, batch_size, rank, t_ns
+    ),
+    running AS (
+        SELECT trace_id, batch_size, rank, gpu, t_ns,
+               lead(t_ns) OVER w - t_ns AS ns,
+               sum(coalesce(compute, 0)) OVER w > 0 AS compute,
+               sum(coalesce(communication, 0)) OVER w > 0 AS communication,
+               sum(coalesce(memory, 0)) OVER w > 0 AS memory,
+               sum(coalesce(other, 0)) OVER w > 0 AS other
+        FROM steps
+        WINDOW w AS (PARTITION BY trace_id, batch_size, rank ORDER BY t_ns
+                     ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
+    ),
+    pieces AS (
+        SELECT *, CASE WHEN gpu THEN
+                           CASE WHEN compute THEN 'compute' WHEN communication THEN 'communication'
+                                WHEN memory THEN 'memory' WHEN other THEN 'other' END
+                       ELSE CASE WHEN communication THEN 'communication'
+                                 WHEN compute THEN 'compute' END
+                  END AS category
+        FROM running WHERE ns IS NOT NULL
+    )"""
+# The collectives each rank ran: NCCL's kernels on a GPU; on the host the outermost
+# communication ops (a c10d op, not the record_param_comms inside it). ``launch_ns`` is when
+# the host issued it (a kernel's launch call), which places it in an iteration.
+_COLLECTIVES = f"""
+    {_ACTIVITY_RUNS},
+    collective_spans AS (
+        SELECT s.trace_id, s.batch_size, {_RANK} AS rank, s.name, s.start_ns, s.end_ns,
+               s.collective_bytes, s.group_size,
+               CASE WHEN a.gpu THEN coalesce(p.start_ns, s.start_ns) ELSE s.start_ns END
+                   AS launch_ns
+        FROM spans s JOIN activity_runs a ON s.trace_id = a.trace_id AND s.run = a.run
+        LEFT JOIN spans p ON p.span_id = s.parent_id AND p.trace_id = s.trace_id
+        WHERE s.kind = '{COMMUNICATION}'
+          AND ((a.gpu AND s.level = {HARDWARE})
+               OR (NOT a.gpu AND s.level = {FRAMEWORK}
+                   AND coalesce(p.kind, '') <> '{COMMUNICATION}'))
+    )"""
+
+
+def rank_breakdown(spans: Spans) -> pd.DataFrame:
+    """Where does each rank's time go? Per trace, batch size and rank, HTA's temporal
+    breakdown: the span of its activity (first start to last end) cut into compute,
+    communication, memory (copies and sets), other and idle time, each also as a share of
+    that span; non-compute is HTA's column (all but compute and idle)."""
+    return spans.frame(
+        f"""
+        WITH {_PIECES},
+        per_rank AS (
+            SELECT trace_id, batch_size, rank, any_value(gpu) AS gpu,
+                   max(t_ns) - min(t_ns) AS span_ns,
+                   coalesce(sum(ns) FILTER (WHERE category = 'compute'), 0) AS compute_ns,
+                   coalesce(sum(ns) FILTER (WHERE category = 'communication'), 0) AS comm_ns,
+                   coalesce(sum(ns) FILTER (WHERE category = 'memory'), 0) AS memory_ns,
+                   coalesce(sum(ns) FILTER (WHERE category = 'other'), 0) AS other_ns,
+                   coalesce(sum(ns) FILTER (WHERE category IS NULL), 0) AS idle_ns
+            FROM pieces GROUP BY trace_id, batch_size, rank
+        )
+        SELECT trace_id, batch_size, rank, CASE WHEN gpu THEN 'gpu' ELSE 'host' END AS activity,
+               compute_ns / 1e3 AS "compute (us)", comm_ns / 1e3 AS "communication (us)",
+               memory_ns / 1e3 AS "memory (us)", other_ns / 1e3 AS "other (us)",
+               idle_ns / 1e3 AS "idle (us)",
+               (span_ns - compute_ns - idle_ns) / 1e3 AS "non-compute (us)",
+               span_ns / 1e3 AS "span (us)",
+               100 * compute_ns / nullif(span_ns, 0) AS "compute (%)",
+               100 * comm_ns / nullif(span_ns, 0) AS "communication (%)",
+               100 * memory_ns / nullif(span_ns, 0) AS "memory (%)",
+               100 * other_ns / nullif(span_ns, 0) AS "other (%)",
+               100 * idle_ns / nullif(span_ns, 0) AS "idle (%)"
+        FROM per_rank ORDER BY trace_id, batch_size, rank
+        """
+    )
+
+
+def comm_overlap(spans: Spans) -> pd.DataFrame:
+    """How much of each rank's communication runs under computation? Per trace, batch size
+    and rank: the time communication runs (its activities merged), the part of it during
+    which computation runs too, and that share (HTA's ``get_comm_comp_overlap``)."""
+    return spans.frame(
+        f"""
+        WITH {_PIECES}
+        SELECT trace_id, batch_size, rank,
+               coalesce(sum(ns) FILTER (WHERE communication), 0) / 1e3 AS "communication (us)",
+               coalesce(sum(ns) FILTER (WHERE communication AND compute), 0) / 1e3
+                   AS "overlapped (us)",
+               100 * sum(ns) FILTER (WHERE communication AND compute)
+                   / nullif(sum(ns) FILTER (WHERE communication), 0) AS "overlap (%)"
+        FROM pieces GROUP BY trace_id, batch_size, rank
+        ORDER BY trace_id, batch_size, rank
+        """
+    )
+
+
+def rank_skew(spans: Spans) -> pd.DataFrame:
+    """Which rank holds each iteration up, and how long do the others wait for it? Per
+    iteration (a predict, or a Kineto ProfilerStep; the n-th of each rank) and rank: its
+    time, the slowest rank's, how far behind it this rank finished, its collectives' time,
+    and its wait in them: over the iteration's collectives, matched across ranks by order,
+    how long after this rank the last one arrived (a collective completes only when every
+    rank has joined it)."""
+    return spans.frame(
+        f"""
+        WITH {_COLLECTIVES},
+        iterations AS (
+            SELECT trace_id, batch_size, coalesce(rank, 0) AS rank, start_ns, end_ns,
+                   duration_ns,
+                   row_number() OVER (PARTITION BY trace_id, batch_size, coalesce(rank, 0)
+                                      ORDER BY start_ns) - 1 AS iteration
+            FROM predicts
+        ),
+        placed AS (
+            SELECT i.trace_id, i.batch_size, i.rank, i.iteration, c.start_ns,
+                   c.end_ns - c.start_ns AS ns,
+                   row_number() OVER (PARTITION BY i.trace_id, i.batch_size, i.rank, i.iteration
+                                      ORDER BY c.start_ns) AS position
+            FROM collective_spans c JOIN iterations i
+              ON i.trace_id = c.trace_id AND i.rank = c.rank
+             AND c.launch_ns BETWEEN i.start_ns AND i.end_ns
+        ),
+        arrivals AS (
+            SELECT *, max(start_ns) OVER (PARTITION BY trace_id, batch_size, iteration, position)
+                          - start_ns AS wait_ns,
+                      count(*) OVER (PARTITION BY trace_id, batch_size, iteration, position)
+                          AS joined
+            FROM placed
+        ),
+        per_rank AS (
+            SELECT trace_id, batch_size, rank, iteration, count(*) AS collectives,
+                   sum(ns) AS comm_ns, sum(wait_ns) FILTER (WHERE joined > 1) AS wait_ns
+            FROM arrivals GROUP BY trace_id, batch_size, rank, iteration
+        )
+        SELECT i.trace_id, i.batch_size, i.iteration, i.rank,
+               i.duration_ns / 1e6 AS "time (ms)",
+               arg_max(i.rank, i.duration_ns) OVER iteration AS "slowest rank",
+               max(i.duration_ns) OVER iteration / 1e6 AS "slowest (ms)",
+               (max(i.end_ns) OVER iteration - i.end_ns) / 1e6 AS "behind slowest (ms)",
+               coalesce(p.collectives, 0) AS collectives,
+               coalesce(p.comm_ns, 0) / 1e6 AS "communication (ms)",
+               coalesce(p.wait_ns, 0) / 1e6 AS "wait (ms)"
+        FROM iterations i LEFT JOIN per_rank p USING (trace_id, batch_size, rank, iteration)
+        WINDOW iteration AS (PARTITION BY i.trace_id, i.batch_size, i.iteration)
+        ORDER BY i.trace_id, i.batch_size, i.iteration, i.rank
+        """
+    )
+
+
+def collectives(spans: Spans) -> pd.DataFrame:
+    """What does each collective move, and how fast? Per trace, rank, collective (kernel or
+    op name) and message size: calls, the size (nccl-tests' S: the larger buffer), mean and
+    total time, algorithm bandwidth (bytes over time) and bus bandwidth (nccl-tests: algbw
+    times 2(n-1)/n for an all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all,
+    1 for broadcast and reduce; n the group's ranks, else the trace's). Bandwidths are null
+    where the trace does not record the size."""
+    return spans.frame(
+        f"""
+        WITH {_COLLECTIVES},
+        ranks AS (
+            SELECT trace_id, count(DISTINCT {_RANK}) AS ranks FROM spans s GROUP BY trace_id
+        ),
+        grouped AS (
+            SELECT c.trace_id, c.rank, c.name, {collective_sql("c.name")} AS collective,
+                   c.collective_bytes AS bytes,
+                   coalesce(any_value(c.group_size), any_value(r.ranks)) AS group_ranks,
+                   count(*) AS calls, sum(c.end_ns - c.start_ns) AS ns
+            FROM collective_spans c JOIN ranks r USING (trace_id)
+            GROUP BY c.trace_id, c.rank, c.name, c.collective_bytes
+        )
+        SELECT trace_id, rank, name, collective, group_ranks AS ranks, calls,
+               bytes / 1e6 AS "size (MB)", ns / calls / 1e3 AS "mean (us)",
+               ns / 1e6 AS "total (ms)",
+               bytes * calls / nullif(ns, 0) AS "algbw (GB/s)",
+               bytes * calls / nullif(ns, 0) * {bus_factor_sql("collective", "group_ranks")}
+                   AS "busbw (GB/s)"
+        FROM grouped ORDER BY trace_id, rank, ns DESC
+        """
+    )
+
+
+def trace_ranks(spans: Spans) -> pd.DataFrame:
+    """How many ranks recorded each trace (one for a trace without ranks)? Whether the
+    distributed analyses have something to compare."""
+    return spans.frame(
+        "SELECT trace_id, count(DISTINCT coalesce(rank, 0)) AS ranks FROM spans "
+        "GROUP BY trace_id ORDER BY trace_id"
+    )
