@@ -13,6 +13,8 @@ exceptions into these with ``raise ... from exc``; nothing above them sees a lib
     │   └── HardwareNotFound   no device matches the --hw alias (names what exists)
     ├── AlreadyExists          a name already taken: a model's or a data set's (``--replace``)
     ├── UnsupportedFramework   framework unknown, not installed, or not supported by the model
+    ├── LibraryFailure         a framework or library raised while building, loading or running
+    │                          a model (``mlms.library_errors``: the library, its version, why)
     ├── ManifestError          a zoo manifest that does not validate (file and field)
     ├── AssetError
     │   └── ChecksumMismatch   stored or downloaded bytes differ from the recorded sha256
@@ -63,6 +65,15 @@ class UnsupportedFramework(MlmsError):
     pass
 
 
+class LibraryFailure(MlmsError):
+    """``details`` is the traceback, for the log of the process that reports the error (it
+    crosses a process boundary with the error, never a wire)."""
+
+    def __init__(self, message: str, details: str = "") -> None:
+        super().__init__(message)
+        self.details = details
+
+
 class ManifestError(MlmsError):
     pass
 
@@ -91,6 +102,11 @@ class Unavailable(MlmsError):
     pass
 
 
+class RankFailed(MlmsError):
+    """A rank of a model split over several processes died mid-run: the evaluation is aborted
+    (nothing stored) and may succeed if asked again."""
+
+
 class AccessRefused(Unavailable):
     """Not the caller's fault but the process's own configuration (user, password, role), so
     a gRPC caller sees the backend as unavailable, never as its own PERMISSION_DENIED."""
@@ -114,7 +130,10 @@ STATUS: list[tuple[type[MlmsError], str, int]] = [
     (UnsupportedFramework, "FAILED_PRECONDITION", 400),
     (EvaluationInFlight, "FAILED_PRECONDITION", 409),
     (NotMeasurable, "FAILED_PRECONDITION", 400),
+    # Not the request's fault: the installed libraries cannot do it until they are changed.
+    (LibraryFailure, "FAILED_PRECONDITION", 500),
     (Unavailable, "UNAVAILABLE", 503),
+    (RankFailed, "ABORTED", 500),
     (ManifestError, "FAILED_PRECONDITION", 400),
     (AssetError, "DATA_LOSS", 502),
     (StoreError, "UNAVAILABLE", 502),

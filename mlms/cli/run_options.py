@@ -13,7 +13,15 @@ from mlms.evaluation.precisions import PRECISIONS
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: The request fields these options fill, by parameter name.
-FIELDS = ("seq_len", "precision", "compile", "channels_last", "input_on_device", "input_shapes")
+FIELDS = (
+    "seq_len",
+    "precision",
+    "compile",
+    "channels_last",
+    "input_on_device",
+    "input_shapes",
+    "tensor_parallel",
+)
 
 
 def run_options(command: F) -> F:
@@ -36,6 +44,9 @@ def run_options(command: F) -> F:
         click.option("--input-on-device", is_flag=True,
                      help="GPU: copy the inputs to the device before measuring (otherwise each "
                           "iteration copies them from pinned host memory, timed on its own)."),
+        click.option("--tensor-parallel", type=int, default=1, show_default=True, metavar="N",
+                     help="Split the model over N devices of --hw's kind on one host (torch; "
+                          "one process a rank: NCCL between GPUs, gloo on the CPU)."),
     ]  # fmt: skip
     for option in reversed(options):
         command = option(command)

@@ -13,7 +13,7 @@ from mlms.evaluation.precisions import PRECISIONS
 from mlms.evaluation.run_options import FIELDS as RUN_OPTIONS
 from mlms.evaluation.run_options import RunOptions
 from mlms.reasons import short_numbers
-from mlms.registry.hardware import HardwareInfo
+from mlms.registry.hardware import GpuInfo, HardwareInfo
 from mlms.tracer.levels import TraceLevel
 from mlms.zoo.manifest import InputShape
 
@@ -28,6 +28,7 @@ MAX_THREADS = 1024
 MAX_SEED = 2**32 - 1  # numpy's and torch's generators take 0 .. 2**32 - 1 everywhere
 MAX_SEQ_LEN = 65536
 MAX_NEW_TOKENS = 4096
+MAX_TENSOR_PARALLEL = 64
 
 
 def check_batch_sizes(value: list[int]) -> list[int]:
@@ -77,6 +78,9 @@ class EvaluationRequest(BaseModel):
     dataset: str | None = None
     #: A model file read where the evaluation runs: the shapes of inputs it leaves open.
     input_shapes: list[InputShape] = Field(default_factory=list, max_length=16)
+    #: The model split over this many devices of one host by tensor parallelism, one process a
+    #: rank (``mlms.evaluation.tensor_parallel``).
+    tensor_parallel: int = Field(default=1, ge=1, le=MAX_TENSOR_PARALLEL)
 
     @field_validator("precision")
     @classmethod
@@ -231,6 +235,21 @@ class FrameworkRef(BaseModel):
     version: str
 
 
+class RankResult(BaseModel):
+    """One rank of a model split over several devices: where it ran, and what it alone used."""
+
+    rank: int
+    device: str  # CUDA's number in the rank's process, or "cpu"
+    gpu: GpuInfo | None = None
+    queue_wait_seconds: float
+    #: The most device memory it held (torch's allocator on a GPU; the process's resident set
+    #: on the CPU).
+    peak_memory_bytes: int | None = None
+    #: Each batch size's model-level run, as ``BatchResult.energy`` (in the record's order;
+    #: where none was measured, one that says why).
+    energy: list[EnergyResult] = []
+
+
 class EvaluationRecord(BaseModel):
     id: str
     created_at: datetime
@@ -240,6 +259,13 @@ class EvaluationRecord(BaseModel):
     framework: FrameworkRef
     hardware: HardwareInfo
     device: str
+    #: The GPUs it ran on (index, UUID, name: ``device`` is CUDA's number in the evaluating
+    #: process); how they are linked is in ``hardware.links``. Empty on the CPU, and in a record
+    #: from before this field (``mlms.evaluation.summary.gpu_of`` reads ``device`` then).
+    gpus: list[GpuInfo] = []
+    #: A split model's ranks, in rank order (empty for one process); each batch size's latency is
+    #: the slowest rank's, its energy the sum over the ranks.
+    ranks: list[RankResult] = []
     software: dict[str, str]
     settings: dict[str, object]
     trace_level: str

@@ -18,6 +18,7 @@ class RunOptions:
     generate: int | None = None
     intra_op_threads: int | None = None
     inter_op_threads: int | None = None
+    tensor_parallel: int = 1
 
     def line(self) -> str:
         """The precision always, the rest where they differ from the defaults ("fp16, compile
@@ -36,6 +37,8 @@ class RunOptions:
             parts.append(f"seq len {self.seq_len}")
         if self.generate is not None:
             parts.append(f"generate {self.generate}")
+        if self.tensor_parallel > 1:
+            parts.append(f"tensor parallel {self.tensor_parallel}")
         threads = (self.intra_op_threads, self.inter_op_threads)
         if threads != (None, None):
             parts.append(f"threads {'/'.join('-' if t is None else str(t) for t in threads)}")

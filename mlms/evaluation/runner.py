@@ -7,17 +7,19 @@ no profiler attached; every other run reports its slowdown against it.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import logging
 import platform
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from opentelemetry import context as otel_context
@@ -27,7 +29,7 @@ import mlms
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument, UnknownEvaluation
 from mlms.evaluation.dataset_run import DatasetInputs, Pass, TopK, run_pass
-from mlms.evaluation.device_lock import exclusive_device
+from mlms.evaluation.device_lock import exclusive_device, free_gpus
 from mlms.evaluation.energy import EnergyMeter, energy_meter
 from mlms.evaluation.feed import Feed, host_batch, placement
 from mlms.evaluation.inputs import InputSource, dataset_split, input_spec, open_inputs
@@ -36,6 +38,7 @@ from mlms.evaluation.progress import Progress, ProgressCallback
 from mlms.evaluation.record import (
     Accuracy,
     BatchResult,
+    EnergyResult,
     EvaluationRecord,
     EvaluationRequest,
     FrameworkRef,
@@ -44,14 +47,16 @@ from mlms.evaluation.record import (
     LevelResult,
     ModelRef,
     Predictions,
+    RankResult,
 )
 from mlms.evaluation.records import RecordIndex, load_record, save_record, stored_winner
 from mlms.evaluation.stats import latency_stats
+from mlms.library_errors import library_failures
 from mlms.predictors.base import InputCopy, Predictor, PredictorOptions, TokenGenerator
 from mlms.predictors.registry import choose_framework, predictor_class
 from mlms.registry import hardware
 from mlms.store.base import ObjectStore
-from mlms.tracer.archive import write_spans
+from mlms.tracer.archive import to_table, write_table
 from mlms.tracer.gpu_run import gpu_run
 from mlms.tracer.hierarchy import innermost_containers
 from mlms.tracer.levels import TraceLevel
@@ -61,6 +66,8 @@ from mlms.zoo.manifest import ModelManifest
 from mlms.zoo.resolve import resolve_model
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from mlms.datasets.binding import BoundDataset
 
 log = logging.getLogger(__name__)
@@ -133,17 +140,21 @@ def evaluate(
         processors=processors,
         parent=parent,
     )
-    measured = _measure_all(
-        plan, request, store, tracer, evaluation_id, progress or (lambda _event: None)
-    )
+    report = progress or (lambda _event: None)
+    with library_failures(f"{plan.manifest.name} on {plan.framework}"):
+        if len(plan.devices) > 1:
+            measured, ranks, spans = _measure_split(plan, request, tracer, evaluation_id, report)
+        else:
+            measured, ranks = _measure_all(plan, request, store, tracer, evaluation_id, report), []
     tracer.shutdown()
     if dispatched:
         stored = _stored_already(store, evaluation_id)
         if stored is not None:
             return stored
-    records = tracer.records()
     trace_id = measured.trace_id
-    archive = write_spans(store, trace_id, records) if trace_id else None
+    if not ranks:
+        spans = to_table(tracer.records())
+    archive = write_table(store, trace_id, spans) if trace_id else None
     record = EvaluationRecord(
         id=evaluation_id,
         created_at=datetime.now(UTC),
@@ -157,6 +168,8 @@ def evaluate(
         framework=FrameworkRef(name=plan.framework, version=plan.framework_version),
         hardware=plan.info,
         device=plan.device,
+        gpus=hardware.gpus_of(plan.devices, plan.info),
+        ranks=ranks,
         software=_software(plan.framework, plan.framework_version),
         settings={
             **measured.settings,
@@ -167,7 +180,7 @@ def evaluate(
         trace_level=request.trace_level.label,
         trace_id=trace_id,
         trace_archive=archive,
-        span_count=len(records),
+        span_count=spans.num_rows,
         queue_wait_seconds=round(measured.waited, 6),
         asset_sha256=plan.asset.sha256,
         results=measured.results,
@@ -195,7 +208,7 @@ class _Plan:
     framework: str
     framework_version: str
     info: hardware.HardwareInfo
-    device: str
+    devices: list[str]  # one, or a split model's, rank by rank
     runs: list[TraceLevel]
     cls: type[Predictor]
     source: InputSource
@@ -203,28 +216,67 @@ class _Plan:
     asset: Asset
     options: PredictorOptions
 
+    @property
+    def device(self) -> str:
+        """The device this process runs on (a split model's first rank's)."""
+        return self.devices[0]
+
 
 def _plan(request: EvaluationRequest, store: ObjectStore) -> _Plan:
-    """The framework, device, leveled runs, inputs, asset and predictor options of
+    """The framework, devices, leveled runs, inputs, asset and predictor options of
     ``request``; a bad option fails here, before any asset is built or loaded."""
     manifest = resolve_model(request.model, store, input_shapes=request.input_shapes)
     framework, framework_version = choose_framework(manifest, request.framework)
     info = hardware.detect()
-    device = hardware.resolve(request.hw, info)
-    cls = predictor_class(framework)
-    check_options(request, manifest, cls, device)
-    source = open_inputs(manifest, request.inputs, seed=request.seed, seq_len=request.seq_len)
+    # --hw h100: a free H100 of the host (its lock not held), else one to queue on.
+    free = free_gpus(mlms_home() / "locks")
+    if request.tensor_parallel > 1:
+        from mlms.evaluation.tensor_parallel import check_split_request
+        from mlms.predictors.tensor_parallel import SplitTorchPredictor, check_split_model
+
+        check_split_request(request, framework)
+        devices = hardware.resolve_group(request.hw, request.tensor_parallel, info, free=free)
+        cls: type[Predictor] = SplitTorchPredictor
+        check_split_model(manifest, request.tensor_parallel)
+    else:
+        devices = [hardware.resolve(request.hw, info, free=free)]
+        cls = predictor_class(framework)
+    check_options(request, manifest, cls, devices[0])
+    return _ready(
+        request,
+        manifest,
+        (framework, framework_version),
+        info,
+        devices,
+        cls,
+        _bound_dataset(store, request, manifest),
+        AssetManager(store, mlms_home() / "cache").ensure(manifest, framework),
+    )
+
+
+def _ready(
+    request: EvaluationRequest,
+    manifest: ModelManifest,
+    framework: tuple[str, str],
+    info: hardware.HardwareInfo,
+    devices: list[str],
+    cls: type[Predictor],
+    bound: BoundDataset | None,
+    asset: Asset,
+) -> _Plan:
+    """The plan of checked choices: its input source and predictor options."""
+    device = devices[0]
     return _Plan(
         manifest=manifest,
-        framework=framework,
-        framework_version=framework_version,
+        framework=framework[0],
+        framework_version=framework[1],
         info=info,
-        device=device,
+        devices=devices,
         runs=leveled_runs(request.trace_level, device),
         cls=cls,
-        source=source,
-        bound=_bound_dataset(store, request, manifest),
-        asset=AssetManager(store, mlms_home() / "cache").ensure(manifest, framework),
+        source=open_inputs(manifest, request.inputs, seed=request.seed, seq_len=request.seq_len),
+        bound=bound,
+        asset=asset,
         options=PredictorOptions(
             device=device,
             intra_op_threads=request.intra_op_threads,
@@ -245,29 +297,54 @@ class _Measured:
     settings: dict[str, object]  # the predictor's, with the input placement
     waited: float  # seconds in the device's queue
 
+    def to_json(self) -> dict[str, Any]:
+        """What a rank process hands its launcher."""
+        return {
+            "trace_id": self.trace_id,
+            "results": [result.model_dump(mode="json") for result in self.results],
+            "accuracy": self.accuracy.model_dump(mode="json") if self.accuracy else None,
+            "predictions": self.predictions.model_dump(mode="json") if self.predictions else None,
+            "settings": self.settings,
+            "waited": self.waited,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> _Measured:
+        return cls(
+            trace_id=data["trace_id"],
+            results=[BatchResult.model_validate(result) for result in data["results"]],
+            accuracy=Accuracy.model_validate(data["accuracy"]) if data["accuracy"] else None,
+            predictions=Predictions.model_validate(data["predictions"])
+            if data["predictions"]
+            else None,
+            settings=data["settings"],
+            waited=data["waited"],
+        )
+
 
 def _measure_all(
     plan: _Plan,
     request: EvaluationRequest,
-    store: ObjectStore,
+    store: ObjectStore | None,
     tracer: Tracer,
     evaluation_id: str,
     report: ProgressCallback,
+    *,
+    root: str = "evaluation",
+    held: bool = False,
 ) -> _Measured:
-    """The measured part, holding the device: every batch size's leveled runs, accuracy and
-    predictions, under one root span."""
-    with (
-        exclusive_device(mlms_home() / "locks", plan.device) as waited,
-        energy_meter(plan.device) as meter,
-    ):
+    """The measured part, holding the device (unless the caller ``held`` it already): every
+    batch size's leveled runs, accuracy and predictions, under one ``root`` span."""
+    lock = nullcontext(0.0) if held else exclusive_device(mlms_home() / "locks", plan.device)
+    with lock as waited, energy_meter(plan.device) as meter:
         with plan.cls(plan.manifest, plan.asset.path, plan.options) as predictor:
             data = _dataset_inputs(store, plan.bound, predictor)
             with tracer.span(
-                "evaluation",
+                root,
                 TraceLevel.APPLICATION,
                 attributes={"mlms.evaluation_id": evaluation_id},
-            ) as root:
-                trace_id = f"{root.get_span_context().trace_id:032x}" if root else None
+            ) as root_span:
+                trace_id = f"{root_span.get_span_context().trace_id:032x}" if root_span else None
                 try:
                     measured = [
                         _measure_batch(
@@ -296,6 +373,122 @@ def _measure_all(
             settings = predictor.settings()
             settings["input_placement"] = placement(predictor, request.input_on_device)
     return _Measured(trace_id, results, accuracy, predictions, settings, waited)
+
+
+def measure_rank(
+    request: EvaluationRequest,
+    manifest: ModelManifest,
+    asset: Asset,
+    device: str,
+    rank: int,
+    tracer: Tracer,
+    evaluation_id: str,
+    report: ProgressCallback,
+) -> _Measured:
+    """One rank's measured part of a split model, in a rank process whose process group is set
+    up (``mlms.evaluation.tensor_parallel_rank``); its launcher holds the devices."""
+    from mlms.predictors.tensor_parallel import SplitTorchPredictor
+
+    cls = SplitTorchPredictor
+    plan = _ready(
+        request,
+        manifest,
+        (cls.framework, cls.framework_version()),
+        hardware.detect(),
+        [device],
+        cls,
+        None,
+        asset,
+    )
+    return _measure_all(
+        plan, request, None, tracer, evaluation_id, report, root=f"rank {rank}", held=True
+    )
+
+
+def _measure_split(
+    plan: _Plan,
+    request: EvaluationRequest,
+    tracer: Tracer,
+    evaluation_id: str,
+    report: ProgressCallback,
+) -> tuple[_Measured, list[RankResult], pa.Table]:
+    """A split model's measured part: its devices held here while its ranks run, one process
+    each, under this process's root span; their results merged and their spans in one table."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from mlms.evaluation.tensor_parallel import RankSpec, free_port, running_ranks
+    from mlms.tracer.carrier import context_pairs
+
+    with contextlib.ExitStack() as held:
+        locks = mlms_home() / "locks"
+        waited = sum(held.enter_context(exclusive_device(locks, d)) for d in set(plan.devices))
+        with tracer.span(
+            "evaluation", TraceLevel.APPLICATION, attributes={"mlms.evaluation_id": evaluation_id}
+        ):
+            spec = RankSpec(
+                request=request,
+                manifest=plan.manifest,
+                asset=dataclasses.asdict(plan.asset) | {"path": str(plan.asset.path)},
+                devices=plan.devices,
+                port=free_port(),
+                evaluation_id=evaluation_id,
+                context=context_pairs(),
+            )
+            with running_ranks(spec, report) as outputs:
+                measured = [_Measured.from_json(o.results["measured"]) for o in outputs]
+                spans = [pq.read_table(o.spans) for o in outputs]
+                peaks = [o.results["peak_memory_bytes"] for o in outputs]
+    ranks = [
+        RankResult(
+            rank=rank,
+            device=device,
+            gpu=hardware.gpu_of_device(device, plan.info),
+            queue_wait_seconds=round(waited, 6),
+            peak_memory_bytes=peak,
+            energy=[result.energy or EnergyResult() for result in each.results],
+        )
+        for rank, (device, each, peak) in enumerate(zip(plan.devices, measured, peaks, strict=True))
+    ]
+    first = measured[0]
+    results = [
+        result.model_copy(update={"energy": _total_energy(plan.devices, energies)})
+        for result, *energies in zip(first.results, *(m.results for m in measured), strict=True)
+    ]
+    merged = dataclasses.replace(
+        first, results=results, settings=first.settings | {"devices": plan.devices}, waited=waited
+    )
+    return merged, ranks, pa.concat_tables([to_table(tracer.records()), *spans])
+
+
+def _total_energy(devices: list[str], results: list[BatchResult]) -> EnergyResult | None:
+    """A batch size's energy over every rank: the GPUs' counters summed; on the CPU rank 0's,
+    whose package counter covers every rank's cores already."""
+    first = results[0].energy
+    measured = [result.energy for result in results if result.energy is not None]
+    if devices[0] == "cpu" or len(measured) < len(results) or first is None:
+        return first
+    if any(e.joules is None or e.joules_per_inference is None for e in measured):
+        return first
+    joules = sum(e.joules or 0.0 for e in measured)
+    per_inference = sum(e.joules_per_inference or 0.0 for e in measured)
+    return first.model_copy(
+        update={
+            "joules": joules,
+            "joules_per_inference": per_inference,
+            "inferences_per_joule": 1 / per_inference,
+            "average_watts": _total(e.average_watts for e in measured),
+            "peak_watts": _total(e.peak_watts for e in measured),
+            "idle_watts": _total(e.idle_watts for e in measured),
+            "power_samples": sum(e.power_samples for e in measured),
+        }
+    )
+
+
+def _total(values: Iterable[float | None]) -> float | None:
+    """The sum, or None where any rank's is unknown."""
+    numbers = list(values)
+    return None if None in numbers else sum(n for n in numbers if n is not None)
 
 
 def _stored_already(store: ObjectStore, evaluation_id: str) -> EvaluationRecord | None:
@@ -512,6 +705,7 @@ def _generation(
         ttft, steps = predictor.generate(feed.next(index, tracer), new_tokens)
         first.append(ttft)
         later.extend(steps)
+    first, later = predictor.ranks.slowest(first), predictor.ranks.slowest(later)
     decoding_s = (sum(first) + sum(later)) / 1e9
     return GenerationResult(
         new_tokens=new_tokens,
@@ -565,7 +759,8 @@ def measure_loop(
     began = clock()
     deadline = began + int(request.min_seconds * 1e9)
     index = 0
-    while index < request.iterations or clock() < deadline:
+    # A split model's ranks agree on every iteration (the slowest rank's clock decides).
+    while predictor.ranks.agree(index < request.iterations or clock() < deadline):
         batch = feed.next(index, tracer)
         with tracer.span("predict", TraceLevel.APPLICATION):
             with tracer.span(
@@ -578,7 +773,7 @@ def measure_loop(
             predictor.postprocess(logits, step=functools.partial(_step, tracer))
         index += 1
         report(Progress(batch_size, level.label, index, request.iterations))
-    return latencies, (clock() - began) / 1e9
+    return predictor.ranks.slowest(latencies), (clock() - began) / 1e9
 
 
 def _step(tracer: Tracer, name: str) -> AbstractContextManager[object]:

@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 from mlms.errors import InvalidArgument
+from mlms.predictors.ranks import SOLO, Ranks
 from mlms.tracer.spans import TimedEvent
 from mlms.zoo.manifest import ModelManifest
 from mlms.zoo.postprocess import Step, no_step, postprocess
@@ -76,6 +77,8 @@ class Predictor(ABC):
     #: Whether mlms's GPU collectors (cuDNN's log, CUPTI: ml_library and deeper) can run beside
     #: its layer capture.
     gpu_collectors: ClassVar[bool] = True
+    #: The processes it runs in: one, or a split model's ranks, which agree on each iteration.
+    ranks: Ranks = SOLO
 
     def __init__(self, manifest: ModelManifest, asset_path: Path, options: PredictorOptions):
         self.manifest = manifest

@@ -31,7 +31,7 @@ EVALUATION_STATUS_COMPLETED: EvaluationStatus
 EVALUATION_STATUS_FAILED: EvaluationStatus
 
 class EvaluationSpec(_message.Message):
-    __slots__ = ("model", "framework", "hw", "batch_sizes", "iterations", "warmup", "min_seconds", "trace_level", "inputs", "intra_op_threads", "inter_op_threads", "seed", "seq_len", "precision", "compile", "channels_last", "input_on_device", "generate", "dataset", "input_shapes")
+    __slots__ = ("model", "framework", "hw", "batch_sizes", "iterations", "warmup", "min_seconds", "trace_level", "inputs", "intra_op_threads", "inter_op_threads", "seed", "seq_len", "precision", "compile", "channels_last", "input_on_device", "generate", "dataset", "input_shapes", "tensor_parallel")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
     HW_FIELD_NUMBER: _ClassVar[int]
@@ -52,6 +52,7 @@ class EvaluationSpec(_message.Message):
     GENERATE_FIELD_NUMBER: _ClassVar[int]
     DATASET_FIELD_NUMBER: _ClassVar[int]
     INPUT_SHAPES_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_PARALLEL_FIELD_NUMBER: _ClassVar[int]
     model: str
     framework: str
     hw: str
@@ -72,7 +73,8 @@ class EvaluationSpec(_message.Message):
     generate: int
     dataset: str
     input_shapes: _containers.RepeatedCompositeFieldContainer[InputShape]
-    def __init__(self, model: _Optional[str] = ..., framework: _Optional[str] = ..., hw: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., iterations: _Optional[int] = ..., warmup: _Optional[int] = ..., min_seconds: _Optional[float] = ..., trace_level: _Optional[_Union[_types_pb2.TraceLevel, str]] = ..., inputs: _Optional[_Iterable[str]] = ..., intra_op_threads: _Optional[int] = ..., inter_op_threads: _Optional[int] = ..., seed: _Optional[int] = ..., seq_len: _Optional[int] = ..., precision: _Optional[str] = ..., compile: _Optional[str] = ..., channels_last: _Optional[bool] = ..., input_on_device: _Optional[bool] = ..., generate: _Optional[int] = ..., dataset: _Optional[str] = ..., input_shapes: _Optional[_Iterable[_Union[InputShape, _Mapping]]] = ...) -> None: ...
+    tensor_parallel: int
+    def __init__(self, model: _Optional[str] = ..., framework: _Optional[str] = ..., hw: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., iterations: _Optional[int] = ..., warmup: _Optional[int] = ..., min_seconds: _Optional[float] = ..., trace_level: _Optional[_Union[_types_pb2.TraceLevel, str]] = ..., inputs: _Optional[_Iterable[str]] = ..., intra_op_threads: _Optional[int] = ..., inter_op_threads: _Optional[int] = ..., seed: _Optional[int] = ..., seq_len: _Optional[int] = ..., precision: _Optional[str] = ..., compile: _Optional[str] = ..., channels_last: _Optional[bool] = ..., input_on_device: _Optional[bool] = ..., generate: _Optional[int] = ..., dataset: _Optional[str] = ..., input_shapes: _Optional[_Iterable[_Union[InputShape, _Mapping]]] = ..., tensor_parallel: _Optional[int] = ...) -> None: ...
 
 class InputShape(_message.Message):
     __slots__ = ("name", "shape")
@@ -266,7 +268,7 @@ class FrameworkRef(_message.Message):
     def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ...) -> None: ...
 
 class EvaluationRecord(_message.Message):
-    __slots__ = ("id", "created_at", "status", "request", "model", "framework", "hardware", "device", "software", "settings", "trace_level", "trace_id", "trace_archive", "span_count", "queue_wait_seconds", "asset_sha256", "results", "accuracy", "predictions", "agent")
+    __slots__ = ("id", "created_at", "status", "request", "model", "framework", "hardware", "device", "software", "settings", "trace_level", "trace_id", "trace_archive", "span_count", "queue_wait_seconds", "asset_sha256", "results", "accuracy", "predictions", "agent", "gpus", "ranks")
     class SoftwareEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -308,6 +310,8 @@ class EvaluationRecord(_message.Message):
     ACCURACY_FIELD_NUMBER: _ClassVar[int]
     PREDICTIONS_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    RANKS_FIELD_NUMBER: _ClassVar[int]
     id: str
     created_at: _timestamp_pb2.Timestamp
     status: EvaluationStatus
@@ -328,7 +332,25 @@ class EvaluationRecord(_message.Message):
     accuracy: Accuracy
     predictions: Predictions
     agent: _containers.ScalarMap[str, str]
-    def __init__(self, id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., request: _Optional[_Union[EvaluationSpec, _Mapping]] = ..., model: _Optional[_Union[ModelRef, _Mapping]] = ..., framework: _Optional[_Union[FrameworkRef, _Mapping]] = ..., hardware: _Optional[_Union[_fleet_pb2.HardwareInfo, _Mapping]] = ..., device: _Optional[str] = ..., software: _Optional[_Mapping[str, str]] = ..., settings: _Optional[_Mapping[str, _types_pb2.Value]] = ..., trace_level: _Optional[_Union[_types_pb2.TraceLevel, str]] = ..., trace_id: _Optional[str] = ..., trace_archive: _Optional[str] = ..., span_count: _Optional[int] = ..., queue_wait_seconds: _Optional[float] = ..., asset_sha256: _Optional[str] = ..., results: _Optional[_Iterable[_Union[BatchResult, _Mapping]]] = ..., accuracy: _Optional[_Union[Accuracy, _Mapping]] = ..., predictions: _Optional[_Union[Predictions, _Mapping]] = ..., agent: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    gpus: _containers.RepeatedCompositeFieldContainer[_fleet_pb2.GpuInfo]
+    ranks: _containers.RepeatedCompositeFieldContainer[RankResult]
+    def __init__(self, id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., request: _Optional[_Union[EvaluationSpec, _Mapping]] = ..., model: _Optional[_Union[ModelRef, _Mapping]] = ..., framework: _Optional[_Union[FrameworkRef, _Mapping]] = ..., hardware: _Optional[_Union[_fleet_pb2.HardwareInfo, _Mapping]] = ..., device: _Optional[str] = ..., software: _Optional[_Mapping[str, str]] = ..., settings: _Optional[_Mapping[str, _types_pb2.Value]] = ..., trace_level: _Optional[_Union[_types_pb2.TraceLevel, str]] = ..., trace_id: _Optional[str] = ..., trace_archive: _Optional[str] = ..., span_count: _Optional[int] = ..., queue_wait_seconds: _Optional[float] = ..., asset_sha256: _Optional[str] = ..., results: _Optional[_Iterable[_Union[BatchResult, _Mapping]]] = ..., accuracy: _Optional[_Union[Accuracy, _Mapping]] = ..., predictions: _Optional[_Union[Predictions, _Mapping]] = ..., agent: _Optional[_Mapping[str, str]] = ..., gpus: _Optional[_Iterable[_Union[_fleet_pb2.GpuInfo, _Mapping]]] = ..., ranks: _Optional[_Iterable[_Union[RankResult, _Mapping]]] = ...) -> None: ...
+
+class RankResult(_message.Message):
+    __slots__ = ("rank", "device", "gpu", "queue_wait_seconds", "peak_memory_bytes", "energy")
+    RANK_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_FIELD_NUMBER: _ClassVar[int]
+    GPU_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_WAIT_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PEAK_MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    ENERGY_FIELD_NUMBER: _ClassVar[int]
+    rank: int
+    device: str
+    gpu: _fleet_pb2.GpuInfo
+    queue_wait_seconds: float
+    peak_memory_bytes: int
+    energy: _containers.RepeatedCompositeFieldContainer[EnergyResult]
+    def __init__(self, rank: _Optional[int] = ..., device: _Optional[str] = ..., gpu: _Optional[_Union[_fleet_pb2.GpuInfo, _Mapping]] = ..., queue_wait_seconds: _Optional[float] = ..., peak_memory_bytes: _Optional[int] = ..., energy: _Optional[_Iterable[_Union[EnergyResult, _Mapping]]] = ...) -> None: ...
 
 class EvaluationSummary(_message.Message):
     __slots__ = ("id", "created_at", "status", "model", "model_version", "framework", "framework_version", "hw", "hardware", "device", "precision", "compile", "trace_level", "trace_id", "batch_sizes", "p50_ms", "throughput", "accuracy_top1", "agent", "options")

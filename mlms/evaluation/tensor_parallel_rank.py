@@ -1,0 +1,107 @@
+"""One rank of a split model (``python -m mlms.evaluation.tensor_parallel_rank SPEC RANK OUT``):
+joins the ranks' process group, loads its shard and runs the measured loop like one process does,
+then leaves its results (``rankN.json``) and spans (``rankN.parquet``, every span with its rank)
+in ``OUT`` for the launcher (``mlms.evaluation.tensor_parallel``). Rank 0 prints progress as JSON
+lines on stdout; an error ends the rank with one line on stderr and exit code 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pyarrow as pa
+
+from mlms.errors import MlmsError
+from mlms.evaluation.progress import Progress
+from mlms.evaluation.runner import measure_rank
+from mlms.evaluation.tensor_parallel import RankSpec
+from mlms.tracer.archive import to_parquet, to_table
+from mlms.tracer.carrier import context_from_pairs
+from mlms.tracer.tracer import Tracer
+from mlms.zoo.assets import Asset
+
+#: How long a rank waits for the others to join (they load the same model meanwhile).
+JOIN_TIMEOUT = timedelta(minutes=10)
+
+
+def main(argv: list[str]) -> int:
+    spec = RankSpec.model_validate_json(Path(argv[0]).read_text())
+    rank, out = int(argv[1]), Path(argv[2])
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    try:
+        run(spec, rank, out)
+    except MlmsError as exc:
+        print(f"mlms: error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+def run(spec: RankSpec, rank: int, out: Path) -> None:
+    import torch
+    import torch.distributed as dist
+
+    device = spec.devices[rank]
+    on_gpu = device.startswith("cuda")
+    if on_gpu:
+        torch.cuda.set_device(device)
+    dist.init_process_group(
+        backend="nccl" if on_gpu else "gloo",
+        init_method=f"tcp://127.0.0.1:{spec.port}",
+        rank=rank,
+        world_size=len(spec.devices),
+        timeout=JOIN_TIMEOUT,
+        device_id=torch.device(device) if on_gpu else None,
+    )
+    try:
+        tracer = Tracer(
+            spec.request.trace_level,
+            resource={"mlms.evaluation_id": spec.evaluation_id, "mlms.rank": str(rank)},
+            parent=context_from_pairs(spec.context),
+        )
+        measured = measure_rank(
+            spec.request,
+            spec.manifest,
+            Asset(**spec.asset | {"path": Path(spec.asset["path"])}),
+            device,
+            rank,
+            tracer,
+            spec.evaluation_id,
+            _progress if rank == 0 else _silent,
+        )
+        tracer.shutdown()
+        peak = torch.cuda.max_memory_allocated(device) if on_gpu else _resident_peak()
+        table = to_table(tracer.records())
+        column = table.schema.get_field_index("rank")
+        table = table.set_column(
+            column, "rank", pa.array([rank] * table.num_rows, table.schema.field(column).type)
+        )
+        (out / f"rank{rank}.parquet").write_bytes(to_parquet(table))
+        (out / f"rank{rank}.json").write_text(
+            json.dumps({"measured": measured.to_json(), "peak_memory_bytes": peak})
+        )
+    finally:
+        dist.destroy_process_group()
+
+
+def _progress(event: Progress) -> None:
+    print(json.dumps(dataclasses.asdict(event)), flush=True)
+
+
+def _silent(_event: Progress) -> None:
+    pass
+
+
+def _resident_peak() -> int:
+    """The process's peak resident set (Linux reports kilobytes)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
