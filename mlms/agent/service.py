@@ -35,6 +35,7 @@ from mlms.evaluation.progress import Progress, ProgressCallback
 from mlms.evaluation.record import EvaluationRecord
 from mlms.evaluation.records import RecordIndex
 from mlms.evaluation.runner import evaluate
+from mlms.library_errors import library_failures
 from mlms.predictors.base import Predictor, PredictorOptions
 from mlms.predictors.registry import choose_framework, predictor_class
 from mlms.protos.mlms.v2 import calls_pb2, fleet_pb2, predictor_pb2, predictor_pb2_grpc
@@ -133,7 +134,8 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
         framework, version = choose_framework(manifest, self._framework_for(spec.framework))
         device = hardware.resolve(spec.hw or "cpu")
         asset = AssetManager(self.store, mlms_home() / "cache").ensure(manifest, framework)
-        predictor = predictor_class(framework)(manifest, asset.path, PredictorOptions(device))
+        with library_failures(f"{manifest.name} on {framework}"):
+            predictor = predictor_class(framework)(manifest, asset.path, PredictorOptions(device))
         session_id = uuid.uuid4().hex
         with self._lock:
             self._sessions[session_id] = Session(predictor, version)

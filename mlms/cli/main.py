@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import sys
+from pathlib import Path
 
 import click
 
 from mlms import __version__
+from mlms.config import mlms_home
 from mlms.errors import MlmsError
+from mlms.library_errors import TRACEBACKS, log_traceback
 
 #: Each command: where it is, and its line in ``mlms --help``. A command's module (and what it
 #: imports) loads only when that command runs; the list of commands is read from here, so that
@@ -74,17 +78,42 @@ def cli() -> None:
     """Evaluate and profile machine-learning models across frameworks and hardware."""
 
 
+class _LogFile(logging.FileHandler):
+    """The command's log file, made when the first record comes (most commands write none)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, delay=True)
+        self.used = False
+
+    def _open(self):  # type: ignore[no-untyped-def]
+        Path(self.baseFilename).parent.mkdir(parents=True, exist_ok=True)
+        self.used = True
+        return super()._open()
+
+
+def _log_tracebacks() -> _LogFile:
+    """Tracebacks go to ``$MLMS_HOME/logs/mlms.log``, never to the terminal."""
+    handler = _LogFile(mlms_home() / "logs" / "mlms.log")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(name)s: %(message)s"))
+    TRACEBACKS.addHandler(handler)
+    TRACEBACKS.propagate = False
+    return handler
+
+
 def main() -> None:
-    """Entry point: every error is one line on stderr, no traceback: exit status 1 for what
-    mlms refused, 2 for a command line it could not parse."""
+    """Entry point: every error is one line on stderr, no traceback (that goes to the log
+    file the line names): exit status 1 for what mlms refused, 2 for a command line it could
+    not parse."""
     os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # torch.profiler's C++ start/stop chatter
     # mlms uses no pydantic plugin; looking for them reads the metadata of every installed
     # distribution when the first model class is built (a tenth of a second at start-up).
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    log_file = _log_tracebacks()
     try:
         cli.main(standalone_mode=False, prog_name="mlms")
     except MlmsError as exc:
-        click.echo(f"mlms: error: {exc}", err=True)
+        log_traceback(exc)
+        click.echo(f"mlms: error: {exc}{_see(log_file)}", err=True)
         sys.exit(1)
     except click.exceptions.Abort:
         click.echo("mlms: aborted", err=True)
@@ -94,8 +123,12 @@ def main() -> None:
         click.echo(f"mlms: error: {exc.format_message()} (see '{command} -h')", err=True)
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
-        click.echo(f"mlms: error: {exc.format_message()}", err=True)
+        click.echo(f"mlms: error: {exc.format_message()}{_see(log_file)}", err=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         click.echo("mlms: interrupted", err=True)
         sys.exit(130)
+
+
+def _see(log_file: _LogFile) -> str:
+    return f" (traceback in {log_file.baseFilename})" if log_file.used else ""

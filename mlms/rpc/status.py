@@ -20,6 +20,7 @@ from typing import Any
 import grpc
 
 from mlms import errors
+from mlms.library_errors import log_traceback
 from mlms.rpc.options import MAX_MESSAGE_BYTES
 
 log = logging.getLogger(__name__)
@@ -202,6 +203,7 @@ def _streaming(
 
 def _abort(context: grpc.ServicerContext, exc: Exception, method: str) -> None:
     if isinstance(exc, errors.MlmsError):
+        log_traceback(exc)
         context.set_trailing_metadata(((ERROR_KEY, type(exc).__name__),))
         context.abort(status_of(exc), str(exc))
     if _is_abort(exc, context):

@@ -26,6 +26,7 @@ from mlms.errors import MlmsError, Unavailable
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.records import is_stored, load_record
 from mlms.evaluation.sweep import SweepCell, SweepState, load_sweep, save_sweep
+from mlms.library_errors import TRACEBACKS, log_traceback
 from mlms.registry.base import Registry
 from mlms.rpc.convert import from_proto
 from mlms.server import jobs
@@ -126,9 +127,10 @@ class SweepRun:
                 lambda agent: self._update(index, agent_id=agent),
             )
         except MlmsError as exc:
+            log_traceback(exc)
             self._update(index, state="failed", finished_at=_now(), error=str(exc))
         except Exception as exc:  # a bug: the cell fails, the sweep goes on
-            log.exception("sweep %s: %s failed", self.sweep.id, cell.describe())
+            TRACEBACKS.exception("sweep %s: %s failed", self.sweep.id, cell.describe())
             self._update(index, state="failed", finished_at=_now(), error=type(exc).__name__)
         else:
             self._update(index, **self.sweep.cells[index].completed(record).model_dump())

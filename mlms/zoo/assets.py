@@ -26,6 +26,7 @@ from typing import Any
 from mlms.errors import AssetError, ChecksumMismatch, UnsupportedFramework
 from mlms.frameworks import asset_framework
 from mlms.isolation import call_in_own_process
+from mlms.library_errors import calling
 from mlms.store.base import ObjectStore
 from mlms.store.local import LocalStore
 from mlms.zoo.architectures import build, with_weights
@@ -137,6 +138,8 @@ class AssetManager:
             raise UnsupportedFramework(f"no exporter builds {framework!r} artifacts")
         with tempfile.TemporaryDirectory() as tmp:
             name = call_in_own_process(
+                calling,
+                f"{manifest.name} on {framework}",
                 export_file_artifact,
                 manifest,
                 framework,
@@ -236,6 +239,8 @@ class AssetManager:
     def _in_builder(self, function: Any, manifest: ModelManifest, framework: str, *args: Any):
         """``function(manifest, framework, *args)`` in the asset builder's own process."""
         return call_in_own_process(
+            calling,
+            f"{manifest.name} on {framework}",
             function,
             manifest,
             framework,
