@@ -20,6 +20,18 @@ the mlms side of the comparison, as HTA leaves them out.
     .venv/bin/python benchmarks/kineto_vs_hta.py --synthetic 300000 [--gzip]
     .venv/bin/python benchmarks/kineto_vs_hta.py --synthetic 1000000 --mlms-only
 
+A folder of rank traces (``TRACE_DIR``, or ``--synthetic N --ranks R``: R tensor-parallel rank
+traces of N kernels each) compares the distributed analyses instead, each side run as its user
+runs it: HTA as a script (``hta_side.py --distributed``: ``TraceAnalysis`` load, temporal
+breakdown, communication/computation overlap), mlms as its two commands (``mlms import kineto
+DIR`` then ``mlms analyze ID``, which prints the per-rank breakdown, overlap, skew and
+collectives), each timed from process start to exit. Printed: the wall seconds of each, the
+ratio (target >= 3), whether each rank's kernel and NCCL kernel sums in mlms's archive equal
+the raw traces' (exactly, in ns), and whether the two breakdowns and overlaps agree per rank.
+
+    .venv/bin/python benchmarks/kineto_vs_hta.py --synthetic 40000 --ranks 2
+    .venv/bin/python benchmarks/kineto_vs_hta.py TRACE_DIR
+
 A synthetic trace (``benchmarks/synthetic_kineto.py``) is written to a temporary folder and
 removed afterwards (``--keep DIR`` keeps it there).
 """
@@ -27,6 +39,7 @@ removed afterwards (``--keep DIR`` keeps it there).
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import re
@@ -36,6 +49,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -51,6 +65,7 @@ def main() -> None:
     parser.add_argument("trace", nargs="?", type=Path, help="a Kineto trace (.json or .json.gz)")
     parser.add_argument("--synthetic", type=int, metavar="N", help="kernels of a synthetic trace")
     parser.add_argument("--gzip", action="store_true", help="gzip the synthetic trace")
+    parser.add_argument("--ranks", type=int, help="a synthetic folder of this many rank traces")
     parser.add_argument("--keep", type=Path, metavar="DIR", help="work in DIR and keep it")
     parser.add_argument(
         "--mlms-only",
@@ -69,7 +84,10 @@ def main() -> None:
         subprocess.run([str(ROOT / "benchmarks" / "setup_hta.sh")], check=True)
     work = args.keep or Path(tempfile.mkdtemp(prefix="kineto_vs_hta_"))
     try:
-        compare(_trace_folder(work, args), work, with_hta=not args.mlms_only)
+        if args.ranks or (args.trace is not None and args.trace.is_dir()):
+            compare_ranks(_rank_folder(work, args), work)
+        else:
+            compare(_trace_folder(work, args), work, with_hta=not args.mlms_only)
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -95,6 +113,146 @@ def _trace_folder(work: Path, args: argparse.Namespace) -> Path:
     if not link.exists():
         link.symlink_to(source)
     return folder
+
+
+def _rank_folder(work: Path, args: argparse.Namespace) -> Path:
+    """The folder of rank traces: the one given, or synthetic ones written into ``work``."""
+    if args.synthetic is None:
+        return args.trace.resolve()
+    folder = work / f"ranks-{args.ranks}x{args.synthetic}"
+    if not folder.exists():
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from synthetic_kineto import write_ranks
+
+        began = time.perf_counter()
+        paths = write_ranks(folder, args.ranks, args.synthetic, compress=args.gzip)
+        size = sum(p.stat().st_size for p in paths) / 1e6
+        print(f"wrote {len(paths)} rank traces ({size:,.0f} MB) in "
+              f"{time.perf_counter() - began:.1f} s")  # fmt: skip
+    return folder
+
+
+def compare_ranks(folder: Path, work: Path) -> None:
+    """HTA's script against mlms's two commands on a folder of rank traces (module docstring)."""
+    from mlms.analysis.kineto_ranks import rank_files
+
+    files = rank_files(folder)
+    events = {path.name: _raw_events(path) for path in files}
+    count = {name: len(found) for name, found in events.items()}
+    print(f"{len(files)} rank traces: " + ", ".join(f"{n} {c:,} kernels" for n, c in count.items()))
+    hta_csv = work / "hta_ranks.csv"
+    if not HTA_PYTHON.exists():
+        subprocess.run([str(ROOT / "benchmarks" / "setup_hta.sh")], check=True)
+    hta = _run(
+        [str(HTA_PYTHON), str(ROOT / "benchmarks" / "hta_side.py"), str(folder), str(hta_csv),
+         "--distributed"],
+        env={"HTA_DISABLE_NS_ROUNDING": "1"},
+        log=work / "hta.log",
+    )  # fmt: skip
+    home = work / "mlms-home"
+    shutil.rmtree(home, ignore_errors=True)
+    mlms = ROOT / ".venv" / "bin" / "mlms"
+    imported = _run(
+        [str(mlms), "import", "kineto", str(folder), "--batch-size", "1"],
+        env={"MLMS_HOME": str(home)},
+        log=work / "mlms_import.log",
+        json_line=False,
+    )
+    evaluation = re.search(r"evaluation ([0-9a-f]+)", imported["stdout"]).group(1)
+    analyzed = _run(
+        [str(mlms), "analyze", evaluation],
+        env={"MLMS_HOME": str(home), "COLUMNS": "200"},
+        log=work / "mlms_analyze.log",
+        json_line=False,
+    )
+    (work / "mlms_analyze.txt").write_text(analyzed["stdout"])
+    mlms_wall = imported["wall_s"] + analyzed["wall_s"]
+    print(f"{'':26} {'wall (s)':>9} {'CPU (s)':>8} {'peak RSS (MB)':>14}")
+    rows = [("HTA script (load+2 analyses)", hta), ("mlms import kineto", imported),
+            ("mlms analyze", analyzed)]  # fmt: skip
+    for name, side in rows:
+        print(f"{name:26} {side['wall_s']:9.2f} {side['cpu_s']:8.1f} {side['rss_mb']:14,.0f}")
+    print(f"HTA in-process: load {hta['load_s']:.2f} s, breakdown + overlap "
+          f"{hta['breakdown_s']:.2f} s")  # fmt: skip
+    print(f"speed-up (HTA / mlms, wall): {hta['wall_s'] / mlms_wall:.1f}x (target >= 3)")
+    os.environ["MLMS_HOME"] = str(home)
+    print(_sums_check(evaluation, events))
+    print(_ranks_agreement(evaluation, pd.read_csv(hta_csv)))
+
+
+def _raw_events(path: Path) -> list[dict]:
+    """The file's complete events (ph X) of the kernel category, read with ``json``."""
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt") as handle:
+        document = json.load(handle)
+    return [e for e in document["traceEvents"] if e.get("cat") == "kernel" and e.get("ph") == "X"]
+
+
+def _archive(evaluation: str) -> Any:
+    from mlms.evaluation.records import load_record
+    from mlms.store.factory import store_from_url
+
+    store = store_from_url(None)
+    return store, load_record(store, evaluation)
+
+
+def _sums_check(evaluation: str, events: dict[str, list[dict]]) -> str:
+    """Each rank's kernel and NCCL kernel counts and summed durations (ns): the archive's
+    against the raw files' (Kineto's microseconds, three decimals, as whole ns)."""
+    from mlms.analysis.kineto_ranks import kernel_sums
+    from mlms.tracer.archive import read_table
+    from mlms.tracer.communication import is_communication
+
+    store, record = _archive(evaluation)
+    sums = kernel_sums(read_table(store, record.trace_id))
+    ranks = dict(pair.split(": ") for pair in record.settings.get("ranks", "").split(", ") if pair)
+    lines, equal = [], True
+    for rank, name in ranks.items():
+        raw = {"kernel": [0, 0], "communication": [0, 0]}
+        for event in events[name]:
+            kind = "communication" if is_communication(event["name"]) else "kernel"
+            raw[kind][0] += 1
+            raw[kind][1] += round(event["dur"] * 1000)
+        for kind, (calls, ns) in raw.items():
+            archived = sums.get((int(rank), kind), (0, 0))
+            same = archived == (calls, ns)
+            equal &= same
+            label = "NCCL kernels" if kind == "communication" else "kernels"
+            lines.append(
+                f"  rank {rank} {label}: raw {calls:,} / {ns:,} ns, "
+                f"mlms {archived[0]:,} / {archived[1]:,} ns {'=' if same else '!='}"
+            )
+    return "\n".join([f"per-rank sums equal the raw traces: {'yes' if equal else 'NO'}", *lines])
+
+
+def _ranks_agreement(evaluation: str, hta: pd.DataFrame) -> str:
+    """mlms's rank_breakdown and comm_overlap against HTA's per rank (idle, compute and
+    non-compute time; overlap share)."""
+    from mlms.analysis.catalog import analyze_stored
+
+    store, _ = _archive(evaluation)
+    tables = analyze_stored(store, [evaluation], ["rank_breakdown", "comm_overlap"])
+    mlms = tables["rank_breakdown"].merge(
+        tables["comm_overlap"], on=["trace_id", "batch_size", "rank"]
+    )
+    joined = hta.merge(mlms, on="rank")
+    pairs = [
+        ("idle_time(us)", "idle (us)"),
+        ("compute_time(us)", "compute (us)"),
+        ("non_compute_time(us)", "non-compute (us)"),
+        ("kernel_time(us)", "span (us)"),
+    ]
+    worst = max(
+        ((joined[a] - joined[b]).abs() / joined[a].abs().clip(lower=1e-9)).max() for a, b in pairs
+    )
+    overlap = (joined["comp_comm_overlap_pctg"] - joined["overlap (%)"].round(2)).abs().max()
+    agree = len(joined) == len(hta) and worst <= 1e-6 and overlap <= 0.01
+    return (
+        f"breakdown agreement: {'yes' if agree else 'NO'} - {len(joined)} ranks; largest "
+        f"relative difference in idle/compute/non-compute/span {worst:.2e}; overlap % "
+        f"difference {overlap:.2f} (HTA {joined['comp_comm_overlap_pctg'].tolist()}, mlms "
+        f"{joined['overlap (%)'].round(2).tolist()})"
+    )
 
 
 def compare(folder: Path, work: Path, *, with_hta: bool) -> None:
@@ -128,9 +286,10 @@ def compare(folder: Path, work: Path, *, with_hta: bool) -> None:
     print(agreement(pd.read_csv(hta_csv), pd.read_csv(mlms_csv)))
 
 
-def _run(command: list[str], env: dict[str, str], log: Path) -> dict:
-    """Run one side (its stderr to ``log``); its JSON line plus its peak RSS (the child's
-    own, from wait4)."""
+def _run(command: list[str], env: dict[str, str], log: Path, *, json_line: bool = True) -> dict:
+    """Run one side (its stderr to ``log``); its JSON line (or its output, ``stdout``) plus
+    its wall time from start to exit and peak RSS (the child's own, from wait4)."""
+    began = time.perf_counter()
     with log.open("w") as errors:
         process = subprocess.Popen(
             command,
@@ -142,10 +301,12 @@ def _run(command: list[str], env: dict[str, str], log: Path) -> dict:
         )
         output = process.stdout.read() if process.stdout else ""
         _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - began
     if os.waitstatus_to_exitcode(status) != 0:
         sys.stderr.write(log.read_text()[-4000:])
         raise SystemExit(f"{command[1]} failed (exit {os.waitstatus_to_exitcode(status)})")
-    result = json.loads(output.strip().splitlines()[-1])
+    result = json.loads(output.strip().splitlines()[-1]) if json_line else {"stdout": output}
+    result["wall_s"] = wall
     result["rss_mb"] = usage.ru_maxrss / 1024
     result["cpu_s"] = usage.ru_utime + usage.ru_stime  # the whole process, start-up included
     return result

@@ -26,6 +26,7 @@ from __future__ import annotations
 import pandas as pd
 
 from mlms.analysis.engine import FRAMEWORK, GPU_KINDS, HARDWARE, Spans
+from mlms.evaluation.record import EvaluationRecord
 from mlms.tracer.communication import COMMUNICATION, bus_factor_sql, collective_sql
 
 _RANK = "coalesce(s.rank, 0)"
@@ -89,7 +90,7 @@ _PIECES = f"""
         WINDOW w AS (PARTITION BY trace_id, batch_size, rank ORDER BY t_ns
                      ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
     ),
-    pieces AS (
+    classified AS (
         SELECT *, CASE WHEN gpu THEN
                            CASE WHEN compute THEN 'compute' WHEN communication THEN 'communication'
                                 WHEN memory THEN 'memory' WHEN other THEN 'other' END
@@ -97,7 +98,8 @@ _PIECES = f"""
                                  WHEN compute THEN 'compute' END
                   END AS category
         FROM running WHERE ns IS NOT NULL
-    )"""
+    )
+    SELECT * FROM classified"""
 # The collectives each rank ran: NCCL's kernels on a GPU; on the host the outermost
 # communication ops (a c10d op, not the record_param_comms inside it). ``launch_ns`` is when
 # the host issued it (a kernel's launch call), which places it in an iteration.
@@ -117,6 +119,11 @@ _COLLECTIVES = f"""
     )"""
 
 
+def _pieces(spans: Spans) -> str:
+    """The table of every rank's timeline pieces (made once per ``Spans``)."""
+    return spans.derive("rank_pieces", f"WITH {_PIECES}")
+
+
 def rank_breakdown(spans: Spans) -> pd.DataFrame:
     """Where does each rank's time go? Per trace, batch size and rank, HTA's temporal
     breakdown: the span of its activity (first start to last end) cut into compute,
@@ -124,16 +131,15 @@ def rank_breakdown(spans: Spans) -> pd.DataFrame:
     that span; non-compute is HTA's column (all but compute and idle)."""
     return spans.frame(
         f"""
-        WITH {_PIECES},
-        per_rank AS (
+        WITH per_rank AS (
             SELECT trace_id, batch_size, rank, any_value(gpu) AS gpu,
-                   max(t_ns) - min(t_ns) AS span_ns,
+                   sum(ns) AS span_ns,  -- the pieces tile first start to last end
                    coalesce(sum(ns) FILTER (WHERE category = 'compute'), 0) AS compute_ns,
                    coalesce(sum(ns) FILTER (WHERE category = 'communication'), 0) AS comm_ns,
                    coalesce(sum(ns) FILTER (WHERE category = 'memory'), 0) AS memory_ns,
                    coalesce(sum(ns) FILTER (WHERE category = 'other'), 0) AS other_ns,
                    coalesce(sum(ns) FILTER (WHERE category IS NULL), 0) AS idle_ns
-            FROM pieces GROUP BY trace_id, batch_size, rank
+            FROM {_pieces(spans)} GROUP BY trace_id, batch_size, rank
         )
         SELECT trace_id, batch_size, rank, CASE WHEN gpu THEN 'gpu' ELSE 'host' END AS activity,
                compute_ns / 1e3 AS "compute (us)", comm_ns / 1e3 AS "communication (us)",
@@ -157,14 +163,13 @@ def comm_overlap(spans: Spans) -> pd.DataFrame:
     which computation runs too, and that share (HTA's ``get_comm_comp_overlap``)."""
     return spans.frame(
         f"""
-        WITH {_PIECES}
         SELECT trace_id, batch_size, rank,
                coalesce(sum(ns) FILTER (WHERE communication), 0) / 1e3 AS "communication (us)",
                coalesce(sum(ns) FILTER (WHERE communication AND compute), 0) / 1e3
                    AS "overlapped (us)",
-               100 * sum(ns) FILTER (WHERE communication AND compute)
+               100 * coalesce(sum(ns) FILTER (WHERE communication AND compute), 0)
                    / nullif(sum(ns) FILTER (WHERE communication), 0) AS "overlap (%)"
-        FROM pieces GROUP BY trace_id, batch_size, rank
+        FROM {_pieces(spans)} GROUP BY trace_id, batch_size, rank
         ORDER BY trace_id, batch_size, rank
         """
     )
@@ -262,3 +267,12 @@ def trace_ranks(spans: Spans) -> pd.DataFrame:
         "SELECT trace_id, count(DISTINCT coalesce(rank, 0)) AS ranks FROM spans "
         "GROUP BY trace_id ORDER BY trace_id"
     )
+
+
+def record_ranks(record: EvaluationRecord) -> int:
+    """How many ranks an evaluation ran on, as its record says: its request's tensor
+    parallelism, or the rank traces an import joined (one for everything else)."""
+    imported = record.settings.get("ranks")
+    if imported:
+        return len(str(imported).split(", "))
+    return int(getattr(record.request, "tensor_parallel", 1) or 1)

@@ -186,6 +186,7 @@ class Spans:
 
     def __init__(self, table: pa.Table) -> None:
         self.table: pa.Table | None = upgrade(table)
+        self._derived: set[str] = set()
         self._connection = _connect()
         self._connection.register("spans", self.table)
         self._derive()
@@ -206,6 +207,7 @@ class Spans:
             return cls.from_tables(read_parquet(p) for p in paths)  # older archives: upgrade
         spans = cls.__new__(cls)
         spans.table = None
+        spans._derived = set()
         spans._connection = _connect()
         files = ", ".join(f"'{_quoted(p)}'" for p in paths)
         spans._connection.sql(f"CREATE VIEW spans AS SELECT * FROM read_parquet([{files}])")
@@ -226,6 +228,14 @@ class Spans:
 
     def arrow(self, sql: str, parameters: Sequence[Any] | None = None) -> pa.Table:
         return self._connection.sql(sql, params=parameters).to_arrow_table()
+
+    def derive(self, name: str, query: str) -> str:
+        """``name``: a temporary table of ``query``'s rows, made the first time it is asked
+        for (a table that several analyses build on, computed once)."""
+        if name not in self._derived:
+            self._connection.sql(f"CREATE TEMP TABLE {name} AS {query}")
+            self._derived.add(name)
+        return name
 
     def scalar(self, sql: str, parameters: Sequence[Any] | None = None) -> Any:
         rows = self._connection.sql(sql, params=parameters).fetchall()

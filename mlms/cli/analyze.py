@@ -12,8 +12,8 @@ from mlms.cli.render import frame_table, out
 #: The span analyses the command prints (``mlms.analysis.catalog``), computed in one call: next
 #: to the store when a server is given.
 TABLES = ("model_costs", "slowest_layers", "layer_types", "layer_kernels", "kernel_breakdown")
-TABLES += ("trace_ranks",)
-#: The distributed section's analyses, asked for only when the trace has several ranks.
+#: The distributed section's analyses, asked for (in the same call) only of an evaluation of
+#: several ranks.
 DISTRIBUTED = ("rank_breakdown", "comm_overlap", "rank_skew", "collectives")
 BREAKDOWN_COLUMNS = ["batch_size", "rank", "compute (%)", "communication (%)", "memory (%)"]
 BREAKDOWN_COLUMNS += ["other (%)", "idle (%)", "span (us)"]
@@ -35,6 +35,7 @@ def analyze(evaluation_id: str, top: int, server: str | None) -> None:
     breakdown, its communication/computation overlap, the rank skew per iteration and each
     collective's bandwidth. `mlms report` draws all of it (and more) as one HTML page.
     """
+    from mlms.analysis.distributed import record_ranks
     from mlms.analysis.model import energy_by_batch, energy_reasons, latency_by_batch
     from mlms.evaluation.summary import gpu_label
 
@@ -57,9 +58,11 @@ def analyze(evaluation_id: str, top: int, server: str | None) -> None:
     if record.trace_id is None:
         out.print("no trace was recorded (trace level no_trace)")
         return
+    distributed = record_ranks(record) > 1
+    names = TABLES + DISTRIBUTED if distributed else TABLES
     tables = {
         name: table.drop(columns="trace_id")
-        for name, table in client.analyze([record.id], TABLES, top).items()
+        for name, table in client.analyze([record.id], names, top).items()
     }
     if tables["slowest_layers"].empty:
         out.print(
@@ -76,9 +79,8 @@ def analyze(evaluation_id: str, top: int, server: str | None) -> None:
     gpu = tables["layer_kernels"]
     if not gpu.empty:
         _gpu_tables(tables, top)
-    if int(tables["trace_ranks"]["ranks"].max()) > 1:
-        distributed = client.analyze([record.id], DISTRIBUTED, top)
-        _distributed_tables({n: t.drop(columns="trace_id") for n, t in distributed.items()}, top)
+    if distributed and tables["rank_breakdown"]["rank"].nunique() > 1:
+        _distributed_tables(tables, top)
 
 
 def _gpu_tables(tables: dict[str, Any], top: int) -> None:
