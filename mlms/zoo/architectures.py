@@ -114,6 +114,12 @@ LIBRARIES: dict[str, Callable[[str], Any]] = {
 TRANSFORMER_ALIASES = ("bert_base", "gpt2_small")
 ARCHITECTURES.update({name: partial(_configured, name) for name in TRANSFORMER_ALIASES})
 
+
+def from_transformers(builder: str) -> bool:
+    """Whether ``builder`` makes its network from a transformers configuration."""
+    return builder.startswith("transformers.") or builder in TRANSFORMER_ALIASES
+
+
 #: One network constructed at a time in a process: a construction that skips initialising its
 #: weights turns torch's initialisers off for the whole process (transformers' switch), which
 #: must not reach a seeded build in another thread.
@@ -135,7 +141,7 @@ def architecture(builder: str, *, initialise: bool = True) -> Any:
             f"unknown builder {builder!r}; expected one of: {', '.join(sorted(ARCHITECTURES))}, "
             f"or LIBRARY.NAME with LIBRARY one of {', '.join(LIBRARIES)}"
         )
-    skip = not initialise and (library == "transformers" or builder in TRANSFORMER_ALIASES)
+    skip = not initialise and from_transformers(builder)
     with _CONSTRUCTING, _uninitialised() if skip else contextlib.nullcontext():
         return factory() if factory is not None else LIBRARIES[library](name)
 
