@@ -5,14 +5,14 @@
 # p50 with and without energy collection, interleaved), then the energy test of tests/test_gpu.py.
 # Prints the table and writes it under OUT_DIR.
 #
-# Run from the repository root there. The image has torch 2.11 (Python 3.12) but neither
-# transformers (BERT-base is built from its configuration) nor mlms's own pure-Python
-# dependencies: the wheels come carried in .whl-energy/ (ignored), made here for Python 3.12
-# (tokenizers 0.22.2: 0.23 fails transformers 4.57.1's version check; cryptography, cffi and
-# pycparser for tests/fixtures_services; plotly and narwhals, the report's, left out for size):
+# Run from the repository root there. The image has torch 2.11 and transformers 5.17 with its
+# tokenizers, huggingface_hub and safetensors (Python 3.12; /work/shared/gpu-image.txt), in
+# mlms's range, so they are used as they are (BERT-base is built from its configuration); mlms's
+# own pure-Python dependencies come carried in .whl-energy/ (ignored), made here for Python 3.12
+# (cryptography, cffi and pycparser for tests/fixtures_services; plotly and narwhals, the
+# report's, left out for size):
 #   .venv/bin/pip download -d .whl-energy --no-deps --python-version 3.12 --only-binary=:all: \
-#       transformers==4.57.1 tokenizers==0.22.2 huggingface_hub==0.36.2 safetensors==0.8.0 \
-#       tqdm==4.70.1 pydantic==2.14.4 pydantic_core==2.50.5 annotated_types==0.8.0 \
+#       pydantic==2.14.4 pydantic_core==2.50.5 annotated_types==0.8.0 \
 #       typing_extensions==4.16.0 typing_inspection==0.4.5 duckdb==2.0.1 cxxfilt==0.3.0 \
 #       pyelftools==0.33 importlib_metadata==10.2.0 zipp==4.1.2 opentelemetry_api==1.45.2 \
 #       opentelemetry_sdk==1.45.2 opentelemetry_semantic_conventions==0.66b2 \

@@ -6,17 +6,13 @@
 # small at fp32/tf32/fp16/bf16 (speed-up over fp32; GPT-2's time to first token and per output
 # token); benchmarks/transformers_gpu.py prints the tables and writes them under OUT_DIR.
 #
-# Run from the repository root there. The image has torch 2.11 (Python 3.12) but neither
-# transformers nor mlms's own dependencies: the wheels come carried in .whl-tf/ (ignored),
-# made here with
+# Run from the repository root there. The image has torch 2.11 and transformers 5.17 (Python
+# 3.12; /work/shared/gpu-image.txt), in mlms's range, so they are used as they are (no model
+# is downloaded: the networks are built from their configurations); mlms's own dependencies
+# come carried in .whl-tf/ (ignored), made here with
 #   mkdir -p .whl-tf && cp .whl-gpu/{annotated_types,cxxfilt,duckdb,opentelemetry,pydantic,\
 #       pyelftools,typing}*.whl .whl-tf/
-#   .venv/bin/pip download -d .whl-tf --no-deps --python-version 3.12 --only-binary=:all: \
-#       --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 --platform any \
-#       transformers==4.57.1 huggingface-hub==0.36.2 safetensors==0.8.0 regex==2026.11.19 \
-#       tokenizers==0.22.2 tqdm==4.70.1 pyyaml requests charset-normalizer idna urllib3 certifi
-# (transformers checks at import that tokenizers is installed; no tokenizer is used, no model
-# is downloaded: the networks are built from their configurations.) The device tool's call:
+# The device tool's call:
 #   run(command="benchmarks/transformers_gpu.sh $OUT", carry=[".whl-tf"], timeout_s=600)
 #   benchmarks/transformers_gpu.sh OUT_DIR [--parts harness,pinned,transformers] [...]
 set -uo pipefail

@@ -11,10 +11,10 @@
 #   sweep state and span archives, the model assets left out), site/ (the results site),
 #   stderr.txt
 #
-# Run from the repository root there. The image has torch 2.11 and torchvision (Python 3.12)
-# but not mlms's pure-Python dependencies: the wheels come carried in .whl-gpu/, those of
-# benchmarks/energy_gpu.sh's header and, for this script, timm==1.0.31 (the timm classifiers),
-# plotly==7.1.0 and narwhals==2.29.0 (the site's plots; pure Python). The sweep runs torch only:
+# Run from the repository root there. The image has torch 2.11, torchvision 0.26, transformers
+# 5.17 and timm 1.0.29 (Python 3.12; /work/shared/gpu-image.txt), in mlms's ranges, used as they
+# are; mlms's pure-Python dependencies come carried in .whl-gpu/, those of
+# benchmarks/energy_gpu.sh's header and plotly==7.1.0 and narwhals==2.29.0 (the site's plots). The sweep runs torch only:
 # ONNX Runtime's GPU build is not in the image.
 #   run(command="rm -rf /tmp/site-zoo; benchmarks/zoo_sweep_gpu.sh $OUT", carry=[".whl-gpu"])
 #   benchmarks/zoo_sweep_gpu.sh OUT_DIR          the GPU run (240 s)
