@@ -1,0 +1,299 @@
+"""Several ranks in one trace: a folder of Kineto rank traces imported as one evaluation, and
+the distributed analyses (docs/DESIGN.md, "Span record").
+
+Real traces where this machine can make them: two gloo processes on the CPU under
+torch.profiler (``tests/gloo_ranks.py``). What needs GPUs (NCCL kernels, ``record_param_comms``
+message sizes) comes from ``benchmarks/synthetic_kineto.py``'s tensor-parallel rank traces,
+laid out as Kineto writes them; the analyses' arithmetic is checked on spans built by hand,
+whose breakdown, overlap, skew and bandwidth can be worked out on paper.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from mlms.analysis.distributed import collectives, comm_overlap, rank_breakdown, rank_skew
+from mlms.analysis.engine import Spans
+from mlms.analysis.kineto_ranks import kernel_sums, read_kineto_path
+from mlms.errors import InvalidArgument, NotFound
+from mlms.tracer.archive import SCHEMA, to_table
+from mlms.tracer.communication import COMMUNICATION, is_communication
+from mlms.tracer.levels import TraceLevel
+from mlms.tracer.spans import SpanRecord
+from tests import gloo_ranks
+
+REPO = Path(__file__).resolve().parents[1]
+KEPT = {"user_annotation", "cpu_op", "cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy"}
+KEPT |= {"gpu_memset"}
+
+
+def _synthetic():
+    spec = importlib.util.spec_from_file_location(
+        "synthetic_kineto", REPO / "benchmarks" / "synthetic_kineto.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def gloo_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("gloo")
+    gloo_ranks.record(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def nccl_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("nccl")
+    _synthetic().write_ranks(folder, 2, 400, compress=True)
+    return folder
+
+
+def _document(path: Path) -> dict:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt") as handle:
+        return json.load(handle)
+
+
+def _kept(document: dict) -> list[dict]:
+    return [e for e in document["traceEvents"] if e.get("ph") == "X" and e.get("cat") in KEPT]
+
+
+def test_a_folder_of_real_gloo_ranks_is_one_trace_with_a_rank_on_every_span(
+    gloo_folder: Path,
+) -> None:
+    trace = read_kineto_path(gloo_folder)
+    table = trace.table
+    assert table.schema.names == SCHEMA.names
+    assert table["rank"].null_count == 0
+    assert trace.sources == {0: "rank0.json", 1: "rank1.json"}
+    assert pc.count_distinct(table["span_id"]).as_py() == table.num_rows
+    assert pc.count_distinct(table["trace_id"].cast(pa.string())).as_py() == 1
+    for rank, name in trace.sources.items():
+        events = _kept(_document(gloo_folder / name))
+        mine = table.filter(pc.equal(table["rank"], rank))
+        assert mine.num_rows == len(events)
+        raw = Counter(e["name"] for e in events if is_communication(e["name"]))
+        got = mine.filter(pc.equal(mine["kind"].cast(pa.string()), COMMUNICATION))
+        assert Counter(got["name"].to_pylist()) == raw
+        # the collectives torch 2.14 records on the host: c10d's ops and gloo's annotations
+        assert "c10d::allreduce_" in raw and "gloo:all_reduce" in raw
+        assert sum(n.startswith("ProfilerStep#") for n in mine["name"].to_pylist()) == 3
+    assert read_kineto_path(gloo_folder).trace_id == trace.trace_id  # the same folder, same id
+
+
+def test_each_ranks_kernel_and_nccl_sums_equal_the_raw_traces(nccl_folder: Path) -> None:
+    trace = read_kineto_path(nccl_folder)
+    sums = kernel_sums(trace.table)
+    for rank, name in trace.sources.items():
+        raw = {"kernel": (0, 0), COMMUNICATION: (0, 0)}
+        for event in _kept(_document(nccl_folder / name)):
+            if event["cat"] == "kernel":
+                kind = COMMUNICATION if event["name"].startswith("nccl") else "kernel"
+                calls, ns = raw[kind]
+                raw[kind] = (calls + 1, ns + round(event["dur"] * 1000))
+        assert raw[COMMUNICATION][0] > 0
+        assert {kind: sums[(rank, kind)] for kind in raw} == raw
+
+
+def test_message_sizes_come_from_the_kernel_or_the_op_that_launched_it(
+    nccl_folder: Path, tmp_path: Path
+) -> None:
+    """Newer Kineto copies a collective's args onto its NCCL kernel; older Kineto has them on
+    ``record_param_comms`` only: the import finds them in either place."""
+    expected = _synthetic().ALL_REDUCE_ELEMENTS * 2  # bf16
+    for name in ("rank-0.json.gz", "rank-1.json.gz"):
+        document = _document(nccl_folder / name)
+        for event in document["traceEvents"]:
+            if event.get("cat") == "kernel":
+                for key in ("Collective name", "In msg nelems", "Out msg nelems", "dtype"):
+                    event["args"].pop(key, None)
+                event["args"].pop("Group size", None)
+        (tmp_path / name.removesuffix(".gz")).write_text(json.dumps(document))
+    for folder in (nccl_folder, tmp_path):
+        table = read_kineto_path(folder).table
+        nccl = table.filter(
+            pc.and_(
+                pc.equal(table["kind"].cast(pa.string()), COMMUNICATION),
+                pc.equal(table["level"], int(TraceLevel.HARDWARE)),
+            )
+        )
+        assert set(nccl["collective_bytes"].to_pylist()) == {expected}
+        assert set(nccl["group_size"].to_pylist()) == {2}
+    sizes = collectives(Spans(read_kineto_path(tmp_path).table))
+    assert sizes["size (MB)"].tolist() == [expected / 1e6] * 2
+
+
+def _write_folder(folder: Path, ranks: list[int | None]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for index, rank in enumerate(ranks):
+        document = {"traceEvents": [], "baseTimeNanoseconds": 0}
+        if rank is not None:
+            document["distributedInfo"] = {"backend": "nccl", "rank": rank, "world_size": 2}
+        (folder / f"trace{index}.json").write_text(json.dumps(document))
+
+
+def test_bad_folders_are_one_line_naming_what_is_wrong(tmp_path: Path) -> None:
+    _write_folder(tmp_path / "missing", [0, None])
+    with pytest.raises(InvalidArgument, match=r"trace1\.json has no distributedInfo\.rank"):
+        read_kineto_path(tmp_path / "missing")
+    _write_folder(tmp_path / "twice", [1, 1])
+    with pytest.raises(InvalidArgument, match=r"rank 1 twice, in trace0\.json and trace1\.json"):
+        read_kineto_path(tmp_path / "twice")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InvalidArgument, match="holds no Kineto traces"):
+        read_kineto_path(tmp_path / "empty")
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(InvalidArgument, match="neither a file nor a folder"):
+        read_kineto_path(tmp_path / "pipe")
+    with pytest.raises(NotFound, match="no trace file or folder"):
+        read_kineto_path(tmp_path / "nowhere")
+
+
+def _mlms(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mlms", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MLMS_HOME": str(home), "COLUMNS": "250"},
+        timeout=300,
+    )
+
+
+def test_import_and_analyze_commands_on_real_gloo_ranks(gloo_folder: Path, tmp_path: Path) -> None:
+    imported = _mlms(tmp_path, "import", "kineto", str(gloo_folder), "--model", "tp-mlp")
+    assert imported.returncode == 0, imported.stderr
+    assert "(the slowest rank's each)" in imported.stdout
+    evaluation = imported.stdout.split("evaluation ")[1].split()[0]
+    analyzed = _mlms(tmp_path, "analyze", evaluation)
+    assert analyzed.returncode == 0, analyzed.stderr
+    for title in ("time per rank (host activity", "communication overlapped", "rank skew"):
+        assert title in analyzed.stdout
+    assert "c10d::allreduce_" in analyzed.stdout and "all_reduce" in analyzed.stdout
+    _write_folder(tmp_path / "twice", [0, 0])
+    failed = _mlms(tmp_path, "import", "kineto", str(tmp_path / "twice"))
+    assert failed.returncode == 1
+    assert failed.stderr.strip().splitlines() == [
+        "mlms: error: rank 0 twice, in trace0.json and trace1.json: expected one trace per "
+        "rank in the folder"
+    ]
+
+
+# Spans whose figures can be worked out by hand (ns). Rank 0: compute 100-400, an all-reduce
+# 300-600 (100 ns under computation), a copy 700-800, an all-gather 900-1000; rank 1: compute
+# 100-500, the all-reduce 550-600 (it arrives 250 ns after rank 0), no second collective.
+def _hand_spans(*, with_rank: bool = True) -> list[SpanRecord]:
+    spans = []
+
+    def add(span_id, rank, level, name, kind, start, end, parent=None, **attributes):
+        if with_rank:
+            attributes["mlms.rank"] = rank
+        device = f"cuda:{rank}" if level == TraceLevel.HARDWARE else None
+        spans.append(
+            SpanRecord(
+                "t", span_id, parent, level, 1, name, kind, start, end, device=device,
+                thread=None if device else rank, attributes=attributes,
+            )
+        )  # fmt: skip
+
+    nccl = "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"
+    add("m0", 0, TraceLevel.MODEL, "predict", "model", 0, 1000, **{"mlms.batch_size": 1})
+    add("l0", 0, TraceLevel.SYSTEM_LIBRARY, "cudaLaunchKernel", "runtime", 250, 260, "m0")
+    add("k0", 0, TraceLevel.HARDWARE, "gemm", "kernel", 100, 400, "m0")
+    add("c0", 0, TraceLevel.HARDWARE, nccl, COMMUNICATION, 300, 600, "l0",
+        **{"collective.bytes": 1_200_000, "collective.group_size": 4})  # fmt: skip
+    add("y0", 0, TraceLevel.HARDWARE, "Memcpy DtoH", "memcpy", 700, 800, "m0")
+    add("g0", 0, TraceLevel.HARDWARE, "ncclDevKernel_AllGather_RING_LL", COMMUNICATION, 900,
+        1000, "m0", **{"collective.bytes": 400, "collective.group_size": 4})  # fmt: skip
+    add("m1", 1, TraceLevel.MODEL, "predict", "model", 0, 1200, **{"mlms.batch_size": 1})
+    add("k1", 1, TraceLevel.HARDWARE, "gemm", "kernel", 100, 500, "m1")
+    add("c1", 1, TraceLevel.HARDWARE, nccl, COMMUNICATION, 550, 600, "m1")
+    return spans
+
+
+def _by_rank(frame, column: str) -> dict[int, float]:
+    return dict(zip(frame["rank"], frame[column], strict=True))
+
+
+def test_rank_breakdown_and_overlap_by_hand() -> None:
+    spans = Spans(to_table(_hand_spans()))
+    breakdown = rank_breakdown(spans)
+    expected = {
+        "compute (us)": {0: 0.3, 1: 0.4},
+        "communication (us)": {0: 0.3, 1: 0.05},
+        "memory (us)": {0: 0.1, 1: 0.0},
+        "idle (us)": {0: 0.2, 1: 0.05},
+        "span (us)": {0: 0.9, 1: 0.5},
+        "non-compute (us)": {0: 0.4, 1: 0.05},
+    }
+    for column, values in expected.items():
+        assert _by_rank(breakdown, column) == pytest.approx(values), column
+    assert _by_rank(breakdown, "idle (%)") == pytest.approx({0: 100 * 200 / 900, 1: 10.0})
+    overlap = comm_overlap(spans)
+    assert _by_rank(overlap, "communication (us)") == pytest.approx({0: 0.4, 1: 0.05})
+    assert _by_rank(overlap, "overlap (%)") == pytest.approx({0: 25.0, 1: 0.0})
+
+
+def test_rank_skew_by_hand() -> None:
+    skew = rank_skew(Spans(to_table(_hand_spans())))
+    assert skew["iteration"].tolist() == [0, 0]
+    assert skew["slowest rank"].tolist() == [1, 1]
+    assert _by_rank(skew, "behind slowest (ms)") == pytest.approx({0: 200e-6, 1: 0.0})
+    assert _by_rank(skew, "collectives") == {0: 2, 1: 1}
+    # only the all-reduce has a partner: rank 0 joined it 250 ns before rank 1
+    assert _by_rank(skew, "wait (ms)") == pytest.approx({0: 250e-6, 1: 0.0})
+
+
+def test_collectives_bus_bandwidth_as_nccl_tests_by_hand() -> None:
+    table = collectives(Spans(to_table(_hand_spans())))
+    rows = {(r["rank"], r["collective"]): r for r in table.to_dict("records")}
+    all_reduce = rows[(0, "all_reduce")]
+    assert all_reduce["algbw (GB/s)"] == pytest.approx(1_200_000 / 300)  # bytes per ns
+    assert all_reduce["busbw (GB/s)"] == pytest.approx(4000 * 2 * 3 / 4)  # 2(n-1)/n, n=4
+    all_gather = rows[(0, "all_gather")]
+    assert all_gather["busbw (GB/s)"] == pytest.approx(4 * 3 / 4)  # (n-1)/n
+    unknown = rows[(1, "all_reduce")]
+    assert unknown["ranks"] == 2  # no group size recorded: the trace's ranks
+    assert unknown["size (MB)"] != unknown["size (MB)"]  # null, not guessed
+    assert unknown["busbw (GB/s)"] != unknown["busbw (GB/s)"]
+
+
+def test_host_activity_counts_a_collective_inside_an_op_as_communication() -> None:
+    """A CPU run: an op around a collective (DTensor's Redistribute) waits on it; gloo's own
+    work runs on its threads outside the predict's tree and still counts for its rank."""
+
+    def span(span_id, level, name, kind, start, end, parent=None, layer=None, **attributes):
+        return SpanRecord("t", span_id, parent, level, 1, name, kind, start, end, thread=1,
+                          layer_index=layer, attributes={"mlms.rank": 0, **attributes})  # fmt: skip
+
+    records = [
+        span("m", TraceLevel.MODEL, "ProfilerStep#0", "model", 0, 200, **{"mlms.batch_size": 1}),
+        span("r", TraceLevel.FRAMEWORK, "Redistribute", "other", 0, 100, "m", layer=0),
+        span("c", TraceLevel.FRAMEWORK, "c10d::allreduce_", COMMUNICATION, 20, 80, "r"),
+        span("g", TraceLevel.APPLICATION, "gloo:all_reduce", COMMUNICATION, 30, 90),
+        span("a", TraceLevel.FRAMEWORK, "aten::addmm", "gemm", 100, 150, "m", layer=1),
+    ]
+    row = rank_breakdown(Spans(to_table(records))).iloc[0]
+    assert row["activity"] == "host" and row["batch_size"] == 1
+    assert row["communication (us)"] == pytest.approx(0.07)  # 20-90
+    assert row["compute (us)"] == pytest.approx(0.08)  # 0-20, 90-150
+    assert row["idle (us)"] == 0
+
+
+def test_an_archive_without_ranks_is_one_rank() -> None:
+    old = to_table(_hand_spans(with_rank=False)).drop_columns(["rank"])
+    breakdown = rank_breakdown(Spans(old))
+    assert breakdown["rank"].tolist() == [0]
+    assert breakdown["span (us)"].tolist() == pytest.approx([0.9])
