@@ -244,7 +244,7 @@ def test_a_gpu_without_an_energy_counter_says_so(gpu: FakeGpu, monkeypatch) -> N
         pass
     result = run.result(inferences=1)
     assert result == EnergyResult(reason=meter.reason)
-    assert "no energy counter for GPU 1" in (result.reason or "")
+    assert "no energy counter for cuda:1" in (result.reason or "")
     assert "Not Supported" in (result.reason or "")
     assert gpu.shutdowns == 1
 

@@ -29,7 +29,7 @@ from mlms.evaluation.query import EvaluationQuery
 from mlms.evaluation.query_terms import MAX_PAGE_SIZE
 from mlms.evaluation.record import BatchResult, EvaluationRecord, EvaluationRequest
 from mlms.evaluation.records import load_record
-from mlms.registry.hardware import HardwareInfo, resolve
+from mlms.registry.hardware import HardwareInfo, gpus_of, resolve
 from mlms.store.base import ObjectStore
 from mlms.tracer.levels import TraceLevel
 from mlms.zoo.resolve import resolve_model, resolve_served
@@ -106,7 +106,7 @@ def advise(
     say = step or (lambda _line: None)
     manifest = (resolve_served if served else resolve_model)(request.model, store)
     device = resolve(request.hw, hardware)
-    gpu = next((g for g in hardware.gpus if device == f"cuda:{g.index}"), None)
+    gpu = next(iter(gpus_of([device], hardware)), None)
     capability = tuple(int(p) for p in gpu.compute_capability.split(".")[:2]) if gpu else None
     space = build_space(request, manifest, capability, hardware.cpu_cores_logical)  # type: ignore[arg-type]
     say(f"{len(space.configs)} configurations in the space; {len(space.left_out)} left out")

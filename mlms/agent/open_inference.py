@@ -396,9 +396,9 @@ class OpenInferenceService(oip_grpc.GRPCInferenceServiceServicer):
 
 
 def default_device() -> str:
-    """The machine's first GPU, else its CPU: the protocol has no field to choose a device."""
-    gpus = hardware.detect().gpus
-    return f"cuda:{gpus[0].index}" if gpus else "cpu"
+    """The first GPU this process sees (its own, for a worker of ``mlms agent --gpus``), else
+    the CPU: the protocol has no field to choose a device."""
+    return "cuda:0" if hardware.visible_gpus(hardware.detect()) else "cpu"
 
 
 def _metadata(name: str, dtype: str, shape: list[int]) -> oip.ModelMetadataResponse.TensorMetadata:

@@ -35,7 +35,7 @@ from mlms.bounds.perfdb import PerfDB
 from mlms.bounds.record import BoundRecord, BoundRequest, save_bound
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument, UnsupportedFramework
-from mlms.evaluation.device_lock import exclusive_device
+from mlms.evaluation.device_lock import exclusive_device, free_gpus
 from mlms.evaluation.precisions import PRECISIONS
 from mlms.evaluation.progress import Progress, ProgressCallback
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
@@ -115,7 +115,7 @@ def bound(
         )
 
     info = hardware.detect()
-    device = hardware.resolve(request.hw, info)
+    device = hardware.resolve(request.hw, info, free=free_gpus(mlms_home() / "locks"))
     layers = _benchmark_layers(request, manifest, device, store, say, report)
     say(f"measuring {manifest.name} ({'hardware' if _on_gpu(device) else 'framework'} level)")
     evaluation = _measure(

@@ -81,13 +81,10 @@ def _cell(value: object, digits: int, whole: bool) -> str:
 
 def record_summary(record: EvaluationRecord) -> None:
     from mlms.analysis.model import energy_reasons, latency_by_batch
+    from mlms.evaluation.summary import gpu_label
 
     hw = record.hardware
-    device = (
-        record.device
-        if record.device == "cpu"
-        else next((g.name for g in hw.gpus if f"cuda:{g.index}" == record.device), record.device)
-    )
+    device = gpu_label(record)
     title = (
         f"{record.model.name} {record.model.version} on {record.framework.name} "
         f"{record.framework.version}, {device} ({hw.cpu_brand}, "

@@ -1,11 +1,13 @@
 """The devices' cumulative energy counters and power readings, nothing above them.
 
     NVIDIA GPU  NVML's total energy consumption (millijoules since the driver loaded) and its
-                power reading, for the GPU of ``cuda:N``
+                power reading, for the physical GPU behind ``cuda:N`` in this process (through
+                ``CUDA_VISIBLE_DEVICES``: ``mlms.registry.visible``)
     CPU         RAPL's package domains through powercap (``intel-rapl:N/energy_uj``, wrapping at
                 ``max_energy_range_uj``), summed over the sockets
 
-Standard library only: the power sampler's child process imports it and starts fast.
+Standard library only (and ``mlms.registry.visible``, which is too): the power sampler's child
+process imports it and starts fast.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
+
+from mlms.registry.visible import nvml_handle
 
 if TYPE_CHECKING:
     from mlms.evaluation.record import EnergySource
@@ -40,11 +44,11 @@ class EnergyCounter(Protocol):
 
 
 class NvmlCounter:
-    """NVML's counters of GPU ``index`` (NVML's index, as ``cuda:N`` is throughout mlms)."""
+    """NVML's counters of the physical GPU behind ``device`` (``cuda:N`` of this process)."""
 
     source: EnergySource = "nvml"
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, device: str) -> None:
         try:
             import pynvml
         except ImportError as exc:
@@ -55,11 +59,11 @@ class NvmlCounter:
         except pynvml.NVMLError as exc:
             raise NoCounter(f"NVML did not start: {exc}") from None
         try:
-            self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            self._handle = nvml_handle(pynvml, device)
             self.joules()  # GPUs before Volta have no energy counter
-        except pynvml.NVMLError as exc:
+        except (pynvml.NVMLError, LookupError) as exc:
             pynvml.nvmlShutdown()
-            raise NoCounter(f"NVML has no energy counter for GPU {index}: {exc}") from None
+            raise NoCounter(f"NVML has no energy counter for {device}: {exc}") from None
 
     def joules(self) -> float:
         return self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle) / 1e3
@@ -138,7 +142,6 @@ def open_counter(device: str, powercap: Path) -> EnergyCounter:
     says why there is none."""
     if device == "cpu":
         return RaplCounter(powercap)
-    kind, _, index = device.partition(":")
-    if kind != "cuda":
+    if device.partition(":")[0] != "cuda":
         raise NoCounter(f"no energy counter is known for device {device!r}")
-    return NvmlCounter(int(index or 0))
+    return NvmlCounter(device)

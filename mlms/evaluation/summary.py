@@ -7,23 +7,45 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from mlms.registry.hardware import hw_alias
+
 if TYPE_CHECKING:
     from mlms.evaluation.record import EvaluationRecord
     from mlms.registry.hardware import GpuInfo
 
 
-def gpu_of(record: EvaluationRecord) -> GpuInfo | None:
-    """The GPU a ``cuda:N`` evaluation ran on (None on the CPU)."""
+def gpus_used(record: EvaluationRecord) -> list[GpuInfo]:
+    """The GPUs an evaluation ran on: the record's ``gpus``; for a record from before that
+    field, the GPU its ``cuda:N`` device numbers among the host's (CUDA's numbers were NVML's
+    then, unless ``CUDA_VISIBLE_DEVICES`` said otherwise)."""
+    if record.gpus:
+        return list(record.gpus)
     if not record.device.startswith("cuda"):
-        return None
+        return []
     index = int(record.device.partition(":")[2] or 0)
-    return next((g for g in record.hardware.gpus if g.index == index), None)
+    return [g for g in record.hardware.gpus if g.index == index][:1]
+
+
+def gpu_of(record: EvaluationRecord) -> GpuInfo | None:
+    """The (first) GPU an evaluation ran on (None on the CPU)."""
+    return next(iter(gpus_used(record)), None)
 
 
 def device_name(record: EvaluationRecord) -> str:
-    """``cpu`` or the GPU's name for a ``cuda:N`` device."""
+    """``cpu`` or the name of the GPU it ran on."""
     gpu = gpu_of(record)
     return gpu.name if gpu else record.device
+
+
+def gpu_label(record: EvaluationRecord) -> str:
+    """Where it ran, for headers and listings: ``cpu``, ``GPU 1 NVIDIA H100 80GB HBM3``,
+    ``GPUs 0,1 NVIDIA H100 80GB HBM3``."""
+    gpus = gpus_used(record)
+    if not gpus:
+        return record.device
+    names = list(dict.fromkeys(g.name for g in gpus))
+    indices = ",".join(str(g.index) for g in gpus)
+    return f"GPU{'s' * (len(gpus) > 1)} {indices} {' + '.join(names)}"
 
 
 class EvaluationSummary(BaseModel):
@@ -38,9 +60,9 @@ class EvaluationSummary(BaseModel):
     model_version: str
     framework: str
     framework_version: str
-    #: The ``--hw`` alias asked for: "cpu", "h100", ...
+    #: The ``--hw`` alias asked for, without GPU indices: "cpu", "h100", ...
     hw: str
-    #: The device's name: the GPU's ("NVIDIA H100 80GB HBM3") or "cpu".
+    #: Where it ran: "cpu", or the GPU's index and name ("GPU 1 NVIDIA H100 80GB HBM3").
     hardware: str
     device: str
     precision: str
@@ -71,8 +93,8 @@ class EvaluationSummary(BaseModel):
             model_version=record.model.version,
             framework=record.framework.name,
             framework_version=record.framework.version,
-            hw=record.request.hw.lower(),
-            hardware=device_name(record),
+            hw=hw_alias(record.request.hw),
+            hardware=gpu_label(record),
             device=record.device,
             precision=record.request.precision,
             compile=record.request.compile,
@@ -88,5 +110,5 @@ class EvaluationSummary(BaseModel):
 
     @property
     def hardware_label(self) -> str:
-        """The alias and the device's name: "cpu", "h100 NVIDIA H100 80GB HBM3"."""
+        """The alias and where it ran: "cpu", "h100 GPU 1 NVIDIA H100 80GB HBM3"."""
         return self.hw if self.hardware == self.hw else f"{self.hw} {self.hardware}"

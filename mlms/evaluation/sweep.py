@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from mlms.errors import InvalidArgument
+from mlms.errors import InvalidArgument, MlmsError
 from mlms.evaluation.record import (
     MAX_ITERATIONS,
     MAX_SECONDS,
@@ -27,7 +27,7 @@ from mlms.evaluation.record import (
 )
 from mlms.frameworks import FRAMEWORKS
 from mlms.reasons import short
-from mlms.registry.hardware import GPU_ALIASES
+from mlms.registry.hardware import GPU_ALIASES, parse_hw
 from mlms.store.base import ObjectStore
 from mlms.store.json_records import JsonRecords
 from mlms.zoo.resolve import plausible_model
@@ -87,10 +87,13 @@ class SweepSpec(BaseModel):
     @classmethod
     def _known_hardware(cls, value: list[str]) -> list[str]:
         known = ["cpu", *GPU_ALIASES]
-        unknown = [alias for alias in value if alias.strip().lower() not in known]
+        unknown = [hw for hw in value if not _plausible_hw(hw, known)]
         if unknown:
-            raise ValueError(f"unknown hardware {short(unknown[0])}: expected cpu or a GPU alias")
-        return [alias.strip().lower() for alias in value]
+            raise ValueError(
+                f"unknown hardware {short(unknown[0])}: expected cpu or a GPU alias, alone or "
+                "with one GPU index (h100:1)"
+            )
+        return [re.sub(r"\s+", "", hw).lower() for hw in value]
 
 
 class SweepCell(BaseModel):
@@ -187,3 +190,12 @@ def load_sweep(store: ObjectStore, sweep_id: str) -> SweepState:
             "as 'mlms sweep' printed it"
         )
     return _SWEEPS.load(store, sweep_id)
+
+
+def _plausible_hw(hw: str, known: list[str]) -> bool:
+    """A known alias, alone or with one GPU index (``h100:1``)."""
+    try:
+        alias, indices = parse_hw(hw)
+    except MlmsError:
+        return False
+    return alias in known and (indices is None or len(indices) == 1)

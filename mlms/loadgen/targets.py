@@ -42,7 +42,7 @@ class EmbeddedTarget:
 
     def __init__(self, model: str, framework: str | None, hw: str) -> None:
         from mlms.config import mlms_home
-        from mlms.evaluation.device_lock import exclusive_device
+        from mlms.evaluation.device_lock import exclusive_device, free_gpus
         from mlms.frameworks import runs_apart
         from mlms.predictors.base import PredictorOptions
         from mlms.predictors.registry import choose_framework, predictor_class
@@ -59,7 +59,7 @@ class EmbeddedTarget:
                 f"framework {framework!r} runs in a process of its own, not beside this one; "
                 "drive it through an agent with --server"
             )
-        device = hardware.resolve(hw)
+        device = hardware.resolve(hw, free=free_gpus(mlms_home() / "locks"))
         asset = AssetManager(store, mlms_home() / "cache").ensure(manifest, framework)
         self._held = ExitStack()
         self._held.enter_context(exclusive_device(mlms_home() / "locks", device))

@@ -18,8 +18,8 @@ from typing import Protocol, runtime_checkable
 from pydantic import AliasChoices, BaseModel, Field
 
 import mlms
-from mlms.errors import InvalidArgument
-from mlms.registry.hardware import HardwareInfo
+from mlms.errors import InvalidArgument, MlmsError
+from mlms.registry.hardware import GpuInfo, HardwareInfo, parse_hw
 
 #: The prefix every mlms key lives under in etcd.
 ROOT = "/mlms/v1/"
@@ -40,10 +40,35 @@ class AgentRecord(BaseModel):
     running: list[str] = []
     started_at: datetime
     mlms_version: str = mlms.__version__
+    #: The NVML indices of the GPUs it evaluates on (those CUDA shows it: one for a worker of
+    #: ``mlms agent --gpus``); their UUIDs and names are in ``hardware.gpus``. None from an
+    #: agent before this field, which may run on any GPU of its hardware.
+    gpus: list[int] | None = None
 
     @property
     def id(self) -> str:
         return self.agent_id
+
+    def usable_gpus(self) -> list[GpuInfo]:
+        """The GPUs of its hardware it evaluates on."""
+        if self.gpus is None:
+            return list(self.hardware.gpus)
+        return [gpu for gpu in self.hardware.gpus if gpu.index in self.gpus]
+
+    def serves_hw(self, hw: str) -> bool:
+        """Whether a ``--hw`` value can run here: ``cpu`` anywhere; ``h100`` where one of its
+        GPUs is an H100; ``h100:1`` (``gpu:1``) where GPU 1 is one of its GPUs (and an H100).
+        A value of a bad form serves nowhere."""
+        try:
+            alias, indices = parse_hw(hw)
+        except MlmsError:
+            return False
+        if alias == "cpu":
+            return True
+        gpus = [g for g in self.usable_gpus() if alias in ("gpu", g.alias)]
+        if indices is None:
+            return bool(gpus)
+        return set(indices) <= {g.index for g in gpus}
 
 
 @runtime_checkable

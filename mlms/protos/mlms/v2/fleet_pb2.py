@@ -23,9 +23,10 @@ _sym_db = _symbol_database.Default()
 
 
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+from mlms.protos.mlms.v2 import types_pb2 as mlms_dot_v2_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13mlms/v2/fleet.proto\x12\x07mlms.v2\x1a\x1fgoogle/protobuf/timestamp.proto\"\xde\x01\n\x07GpuInfo\x12\r\n\x05index\x18\x01 \x01(\x03\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05\x61lias\x18\x03 \x01(\t\x12\x14\n\x0cmemory_bytes\x18\x04 \x01(\x03\x12\x1a\n\x12\x63ompute_capability\x18\x05 \x01(\t\x12\x0e\n\x06\x64river\x18\x06 \x01(\t\x12\x33\n\nclocks_mhz\x18\x07 \x03(\x0b\x32\x1f.mlms.v2.GpuInfo.ClocksMhzEntry\x1a\x30\n\x0e\x43locksMhzEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"\xc9\x01\n\x0cHardwareInfo\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x11\n\tcpu_brand\x18\x02 \x01(\t\x12\x19\n\x11\x63pu_cores_logical\x18\x03 \x01(\x03\x12\x1f\n\x12\x63pu_cores_physical\x18\x04 \x01(\x03H\x00\x88\x01\x01\x12\x14\n\x0cmemory_bytes\x18\x05 \x01(\x03\x12\x0f\n\x07machine\x18\x06 \x01(\t\x12\x1e\n\x04gpus\x18\x07 \x03(\x0b\x32\x10.mlms.v2.GpuInfoB\x15\n\x13_cpu_cores_physical\"\x81\x02\n\x0b\x41gentRecord\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x11\n\tframework\x18\x03 \x01(\t\x12\x19\n\x11\x66ramework_version\x18\x04 \x01(\t\x12\'\n\x08hardware\x18\x05 \x01(\x0b\x32\x15.mlms.v2.HardwareInfo\x12\x0e\n\x06models\x18\x06 \x03(\t\x12\x11\n\tin_flight\x18\x07 \x01(\x03\x12.\n\nstarted_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0cmlms_version\x18\t \x01(\t\x12\x0f\n\x07running\x18\n \x03(\t\"\x92\x02\n\x03Job\x12\x15\n\revaluation_id\x18\x01 \x01(\t\x12\x1e\n\x04kind\x18\x02 \x01(\x0e\x32\x10.mlms.v2.JobKind\x12\x0e\n\x06server\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12 \n\x05state\x18\x05 \x01(\x0e\x32\x11.mlms.v2.JobState\x12\x15\n\x08\x61gent_id\x18\x06 \x01(\tH\x00\x88\x01\x01\x12\x0f\n\x07\x61ttempt\x18\x07 \x01(\x03\x12.\n\nstarted_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x0b\n\t_agent_id*P\n\x07JobKind\x12\x18\n\x14JOB_KIND_UNSPECIFIED\x10\x00\x12\x17\n\x13JOB_KIND_EVALUATION\x10\x01\x12\x12\n\x0eJOB_KIND_BOUND\x10\x02*W\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15JOB_STATE_DISPATCHING\x10\x01\x12\x15\n\x11JOB_STATE_RUNNING\x10\x02\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13mlms/v2/fleet.proto\x12\x07mlms.v2\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x13mlms/v2/types.proto\"\x80\x02\n\x07GpuInfo\x12\r\n\x05index\x18\x01 \x01(\x03\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05\x61lias\x18\x03 \x01(\t\x12\x14\n\x0cmemory_bytes\x18\x04 \x01(\x03\x12\x1a\n\x12\x63ompute_capability\x18\x05 \x01(\t\x12\x0e\n\x06\x64river\x18\x06 \x01(\t\x12\x33\n\nclocks_mhz\x18\x07 \x03(\x0b\x32\x1f.mlms.v2.GpuInfo.ClocksMhzEntry\x12\x0c\n\x04uuid\x18\x08 \x01(\t\x12\x12\n\npci_bus_id\x18\t \x01(\t\x1a\x30\n\x0e\x43locksMhzEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"6\n\x07GpuLink\x12\x0c\n\x04gpus\x18\x01 \x03(\x03\x12\x0c\n\x04kind\x18\x02 \x01(\t\x12\x0f\n\x07nvlinks\x18\x03 \x01(\x03\"\xea\x01\n\x0cHardwareInfo\x12\x0c\n\x04host\x18\x01 \x01(\t\x12\x11\n\tcpu_brand\x18\x02 \x01(\t\x12\x19\n\x11\x63pu_cores_logical\x18\x03 \x01(\x03\x12\x1f\n\x12\x63pu_cores_physical\x18\x04 \x01(\x03H\x00\x88\x01\x01\x12\x14\n\x0cmemory_bytes\x18\x05 \x01(\x03\x12\x0f\n\x07machine\x18\x06 \x01(\t\x12\x1e\n\x04gpus\x18\x07 \x03(\x0b\x32\x10.mlms.v2.GpuInfo\x12\x1f\n\x05links\x18\x08 \x03(\x0b\x32\x10.mlms.v2.GpuLinkB\x15\n\x13_cpu_cores_physical\"\xa3\x02\n\x0b\x41gentRecord\x12\x10\n\x08\x61gent_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x11\n\tframework\x18\x03 \x01(\t\x12\x19\n\x11\x66ramework_version\x18\x04 \x01(\t\x12\'\n\x08hardware\x18\x05 \x01(\x0b\x32\x15.mlms.v2.HardwareInfo\x12\x0e\n\x06models\x18\x06 \x03(\t\x12\x11\n\tin_flight\x18\x07 \x01(\x03\x12.\n\nstarted_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x14\n\x0cmlms_version\x18\t \x01(\t\x12\x0f\n\x07running\x18\n \x03(\t\x12 \n\x04gpus\x18\x0b \x01(\x0b\x32\x12.mlms.v2.Int64List\"\x92\x02\n\x03Job\x12\x15\n\revaluation_id\x18\x01 \x01(\t\x12\x1e\n\x04kind\x18\x02 \x01(\x0e\x32\x10.mlms.v2.JobKind\x12\x0e\n\x06server\x18\x03 \x01(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12 \n\x05state\x18\x05 \x01(\x0e\x32\x11.mlms.v2.JobState\x12\x15\n\x08\x61gent_id\x18\x06 \x01(\tH\x00\x88\x01\x01\x12\x0f\n\x07\x61ttempt\x18\x07 \x01(\x03\x12.\n\nstarted_at\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nupdated_at\x18\t \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x0b\n\t_agent_id*P\n\x07JobKind\x12\x18\n\x14JOB_KIND_UNSPECIFIED\x10\x00\x12\x17\n\x13JOB_KIND_EVALUATION\x10\x01\x12\x12\n\x0eJOB_KIND_BOUND\x10\x02*W\n\x08JobState\x12\x19\n\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x19\n\x15JOB_STATE_DISPATCHING\x10\x01\x12\x15\n\x11JOB_STATE_RUNNING\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,18 +35,20 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_GPUINFO_CLOCKSMHZENTRY']._loaded_options = None
   _globals['_GPUINFO_CLOCKSMHZENTRY']._serialized_options = b'8\001'
-  _globals['_JOBKIND']._serialized_start=1031
-  _globals['_JOBKIND']._serialized_end=1111
-  _globals['_JOBSTATE']._serialized_start=1113
-  _globals['_JOBSTATE']._serialized_end=1200
-  _globals['_GPUINFO']._serialized_start=66
-  _globals['_GPUINFO']._serialized_end=288
-  _globals['_GPUINFO_CLOCKSMHZENTRY']._serialized_start=240
-  _globals['_GPUINFO_CLOCKSMHZENTRY']._serialized_end=288
-  _globals['_HARDWAREINFO']._serialized_start=291
-  _globals['_HARDWAREINFO']._serialized_end=492
-  _globals['_AGENTRECORD']._serialized_start=495
-  _globals['_AGENTRECORD']._serialized_end=752
-  _globals['_JOB']._serialized_start=755
-  _globals['_JOB']._serialized_end=1029
+  _globals['_JOBKIND']._serialized_start=1209
+  _globals['_JOBKIND']._serialized_end=1289
+  _globals['_JOBSTATE']._serialized_start=1291
+  _globals['_JOBSTATE']._serialized_end=1378
+  _globals['_GPUINFO']._serialized_start=87
+  _globals['_GPUINFO']._serialized_end=343
+  _globals['_GPUINFO_CLOCKSMHZENTRY']._serialized_start=295
+  _globals['_GPUINFO_CLOCKSMHZENTRY']._serialized_end=343
+  _globals['_GPULINK']._serialized_start=345
+  _globals['_GPULINK']._serialized_end=399
+  _globals['_HARDWAREINFO']._serialized_start=402
+  _globals['_HARDWAREINFO']._serialized_end=636
+  _globals['_AGENTRECORD']._serialized_start=639
+  _globals['_AGENTRECORD']._serialized_end=930
+  _globals['_JOB']._serialized_start=933
+  _globals['_JOB']._serialized_end=1207
 # @@protoc_insertion_point(module_scope)

@@ -1,6 +1,7 @@
 import datetime
 
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from mlms.protos.mlms.v2 import types_pb2 as _types_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -29,7 +30,7 @@ JOB_STATE_DISPATCHING: JobState
 JOB_STATE_RUNNING: JobState
 
 class GpuInfo(_message.Message):
-    __slots__ = ("index", "name", "alias", "memory_bytes", "compute_capability", "driver", "clocks_mhz")
+    __slots__ = ("index", "name", "alias", "memory_bytes", "compute_capability", "driver", "clocks_mhz", "uuid", "pci_bus_id")
     class ClocksMhzEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -44,6 +45,8 @@ class GpuInfo(_message.Message):
     COMPUTE_CAPABILITY_FIELD_NUMBER: _ClassVar[int]
     DRIVER_FIELD_NUMBER: _ClassVar[int]
     CLOCKS_MHZ_FIELD_NUMBER: _ClassVar[int]
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    PCI_BUS_ID_FIELD_NUMBER: _ClassVar[int]
     index: int
     name: str
     alias: str
@@ -51,10 +54,22 @@ class GpuInfo(_message.Message):
     compute_capability: str
     driver: str
     clocks_mhz: _containers.ScalarMap[str, int]
-    def __init__(self, index: _Optional[int] = ..., name: _Optional[str] = ..., alias: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., compute_capability: _Optional[str] = ..., driver: _Optional[str] = ..., clocks_mhz: _Optional[_Mapping[str, int]] = ...) -> None: ...
+    uuid: str
+    pci_bus_id: str
+    def __init__(self, index: _Optional[int] = ..., name: _Optional[str] = ..., alias: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., compute_capability: _Optional[str] = ..., driver: _Optional[str] = ..., clocks_mhz: _Optional[_Mapping[str, int]] = ..., uuid: _Optional[str] = ..., pci_bus_id: _Optional[str] = ...) -> None: ...
+
+class GpuLink(_message.Message):
+    __slots__ = ("gpus", "kind", "nvlinks")
+    GPUS_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    NVLINKS_FIELD_NUMBER: _ClassVar[int]
+    gpus: _containers.RepeatedScalarFieldContainer[int]
+    kind: str
+    nvlinks: int
+    def __init__(self, gpus: _Optional[_Iterable[int]] = ..., kind: _Optional[str] = ..., nvlinks: _Optional[int] = ...) -> None: ...
 
 class HardwareInfo(_message.Message):
-    __slots__ = ("host", "cpu_brand", "cpu_cores_logical", "cpu_cores_physical", "memory_bytes", "machine", "gpus")
+    __slots__ = ("host", "cpu_brand", "cpu_cores_logical", "cpu_cores_physical", "memory_bytes", "machine", "gpus", "links")
     HOST_FIELD_NUMBER: _ClassVar[int]
     CPU_BRAND_FIELD_NUMBER: _ClassVar[int]
     CPU_CORES_LOGICAL_FIELD_NUMBER: _ClassVar[int]
@@ -62,6 +77,7 @@ class HardwareInfo(_message.Message):
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     MACHINE_FIELD_NUMBER: _ClassVar[int]
     GPUS_FIELD_NUMBER: _ClassVar[int]
+    LINKS_FIELD_NUMBER: _ClassVar[int]
     host: str
     cpu_brand: str
     cpu_cores_logical: int
@@ -69,10 +85,11 @@ class HardwareInfo(_message.Message):
     memory_bytes: int
     machine: str
     gpus: _containers.RepeatedCompositeFieldContainer[GpuInfo]
-    def __init__(self, host: _Optional[str] = ..., cpu_brand: _Optional[str] = ..., cpu_cores_logical: _Optional[int] = ..., cpu_cores_physical: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., machine: _Optional[str] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ...) -> None: ...
+    links: _containers.RepeatedCompositeFieldContainer[GpuLink]
+    def __init__(self, host: _Optional[str] = ..., cpu_brand: _Optional[str] = ..., cpu_cores_logical: _Optional[int] = ..., cpu_cores_physical: _Optional[int] = ..., memory_bytes: _Optional[int] = ..., machine: _Optional[str] = ..., gpus: _Optional[_Iterable[_Union[GpuInfo, _Mapping]]] = ..., links: _Optional[_Iterable[_Union[GpuLink, _Mapping]]] = ...) -> None: ...
 
 class AgentRecord(_message.Message):
-    __slots__ = ("agent_id", "address", "framework", "framework_version", "hardware", "models", "in_flight", "started_at", "mlms_version", "running")
+    __slots__ = ("agent_id", "address", "framework", "framework_version", "hardware", "models", "in_flight", "started_at", "mlms_version", "running", "gpus")
     AGENT_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
@@ -83,6 +100,7 @@ class AgentRecord(_message.Message):
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     MLMS_VERSION_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
+    GPUS_FIELD_NUMBER: _ClassVar[int]
     agent_id: str
     address: str
     framework: str
@@ -93,7 +111,8 @@ class AgentRecord(_message.Message):
     started_at: _timestamp_pb2.Timestamp
     mlms_version: str
     running: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, agent_id: _Optional[str] = ..., address: _Optional[str] = ..., framework: _Optional[str] = ..., framework_version: _Optional[str] = ..., hardware: _Optional[_Union[HardwareInfo, _Mapping]] = ..., models: _Optional[_Iterable[str]] = ..., in_flight: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., mlms_version: _Optional[str] = ..., running: _Optional[_Iterable[str]] = ...) -> None: ...
+    gpus: _types_pb2.Int64List
+    def __init__(self, agent_id: _Optional[str] = ..., address: _Optional[str] = ..., framework: _Optional[str] = ..., framework_version: _Optional[str] = ..., hardware: _Optional[_Union[HardwareInfo, _Mapping]] = ..., models: _Optional[_Iterable[str]] = ..., in_flight: _Optional[int] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., mlms_version: _Optional[str] = ..., running: _Optional[_Iterable[str]] = ..., gpus: _Optional[_Union[_types_pb2.Int64List, _Mapping]] = ...) -> None: ...
 
 class Job(_message.Message):
     __slots__ = ("evaluation_id", "kind", "server", "model", "state", "agent_id", "attempt", "started_at", "updated_at")
