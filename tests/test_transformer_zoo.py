@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from mlms.tracer.layer_kinds import normalise_kind
 from mlms.zoo.architectures import build, from_transformers, with_weights
 from mlms.zoo.catalog import all_models, get_model, labels_of
 
@@ -42,3 +43,25 @@ def test_a_zoo_transformer_builds_runs_and_loads_its_weights(name: str) -> None:
     assert not any(t.is_meta for t in [*loaded.parameters(), *loaded.buffers()])
     with torch.no_grad():
         torch.testing.assert_close(loaded(tokens), logits, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "name",
+    # transformers 4.57 names its attention modules by their kernel, 5 by their role.
+    ["BertSdpaSelfAttention", "BertSelfAttention", "AlbertSdpaAttention", "AlbertAttention",
+     "DistilBertSdpaAttention", "DistilBertSelfAttention", "LlamaAttention"],
+)  # fmt: skip
+def test_attention_modules_of_both_majors_are_one_kind(name: str) -> None:
+    assert normalise_kind(name) == "attention"
+
+
+def test_a_record_names_the_transformers_release_that_built_the_model(store) -> None:
+    from mlms.evaluation.record import EvaluationRequest
+    from mlms.evaluation.runner import evaluate
+    from mlms.zoo.transformers_import import import_transformers
+
+    request = EvaluationRequest(
+        model="llama_mini", framework="torch", iterations=1, warmup=0, min_seconds=0.0, seq_len=8
+    )
+    record = evaluate(request, store=store)
+    assert record.software["transformers"] == import_transformers().__version__

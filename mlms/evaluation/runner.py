@@ -828,12 +828,22 @@ def _predictions(
     )
 
 
+#: Libraries that build the zoo's networks: their modules' names become the layer names, so a
+#: record names the release that ran (any within pyproject.toml's range).
+MODEL_LIBRARIES = ("torchvision", "timm", "transformers", "keras_hub")
+
+
 def _software(framework: str, version: str) -> dict[str, str]:
     return {
         "mlms": mlms.__version__,
         "python": platform.python_version(),
         "numpy": np.__version__,
         framework: version,
+        **{
+            name: module.__version__
+            for name in MODEL_LIBRARIES
+            if (module := sys.modules.get(name)) is not None
+        },
         "os": platform.platform(),
         "executable": sys.executable,
     }
