@@ -297,3 +297,63 @@ def test_an_archive_without_ranks_is_one_rank() -> None:
     breakdown = rank_breakdown(Spans(old))
     assert breakdown["rank"].tolist() == [0]
     assert breakdown["span (us)"].tolist() == pytest.approx([0.9])
+
+
+def _at(record, gpus: int, p50_ms: float, joules: float | None):
+    """The real record as if run on ``gpus`` GPUs, its batch sizes at ``p50_ms``."""
+    from mlms.evaluation.record import EnergyResult
+
+    results = [
+        result.model_copy(
+            update={
+                "latency_ms": result.latency_ms.model_copy(update={"p50": p50_ms}),
+                "energy": None if joules is None else EnergyResult(joules_per_inference=joules),
+            }
+        )
+        for result in record.results
+    ]
+    request = record.request.model_copy(update={"tensor_parallel": gpus})
+    return record.model_copy(
+        update={"id": f"{record.id[:-1]}{gpus}", "request": request, "results": results}
+    )
+
+
+def test_scaling_speedup_efficiency_and_energy_by_hand() -> None:
+    from mlms.analysis.scaling import scaling
+    from tests.evaluation_copies import real_record
+
+    real = real_record()
+    table = scaling([_at(real, 2, 8.0, 0.5), _at(real, 1, 10.0, 0.3), _at(real, 3, 12.0, None)])
+    sizes = sorted({r.batch_size for r in real.results})
+    assert table["batch size"].tolist() == [s for s in sizes for _ in range(3)]
+    first = table[table["batch size"] == sizes[0]]
+    assert first["GPUs"].tolist() == [1, 2, 3]
+    two, three = first.iloc[1], first.iloc[2]
+    assert two["speedup (x)"] == pytest.approx(10.0 / 8.0)
+    assert two["efficiency (%)"] == pytest.approx(100 * 1.25 / 2)
+    assert two["energy (J/inference)"] == 0.5
+    assert three["speedup (x)"] == pytest.approx(10.0 / 12.0)  # slower on three
+    assert three["energy (J/inference)"] != three["energy (J/inference)"]  # not measured
+    assert scaling([real]).empty  # one GPU count: nothing to scale
+
+
+def test_the_report_shows_ranks_only_for_several(gloo_folder: Path, tmp_path: Path) -> None:
+    from mlms.analysis.kineto_record import import_record
+    from mlms.report import build_report
+    from mlms.store.local import LocalStore
+    from mlms.tracer.archive import read_table, write_table
+
+    store = LocalStore(tmp_path)
+    trace = read_kineto_path(gloo_folder)
+    record = import_record(
+        trace,
+        source="gloo",
+        model="tp-mlp",
+        batch_size=1,
+        archive=write_table(store, trace.trace_id, trace.table),
+    )
+    page = build_report([record], Spans(read_table(store, trace.trace_id)))
+    assert "Ranks (several GPUs)" in page and "Time per rank (temporal breakdown)" in page
+    single = read_kineto_path(gloo_folder / "rank0.json")
+    one = import_record(single, source="rank0", model="x", batch_size=1, archive="a")
+    assert "Ranks (several GPUs)" not in build_report([one], Spans(single.table))

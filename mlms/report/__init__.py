@@ -11,6 +11,7 @@ figures in one file that needs no network: plotly.js is inlined once.
     across.py       the comparison section
     bounds.py       the lower bounds (``mlms bound``) measured against the evaluations
     advice.py       the advice (``mlms advise``) that verified the evaluations
+    ranks.py        several ranks: per-rank breakdown, overlap, skew, collectives; scaling
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from mlms.report.bounds import bounds_for, bounds_section
 from mlms.report.evaluations import evaluations_section, label, short_label
 from mlms.report.html import Section, page, question
 from mlms.report.levels import LEVELS, own_spans
+from mlms.report.ranks import ranks_section
 
 __all__ = ["advice_for", "bounds_for", "build_report"]
 
@@ -53,6 +55,8 @@ def build_report(
             part = section.child(label(record), f"{level.anchor}-{index}", short_label(record))
             part.add(*level.part(record, own, index))
     sections = [evaluations_section(records), *levels]
+    if ranks := ranks_section(records, spans):
+        sections.append(ranks)
     if shown := bounds_for(records, bounds):
         sections.append(bounds_section(records, shown))
     if advised := advice_for(records, advice):

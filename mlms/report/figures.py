@@ -435,3 +435,30 @@ def layers_against_bounds(table: pd.DataFrame, batch_size: int) -> go.Figure:
         height=140 + 34 * len(table),
         legend=legend,
     )
+
+
+def rank_breakdown(table: pd.DataFrame) -> go.Figure:
+    """From ``rank_breakdown``: each rank's time split into compute, communication, memory,
+    other and idle (% of the span of its activity), stacked, one bar per rank and batch size."""
+    labels = [
+        f"rank {r}, batch {b}" for r, b in zip(table["rank"], table["batch_size"], strict=True)
+    ]
+    fig = go.Figure()
+    for part, color in (
+        ("compute", _KIND_COLORS["gemm"]),
+        ("communication", _KIND_COLORS["communication"]),
+        ("memory", _KIND_COLORS["memcpy"]),
+        ("other", _KIND_COLORS["other"]),
+        ("idle", "#d9d9d9"),
+    ):
+        fig.add_bar(
+            x=labels,
+            y=table[f"{part} (%)"].tolist(),
+            name=part,
+            marker_color=color,
+            customdata=table[f"{part} (us)"].tolist(),
+            hovertemplate=f"%{{x}}: {part} %{{y:.1f}}% (%{{customdata:,.1f}} us)",
+        )
+    fig.update_xaxes(type="category")
+    fig.update_yaxes(title_text="% of the span of the rank's activity", range=[0, 100])
+    return _styled(fig, "Time per rank (temporal breakdown)", barmode="stack")
