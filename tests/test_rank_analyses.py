@@ -337,7 +337,7 @@ def test_scaling_speedup_efficiency_and_energy_by_hand() -> None:
     assert scaling([real]).empty  # one GPU count: nothing to scale
 
 
-def test_the_report_shows_ranks_only_for_several(gloo_folder: Path, tmp_path: Path) -> None:
+def test_the_report_and_ui_show_ranks_only_for_several(gloo_folder: Path, tmp_path: Path) -> None:
     from mlms.analysis.kineto_record import import_record
     from mlms.report import build_report
     from mlms.store.local import LocalStore
@@ -357,3 +357,7 @@ def test_the_report_shows_ranks_only_for_several(gloo_folder: Path, tmp_path: Pa
     single = read_kineto_path(gloo_folder / "rank0.json")
     one = import_record(single, source="rank0", model="x", batch_size=1, archive="a")
     assert "Ranks (several GPUs)" not in build_report([one], Spans(single.table))
+    from mlms.ui.pages import evaluation as evaluation_page
+
+    assert "report#ranks" in evaluation_page(record, None)  # the UI's evaluation page
+    assert "report#ranks" not in evaluation_page(one, None)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import pandas as pd
 
 from mlms.analysis.engine import FRAMEWORK, GPU_KINDS, HARDWARE, Spans
-from mlms.evaluation.record import EvaluationRecord
 from mlms.tracer.communication import COMMUNICATION, bus_factor_sql, collective_sql
 
 _RANK = "coalesce(s.rank, 0)"
@@ -267,12 +266,3 @@ def trace_ranks(spans: Spans) -> pd.DataFrame:
         "SELECT trace_id, count(DISTINCT coalesce(rank, 0)) AS ranks FROM spans "
         "GROUP BY trace_id ORDER BY trace_id"
     )
-
-
-def record_ranks(record: EvaluationRecord) -> int:
-    """How many ranks an evaluation ran on, as its record says: its request's tensor
-    parallelism, or the rank traces an import joined (one for everything else)."""
-    imported = record.settings.get("ranks")
-    if imported:
-        return len(str(imported).split(", "))
-    return int(getattr(record.request, "tensor_parallel", 1) or 1)

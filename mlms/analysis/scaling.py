@@ -3,8 +3,7 @@
 
 A pure function over evaluation records, as ``mlms.analysis.compare`` is: latencies are each
 record's model-level run (with several ranks, the slowest rank's per iteration), energy its
-joules per inference. A record's GPU count is its request's ``tensor_parallel`` (1 where the
-request has none).
+joules per inference. A record's GPU count is its ranks (``record_ranks``).
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from mlms.analysis.model import joules_per_inference
+from mlms.analysis.record_ranks import record_ranks
 from mlms.evaluation.record import EvaluationRecord
 
 COLUMNS = [
@@ -30,11 +30,6 @@ COLUMNS = [
 _DERIVED = ("speedup (x)", "efficiency (%)")
 
 
-def gpus_of(record: EvaluationRecord) -> int:
-    """The GPUs (ranks) an evaluation split its model over."""
-    return int(getattr(record.request, "tensor_parallel", 1) or 1)
-
-
 def scaling(records: Sequence[EvaluationRecord]) -> pd.DataFrame:
     """What do more GPUs buy? Per model and batch size, each evaluation's GPUs, p50 latency,
     throughput, speedup over the run with the fewest GPUs (its p50 over this one's; of several
@@ -45,7 +40,7 @@ def scaling(records: Sequence[EvaluationRecord]) -> pd.DataFrame:
         {
             "model": record.model.name,
             "batch size": result.batch_size,
-            "GPUs": gpus_of(record),
+            "GPUs": record_ranks(record),
             "p50 (ms)": result.latency_ms.p50,
             "throughput (inputs/s)": result.throughput,
             "energy (J/inference)": joules_per_inference(result),

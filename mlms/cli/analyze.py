@@ -35,8 +35,8 @@ def analyze(evaluation_id: str, top: int, server: str | None) -> None:
     breakdown, its communication/computation overlap, the rank skew per iteration and each
     collective's bandwidth. `mlms report` draws all of it (and more) as one HTML page.
     """
-    from mlms.analysis.distributed import record_ranks
     from mlms.analysis.model import energy_by_batch, energy_reasons, latency_by_batch
+    from mlms.analysis.record_ranks import record_ranks
     from mlms.evaluation.summary import gpu_label
 
     if top < 1:

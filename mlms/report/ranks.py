@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from mlms.analysis import distributed
 from mlms.analysis.engine import Spans
+from mlms.analysis.record_ranks import record_ranks
 from mlms.analysis.scaling import scaling
 from mlms.evaluation.record import EvaluationRecord
 from mlms.report import figures
@@ -22,7 +23,7 @@ SKEW_ROWS = 20
 
 def ranks_section(records: Sequence[EvaluationRecord], spans: Spans) -> Section | None:
     """The section, or None when no evaluation has several ranks or GPU counts."""
-    several = {r.id for r in records if distributed.record_ranks(r) > 1}
+    several = {r.id for r in records if record_ranks(r) > 1}
     scaled = scaling(records)
     if not several and scaled.empty:
         return None
@@ -48,7 +49,7 @@ def _record_blocks(record: EvaluationRecord, spans: Spans | None, index: int) ->
         return [absent("no trace was recorded (trace level no_trace)")]
     breakdown = distributed.rank_breakdown(spans).drop(columns="trace_id")
     if breakdown["rank"].nunique() < 2:
-        ranks = distributed.record_ranks(record)
+        ranks = record_ranks(record)
         return [absent(f"the trace holds one rank's spans of the {ranks} the evaluation ran on")]
     skew = distributed.rank_skew(spans).drop(columns="trace_id")
     return [

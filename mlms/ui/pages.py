@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from urllib.parse import quote
 
 from mlms.advise.record import AdviceRecord
+from mlms.analysis.record_ranks import record_ranks
 from mlms.client import Evaluations
 from mlms.evaluation.record import EvaluationRecord
 from mlms.frameworks import FRAMEWORKS
@@ -206,6 +207,9 @@ def evaluation(record: EvaluationRecord, jaeger_url: str | None) -> str:
         ["status", record.status],
         ["trace", record.trace_id or "none (not traced)"],
     ]
+    ranks = record_ranks(record)
+    if ranks > 1:
+        facts.append(["ranks", f"{ranks} (per-rank analyses in the report's Ranks section)"])
     links = []
     if record.trace_id:
         links.append(
@@ -217,6 +221,11 @@ def evaluation(record: EvaluationRecord, jaeger_url: str | None) -> str:
             links.append(f'<a href="{e(href)}" id="jaeger" rel="noopener">trace in Jaeger</a>')
     links.append(f'<a href="/api/evaluations/{e(record.id)}">record (JSON)</a>')
     links.append(f'<a href="/evaluations/{e(record.id)}/report" target="_blank">report alone</a>')
+    if ranks > 1 and record.trace_id:
+        links.append(
+            f'<a href="/evaluations/{e(record.id)}/report#ranks" target="_blank" id="ranks">'
+            "per-rank breakdown, overlap, skew, collectives</a>"
+        )
     return (
         table(["", ""], facts, table_id="facts")
         + f'<p class="links">{" · ".join(links)}</p>'
