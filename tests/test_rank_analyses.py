@@ -285,11 +285,13 @@ def test_host_activity_counts_a_collective_inside_an_op_as_communication() -> No
         span("g", TraceLevel.APPLICATION, "gloo:all_reduce", COMMUNICATION, 30, 90),
         span("a", TraceLevel.FRAMEWORK, "aten::addmm", "gemm", 100, 150, "m", layer=1),
     ]
-    row = rank_breakdown(Spans(to_table(records))).iloc[0]
+    spans = Spans(to_table(records))
+    row = rank_breakdown(spans).iloc[0]
     assert row["activity"] == "host" and row["batch_size"] == 1
     assert row["communication (us)"] == pytest.approx(0.07)  # 20-90
-    assert row["compute (us)"] == pytest.approx(0.08)  # 0-20, 90-150
-    assert row["idle (us)"] == 0
+    assert row["compute (us)"] == pytest.approx(0.05)  # 100-150: not the op around it
+    assert row["idle (us)"] == pytest.approx(0.01)  # 90-100 (the activity starts at 20)
+    assert comm_overlap(spans).iloc[0]["overlap (%)"] == 0
 
 
 def test_an_archive_without_ranks_is_one_rank() -> None:

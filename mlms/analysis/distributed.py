@@ -11,14 +11,15 @@ trace has kernels, else the layer run; ``runs`` of ``mlms.analysis.engine``):
   copies and sets (and kernels named ``...Memcpy...``, ``Memset...``) memory, kernels named
   ``...Sync...`` other, every other kernel compute.
 - Without (a CPU run with gloo), the framework-level ops and every communication span of the
-  host (c10d's ops, gloo's annotations on its own threads): communication, else compute.
+  host (c10d's ops, gloo's annotations on its own threads): communication, else compute;
+  except the ops around a collective (DTensor's ``Redistribute``, the residual add whose input
+  a row-parallel linear's all-reduce completes), which wait on it rather than compute.
 
 The timeline of a rank is cut where any activity starts or ends; each piece belongs to the
 first of its running categories in precedence order. On a GPU that is HTA's: compute first
 (communication hidden under computation is not time lost), then communication, memory,
-other. On the host, communication first: an op around a collective (DTensor's
-``Redistribute``) is waiting on it, not computing. What no activity covers between a rank's
-first start and last end is idle.
+other. On the host, communication first. What no activity covers between a rank's first
+start and last end is idle.
 """
 
 from __future__ import annotations
@@ -41,8 +42,22 @@ _ACTIVITY_RUNS = """
         SELECT trace_id, coalesce(kernel_run, layer_run) AS run, kernel_run IS NOT NULL AS gpu
         FROM runs
     )"""
+# On the host, the ops around a collective on their thread (DTensor's Redistribute, the
+# residual add whose input a row-parallel linear's all-reduce completes): they wait on it, so
+# they are not computation; the other ops inside them still are.
+_AROUND_COLLECTIVES = f"""
+    around_collectives AS (
+        SELECT DISTINCT o.trace_id, o.span_id
+        FROM spans o JOIN activity_runs a ON o.trace_id = a.trace_id AND o.run = a.run
+        JOIN spans c
+          ON c.trace_id = o.trace_id AND c.run = o.run AND c.thread = o.thread
+         AND coalesce(c.rank, 0) = coalesce(o.rank, 0) AND c.level = {FRAMEWORK}
+         AND c.kind = '{COMMUNICATION}' AND c.start_ns >= o.start_ns AND c.end_ns <= o.end_ns
+        WHERE NOT a.gpu AND o.level = {FRAMEWORK} AND o.kind <> '{COMMUNICATION}'
+    )"""
 _ACTIVITY = f"""
     {_ACTIVITY_RUNS},
+    {_AROUND_COLLECTIVES},
     activity AS (
         SELECT s.trace_id, {_RANK} AS rank, s.start_ns, s.end_ns, a.gpu,
                CASE WHEN a.gpu THEN {_GPU_CATEGORY}
@@ -57,7 +72,9 @@ _ACTIVITY = f"""
           ON p.trace_id = s.trace_id AND coalesce(p.rank, 0) = {_RANK}
          AND p.start_ns <= s.start_ns
         WHERE CASE WHEN a.gpu THEN s.level = {HARDWARE} AND s.kind IN {GPU_KINDS}
-                   ELSE s.level = {FRAMEWORK}
+                   ELSE (s.level = {FRAMEWORK} AND s.span_id NOT IN (
+                             SELECT span_id FROM around_collectives c
+                             WHERE c.trace_id = s.trace_id))
                         OR (s.kind = '{COMMUNICATION}' AND s.level < {HARDWARE}) END
     )"""
 # The pieces of each rank's timeline between consecutive starts and ends, with how many

@@ -33,6 +33,7 @@ from mlms.predictors.alignment import per_predict
 from mlms.predictors.base import InputCopy, LayerCapture, PredictAnchor, Predictor, anchor
 from mlms.predictors.torch_layer_costs import Batch, LayerCosts, OutputMeta, output_meta
 from mlms.predictors.torch_layer_hooks import HookedLayers
+from mlms.tracer.communication import COMMUNICATION, is_communication
 from mlms.tracer.layer_kinds import normalise_kind
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.spans import TimedEvent
@@ -280,6 +281,9 @@ class TorchPredictor(Predictor):
                 capture.events.append(
                     _timed(layer, index, window.offset_ns, window.anchor.thread, costs)
                 )
+                capture.events.extend(
+                    _collectives(layer.event, window.offset_ns, window.anchor.thread)
+                )
 
 
 @contextlib.contextmanager
@@ -380,6 +384,25 @@ def _timed(
         layer_index=index,
         attributes=attributes | costs,
     )
+
+
+def _collectives(event: Any, offset_ns: int, thread: int) -> Iterator[TimedEvent]:
+    """The collectives inside a layer, as spans of their own below it: a split model's
+    all-reduce runs inside an operator (DTensor reduces a row-parallel linear's partial output
+    where the residual add reads it), and would otherwise count as that operator's time."""
+    for child in event.cpu_children:
+        if not is_communication(child.name):
+            yield from _collectives(child, offset_ns, thread)
+            continue
+        yield TimedEvent(
+            name=child.name,
+            kind=COMMUNICATION,
+            level=TraceLevel.FRAMEWORK,
+            start_ns=int(child.time_range.start * 1000) + offset_ns,
+            end_ns=int(child.time_range.end * 1000) + offset_ns,
+            thread=thread,
+            attributes={"op_type": child.name},
+        )
 
 
 def _operators(event: Any) -> Iterator[Any]:
