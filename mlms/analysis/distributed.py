@@ -46,14 +46,18 @@ _ACTIVITY_RUNS = """
 # residual add whose input a row-parallel linear's all-reduce completes): they wait on it, so
 # they are not computation; the other ops inside them still are.
 _AROUND_COLLECTIVES = f"""
+    host_ops AS (
+        SELECT s.trace_id, s.run, s.span_id, coalesce(s.rank, 0) AS rank, s.thread, s.kind,
+               s.start_ns, s.end_ns
+        FROM activity_runs a JOIN spans s ON s.trace_id = a.trace_id AND s.run = a.run
+        WHERE NOT a.gpu AND s.level = {FRAMEWORK}
+    ),
     around_collectives AS (
         SELECT DISTINCT o.trace_id, o.span_id
-        FROM spans o JOIN activity_runs a ON o.trace_id = a.trace_id AND o.run = a.run
-        JOIN spans c
+        FROM host_ops o JOIN host_ops c
           ON c.trace_id = o.trace_id AND c.run = o.run AND c.thread = o.thread
-         AND coalesce(c.rank, 0) = coalesce(o.rank, 0) AND c.level = {FRAMEWORK}
-         AND c.kind = '{COMMUNICATION}' AND c.start_ns >= o.start_ns AND c.end_ns <= o.end_ns
-        WHERE NOT a.gpu AND o.level = {FRAMEWORK} AND o.kind <> '{COMMUNICATION}'
+         AND c.rank = o.rank AND c.start_ns >= o.start_ns AND c.end_ns <= o.end_ns
+        WHERE c.kind = '{COMMUNICATION}' AND o.kind <> '{COMMUNICATION}'
     )"""
 _ACTIVITY = f"""
     {_ACTIVITY_RUNS},
