@@ -144,9 +144,31 @@ def test_command_lines_parse_with_the_cli(run: Invocation, monkeypatch) -> None:
 @pytest.mark.parametrize("source", ["compose", "k8s"])
 def test_every_framework_has_one_agent_and_there_is_a_server(source: str, monkeypatch) -> None:
     runs = compose_invocations() if source == "compose" else k8s_invocations()
-    agents = [_parse(run, monkeypatch)["framework"] for run in runs if run.args[0] == "agent"]
-    assert sorted(agents) == sorted(TABLE)
+    agents = [_parse(run, monkeypatch) for run in runs if run.args[0] == "agent"]
+    assert sorted(a["framework"] for a in agents if a["gpus"] is None) == sorted(TABLE)
+    # And torch on GPUs: one agent process per GPU of the host (`--gpus all`).
+    assert [a["framework"] for a in agents if a["gpus"] is not None] == ["torch"]
+    assert [a["gpus"] for a in agents if a["gpus"] is not None] == ["all"]
     assert sum(run.args[0] == "server" for run in runs) == 1
+
+
+def test_the_gpu_agents_get_the_hosts_gpus_and_a_port_each(monkeypatch) -> None:
+    """GPU k's worker serves on --listen's port + k: the pod declares a port per GPU it asks
+    for; compose hands the service every GPU of the host, in a profile of its own (a host
+    without the NVIDIA runtime starts the rest)."""
+    service = _compose()["services"]["agent-torch-gpu"]
+    assert service["profiles"] == ["gpu"]
+    [devices] = service["deploy"]["resources"]["reservations"]["devices"]
+    assert devices["driver"] == "nvidia" and devices["count"] == "all"
+    [gpu] = [
+        d for d in _k8s_documents() if d.get("metadata", {}).get("name") == "mlms-agent-torch-gpu"
+    ]
+    [container] = gpu["spec"]["template"]["spec"]["containers"]
+    count = int(container["resources"]["limits"]["nvidia.com/gpu"])
+    [run] = [r for r in k8s_invocations() if r.where == "k8s mlms-agent-torch-gpu"]
+    first = int(_parse(run, monkeypatch)["listen"].rsplit(":", 1)[1])
+    ports = sorted(port["containerPort"] for port in container["ports"])
+    assert ports == list(range(first, first + count))
 
 
 def test_compose_services_and_image() -> None:

@@ -85,7 +85,7 @@ def test_no_agent_for_the_hardware_names_the_fleet() -> None:
     with pytest.raises(HardwareNotFound) as caught:
         _choose("onnxruntime", hw="a100")
     message = str(caught.value)
-    assert "no agent with hardware 'a100'" in message and "v100 (Tesla V100)" in message
+    assert "no agent with hardware 'a100'" in message and "v100 (GPU 0 Tesla V100)" in message
     assert "\n" not in message
 
 
@@ -94,3 +94,73 @@ def test_no_agents_at_all_or_none_for_the_model() -> None:
         choose([], manifest=RESNET, framework=parse_framework(None), hw="cpu")
     with pytest.raises(UnsupportedFramework, match="no agent can run model 'vgg16'"):
         choose(FLEET, manifest=get_model("vgg16"), framework=parse_framework(None), hw="cpu")
+
+
+# -- one agent per GPU (mlms agent --gpus): the same host, each agent pinned to one GPU ----------
+
+
+def _pinned(id: str, gpus: list[int] | None, load: int = 0, names=("H100", "H100", "A100")):
+    host = _agent(id, "torch", "2.14.1", load=load).hardware.model_copy(
+        update={
+            "host": "gpuhost",
+            "gpus": [
+                GpuInfo(
+                    index=i,
+                    name=f"NVIDIA {name}",
+                    alias=name.lower(),
+                    memory_bytes=1 << 36,
+                    compute_capability="9.0",
+                    driver="550",
+                    uuid=f"GPU-{i}",
+                )
+                for i, name in enumerate(names)
+            ],
+        }
+    )
+    return _agent(id, "torch", "2.14.1", load=load).model_copy(
+        update={"hardware": host, "gpus": gpus}
+    )
+
+
+GPU_FLEET = [_pinned("g0", [0], load=3), _pinned("g1", [1], load=0), _pinned("g2", [2])]
+
+
+def _choose_gpu(hw: str, fleet=GPU_FLEET) -> str:
+    return choose(fleet, manifest=RESNET, framework=parse_framework("torch"), hw=hw).id
+
+
+def test_an_alias_goes_to_the_least_loaded_agent_of_a_gpu_of_that_kind() -> None:
+    assert _choose_gpu("h100") == "g1"  # g0 has the same kind, and more in flight
+    assert _choose_gpu("a100") == "g2"  # g0 and g1 see the host's A100 but do not run on it
+    assert _choose_gpu("gpu") == "g1"
+    assert _choose_gpu("cpu") == "g1"
+
+
+def test_an_index_goes_to_that_gpus_agent_only() -> None:
+    assert _choose_gpu("h100:0") == "g0"  # however loaded
+    assert _choose_gpu("gpu:0") == "g0"
+    assert _choose_gpu("a100:2") == "g2"
+    with pytest.raises(HardwareNotFound) as raised:
+        _choose_gpu("h100:2")  # GPU 2 is the A100
+    assert "no agent with hardware 'h100:2'" in str(raised.value)
+    assert "GPU 0 NVIDIA H100" in str(raised.value) and "GPU 2 NVIDIA A100" in str(raised.value)
+    with pytest.raises(HardwareNotFound):
+        _choose_gpu("h100:x")
+
+
+def test_an_agent_from_before_the_gpus_field_runs_on_any_gpu_of_its_host() -> None:
+    old = _pinned("old", None)
+    assert old.serves_hw("h100:1") and old.serves_hw("a100")
+    assert _choose_gpu("h100:1", [old, _pinned("g0", [0])]) == "old"
+
+
+def test_a_sweep_lane_runs_as_many_cells_at_once_as_there_are_gpu_agents() -> None:
+    from types import SimpleNamespace
+
+    from mlms.server.sweeps import FleetCells
+
+    cells = FleetCells(None, SimpleNamespace(agents=lambda: GPU_FLEET), None, None)  # type: ignore[arg-type]
+    assert cells.width(("torch", "h100")) == 2
+    assert cells.width(("torch", "h100:1")) == 1
+    assert cells.width(("torch", "gpu")) == 3
+    assert cells.width(("onnxruntime", "h100")) == 0

@@ -1,9 +1,10 @@
-"""The agent process: one framework on one machine, registered in etcd while it is alive.
+"""The agent process: one framework on one machine (or on one GPU of it: a worker of
+``mlms agent --gpus``, ``mlms.agent.per_gpu``), registered in etcd while it is alive.
 
 Start: serve ``Predictor`` and the Open Inference Protocol (plus health and reflection) on
 one port, then register the agent's record under a lease of ``ttl`` seconds that the registry
 keeps alive (and grants again after an etcd restart). The record's in-flight count follows
-the evaluations queued or running here.
+the evaluations queued or running here; its ``gpus`` the GPUs CUDA shows the process.
 Stop (SIGTERM or SIGINT): health NOT_SERVING, leave the registry, let calls in flight finish
 within the grace period, close loaded models, flush spans.
 """
@@ -122,6 +123,8 @@ class Agent:
             device=open_inference.default_device(),
         )
         self.started_at = datetime.now(UTC)
+        #: The GPUs CUDA shows this process (NVML indices): its only one under ``--gpus``.
+        self.gpus = [gpu.index for gpu in hardware.visible_gpus(hardware.detect())]
         self.server: RunningServer | None = None
         self.registration: AgentRegistration | None = None
         self.address = ""
@@ -154,11 +157,12 @@ class Agent:
         if self.config.address_file is not None:
             write_address_file(self.config.address_file, self.address)
         log.info(
-            "agent %s: %s %s on %s, %d models, registered in %s (ttl %ss)",
+            "agent %s: %s %s on %s, %s, %d models, registered in %s (ttl %ss)",
             self.id,
             self.config.framework,
             self.framework_version,
             self.address,
+            _gpus_label(self.record()),
             len(self.models),
             self.registry.url,
             self.config.ttl,
@@ -176,6 +180,7 @@ class Agent:
             in_flight=self.load.count,
             running=self.load.ids,
             started_at=self.started_at,
+            gpus=self.gpus,
         )
 
     def labels(self) -> dict[str, str]:
@@ -210,3 +215,9 @@ class Agent:
 
     def wait(self) -> None:
         self._stopped.wait()
+
+
+def _gpus_label(record: AgentRecord) -> str:
+    """``GPU 1 NVIDIA H100 80GB HBM3 (GPU-8932f937-...)``, or ``no GPU``."""
+    gpus = record.usable_gpus()
+    return ", ".join(f"GPU {g.label} ({g.uuid or 'no UUID'})" for g in gpus) or "no GPU"

@@ -121,9 +121,20 @@ def _logging() -> None:
     "claimed there before it is stored, so of two copies of one evaluation only the first is "
     "kept. Without it the servers index what this agent stores.",
 )
+@click.option(
+    "--gpus",
+    envvar="MLMS_GPUS",
+    default=None,
+    metavar="all|0,1",
+    help="One agent process per GPU: all (the GPUs this process sees) or indices as nvidia-smi "
+    "numbers them. Each is pinned to its GPU (CUDA_VISIBLE_DEVICES=its UUID) and registers on "
+    "its own; --listen HOST:PORT gives the k-th PORT+k (HOST:0: any free port each), and "
+    "--address-file gets one address a line.",
+)
 @_common("127.0.0.1:50052")
 def agent(
     framework: str,
+    gpus: str | None,
     address_file: Path | None,
     database: str | None,
     advertise: str | None,
@@ -139,8 +150,34 @@ def agent(
     insecure: bool,
 ) -> None:
     """Serve one framework on this machine and register in the fleet's registry."""
+    if gpus is not None:
+        flags = {
+            "--framework": framework,
+            "--database": database,
+            "--registry": registry,
+            "--store": store,
+            "--ttl": str(ttl),
+            "--otlp-endpoint": otlp_endpoint,
+            "--grace": str(grace),
+            "--tls-ca": tls_ca,
+            "--tls-cert": tls_cert,
+            "--tls-key": tls_key,
+        }
+        _agents_per_gpu(
+            gpus,
+            [arg for flag, value in flags.items() if value is not None for arg in (flag, value)]
+            + ["--insecure"] * insecure,
+            listen=listen,
+            advertise=advertise,
+            registry=registry,
+            grace=grace,
+            address_file=address_file,
+        )
+        return
     from mlms.agent.child import exec_in_own_interpreter
+    from mlms.agent.per_gpu import die_with_parent
 
+    die_with_parent()  # a worker of 'mlms agent --gpus': ends with its parent
     exec_in_own_interpreter(framework)  # mxnet: continue as this command in its own virtualenv
     if address_file is not None:
         _check_writable_folder(address_file)
@@ -167,6 +204,50 @@ def agent(
         )
     ).start()
     signalled.wait_then(process.stop)
+
+
+def _agents_per_gpu(
+    gpus: str,
+    flags: list[str],
+    *,
+    listen: str,
+    advertise: str | None,
+    registry: str,
+    grace: float,
+    address_file: Path | None,
+) -> None:
+    """``mlms agent --gpus``: one worker per GPU, supervised here (``mlms.agent.per_gpu``)."""
+    import sys
+
+    from mlms.agent.per_gpu import GpuAgents, offset_address, parse_gpus
+    from mlms.registry.hardware import detect
+    from mlms.rpc.serving import StopSignal
+
+    if registry.strip().lower().startswith("memory:"):
+        raise InvalidArgument(
+            f"--gpus with --registry {registry}: each agent would register in a registry of its "
+            "own process, where no server finds it; give the fleet's (etcd://HOST:PORT)"
+        )
+    if address_file is not None:
+        _check_writable_folder(address_file)
+    chosen = parse_gpus(gpus, detect())
+    for position in range(len(chosen)):  # every port in range before any worker starts
+        offset_address(listen, position)
+        offset_address(advertise, position)
+    _logging()
+    signalled = StopSignal()
+
+    def command(worker) -> list[str]:
+        listen_at = offset_address(listen, worker.position)
+        advertise_at = offset_address(advertise, worker.position)
+        return [
+            sys.executable, "-m", "mlms", "agent", *flags,
+            "--listen", listen_at,
+            *(["--advertise", advertise_at] if advertise_at else []),
+            "--address-file", str(worker.address_file),
+        ]  # fmt: skip
+
+    GpuAgents(chosen, command, grace=grace, address_file=address_file).run(signalled.wait)
 
 
 def _check_writable_folder(path: Path) -> None:

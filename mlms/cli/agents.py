@@ -31,7 +31,9 @@ def agents(server: str) -> None:
             "framework": f"{a.framework} {a.framework_version}",
             "hardware": ", ".join(a.hardware.aliases()),
             "cpu": f"{a.hardware.cpu_brand} ({a.hardware.cpu_cores_logical} cores)",
-            "gpus": ", ".join(g.name for g in a.hardware.gpus) or "-",
+            # Each GPU it evaluates on: index, name and UUID.
+            "gpus": "\n".join(g.label + (f" ({g.uuid})" if g.uuid else "") for g in a.usable_gpus())
+            or "-",
             "models": len(a.models),
             "in flight": a.in_flight,
         }

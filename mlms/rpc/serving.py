@@ -136,6 +136,10 @@ class StopSignal:
         log.info("received %s", signal.Signals(signum).name)
         self._received.set()
 
+    def wait(self, seconds: float) -> bool:
+        """Whether a signal came (or had come), waiting up to ``seconds`` for one."""
+        return self._received.wait(seconds)
+
     def wait_then(self, stop: Callable[[], None]) -> None:
         """Block until a signal came (or had come), then call ``stop``, the graceful shutdown."""
         while not self._received.wait(0.5):  # a timed wait lets the handler run promptly

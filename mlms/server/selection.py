@@ -1,4 +1,5 @@
-"""Which agent runs a request: model, framework and version constraint, ``--hw`` alias, load.
+"""Which agent runs a request: model, framework and version constraint, ``--hw`` (an alias,
+or one GPU by index: ``h100:1``), load.
 
 A pure function over a snapshot of the registry, so that it is tested without processes and
 the dispatch benchmark measures the decision itself. The framework may carry a constraint:
@@ -72,10 +73,9 @@ def _semver_to_pep440(constraint: str) -> str:
 
 
 def serves_hw(agent: AgentRecord, hw: str) -> bool:
-    alias = hw.strip().lower()
-    if alias == "gpu":
-        return bool(agent.hardware.gpus)
-    return alias in agent.hardware.aliases()
+    """``--hw h100`` goes to an agent with an H100 among the GPUs it evaluates on; ``h100:1``
+    only to the agent of GPU 1 (``AgentRecord.serves_hw``)."""
+    return agent.serves_hw(hw)
 
 
 def choose(
@@ -135,7 +135,7 @@ def _loads(agent: AgentRecord, manifest: ModelManifest) -> bool:
 
 
 def _hardware(agent: AgentRecord) -> str:
-    gpus = ", ".join(f"{g.alias} ({g.name})" for g in agent.hardware.gpus)
+    gpus = ", ".join(f"{g.alias} (GPU {g.label})" for g in agent.usable_gpus())
     return gpus or f"cpu ({agent.hardware.cpu_brand})"
 
 

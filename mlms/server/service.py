@@ -171,7 +171,7 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
     def _hardware(self, hw: str) -> HardwareInfo:
         """The hardware of a live agent that has ``hw``."""
         for agent in self.fleet.agents():
-            if hw.lower() in agent.hardware.aliases():
+            if agent.serves_hw(hw):
                 return agent.hardware
         raise HardwareNotFound(f"hardware {hw!r}: no live agent has it")
 
@@ -180,7 +180,7 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
     ) -> list[EvaluationRecord | MlmsError]:
         """Through the dispatcher, as many at once as live agents have the hardware."""
         hw = requests[0].hw.lower() if requests else "cpu"
-        width = sum(hw in a.hardware.aliases() for a in self.fleet.agents())
+        width = sum(a.serves_hw(hw) for a in self.fleet.agents())
 
         def one(request: EvaluationRequest) -> EvaluationRecord | MlmsError:
             try:

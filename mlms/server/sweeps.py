@@ -178,8 +178,7 @@ class FleetCells:
         """The live agents that can take the lane's cells (its parallelism)."""
         framework, hw = lane  # type: ignore[misc]
         return sum(
-            agent.framework == framework and hw in agent.hardware.aliases()
-            for agent in self.fleet.agents()
+            agent.framework == framework and agent.serves_hw(hw) for agent in self.fleet.agents()
         )
 
     def run(

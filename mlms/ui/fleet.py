@@ -6,7 +6,7 @@ import functools
 from dataclasses import dataclass
 
 from mlms.registry.base import AgentRecord
-from mlms.registry.hardware import HardwareInfo
+from mlms.registry.hardware import GpuInfo, HardwareInfo
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Machine:
             framework=f"{agent.framework} {agent.framework_version}",
             hardware=", ".join(agent.hardware.aliases()),
             cpu=_cpu(agent.hardware),
-            gpus=_gpus(agent.hardware),
+            gpus=_gpus(agent.usable_gpus()),
             models=len(agent.models),
             load=agent.in_flight,
             since=agent.started_at.strftime("%Y-%m-%d %H:%M:%S"),
@@ -44,7 +44,7 @@ class Machine:
             framework="any installed",
             hardware=", ".join(hw.aliases()),
             cpu=_cpu(hw),
-            gpus=_gpus(hw),
+            gpus=_gpus(hw.gpus),
             models=None,
             load=load,
             since="",
@@ -63,5 +63,10 @@ def _cpu(hw: HardwareInfo) -> str:
     return f"{hw.cpu_brand} ({hw.cpu_cores_logical} cores, {hw.memory_bytes / 2**30:.0f} GiB)"
 
 
-def _gpus(hw: HardwareInfo) -> str:
-    return ", ".join(f"{g.name} ({g.memory_bytes / 2**30:.0f} GiB)" for g in hw.gpus) or "-"
+def _gpus(gpus: list[GpuInfo]) -> str:
+    """Each GPU: index, name, memory and UUID."""
+    described = []
+    for g in gpus:
+        uuid = f", {g.uuid}" if g.uuid else ""
+        described.append(f"{g.index}: {g.name} ({g.memory_bytes / 2**30:.0f} GiB{uuid})")
+    return ", ".join(described) or "-"
