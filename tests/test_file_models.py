@@ -320,9 +320,10 @@ def test_upload_through_the_server_then_evaluate_on_an_agent(artifacts, loopback
 
 
 class _Hub:
-    """A local HTTP server standing in for the Hugging Face Hub: the two calls
-    ``huggingface_hub.snapshot_download`` makes (a revision's file list, then each file by
-    commit), served from one folder."""
+    """A local HTTP server standing in for the Hugging Face Hub: the calls
+    ``huggingface_hub.snapshot_download`` makes (a revision, its file list: in the revision's
+    answer before huggingface_hub 1, from the tree since; then each file by commit), served
+    from one folder."""
 
     def __init__(self, repo: str, folder: Path) -> None:
         import hashlib
@@ -341,6 +342,7 @@ class _Hub:
             def _answer(self, body: bytes | None) -> None:
                 hub.requests.append(f"{self.command} {self.path}")
                 info = f"/api/models/{repo}/revision/"
+                tree = f"/api/models/{repo}/tree/"
                 prefix = f"/{repo}/resolve/"
                 if body is None and self.path.startswith(info):
                     import json
@@ -348,6 +350,15 @@ class _Hub:
                     listing = {"id": repo, "sha": commit,
                                "siblings": [{"rfilename": n} for n in sorted(files)]}  # fmt: skip
                     return self._send(200, json.dumps(listing).encode(), {})
+                if body is None and self.path.startswith(tree):  # huggingface_hub 1's listing
+                    import json
+
+                    entries = [
+                        {"type": "file", "path": n, "size": len(data),
+                         "oid": hashlib.sha1(data).hexdigest()}
+                        for n, data in sorted(files.items())
+                    ]  # fmt: skip
+                    return self._send(200, json.dumps(entries).encode(), {})
                 if self.path.startswith(prefix):
                     _rev, _, name = self.path[len(prefix) :].partition("/")
                     if name in files:
