@@ -73,12 +73,11 @@ _ACTIVITY = f"""
                         CASE WHEN s.start_ns <= p.end_ns THEN p.batch_size END) AS batch_size
         FROM spans s JOIN activity_runs a ON s.trace_id = a.trace_id AND s.run = a.run
         ASOF LEFT JOIN predicts p
-          ON p.trace_id = s.trace_id AND coalesce(p.rank, 0) = {_RANK}
-         AND p.start_ns <= s.start_ns
+          ON s.batch_size IS NULL AND p.trace_id = s.trace_id
+         AND coalesce(p.rank, 0) = {_RANK} AND p.start_ns <= s.start_ns
+        ANTI JOIN around_collectives c ON c.trace_id = s.trace_id AND c.span_id = s.span_id
         WHERE CASE WHEN a.gpu THEN s.level = {HARDWARE} AND s.kind IN {GPU_KINDS}
-                   ELSE (s.level = {FRAMEWORK} AND s.span_id NOT IN (
-                             SELECT span_id FROM around_collectives c
-                             WHERE c.trace_id = s.trace_id))
+                   ELSE s.level = {FRAMEWORK}
                         OR (s.kind = '{COMMUNICATION}' AND s.level < {HARDWARE}) END
     )"""
 # The pieces of each rank's timeline between consecutive starts and ends, with how many

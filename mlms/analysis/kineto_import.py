@@ -454,9 +454,17 @@ def _from_launching_op(
     launch call (its parent's parent: ``record_param_comms``, on which Kineto records a
     collective's message size; newer Kineto copies it onto the kernel as well)."""
     own = values.combine_chunks()
-    hop = np.where(parent >= 0, parent, np.arange(len(parent)))
-    inherited = pc.take(own, pa.array(hop[hop]))
-    return pc.coalesce(own, pc.if_else(pa.array(launched), inherited, pa.scalar(None, own.type)))
+    missing = np.flatnonzero(launched & own.is_null().to_numpy(zero_copy_only=False))
+    if len(missing) == 0:
+        return own
+    launch_call = np.where(parent[missing] >= 0, parent[missing], missing)
+    op = np.where(parent[launch_call] >= 0, parent[launch_call], launch_call)
+    inherited = pc.take(own, pa.array(op))
+    filled = own.fill_null(0).to_numpy(zero_copy_only=False).copy()
+    valid = own.is_valid().to_numpy(zero_copy_only=False).copy()
+    filled[missing] = inherited.fill_null(0).to_numpy(zero_copy_only=False)
+    valid[missing] = inherited.is_valid().to_numpy(zero_copy_only=False)
+    return pa.array(filled, type=own.type, mask=~valid)
 
 
 def _devices(gpus: pa.ChunkedArray) -> pa.DictionaryArray:
