@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up mlms on a fresh machine (Debian/Ubuntu, Python 3.11): the virtualenv with every
 # framework that installs beside the others, and the services the tests start on loopback.
-# Idempotent: a second run only checks. Usage: scripts/setup.sh
+# Idempotent: a second run only checks, and upgrades what has a newer release in its range.
+# Usage: scripts/setup.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -25,7 +26,10 @@ fi
 # torch, onnxruntime and protobuf 7), JAX (CPU; Keras runs on it in a process of its own), the
 # test tools, and grpcio-tools pinned to the version
 # that generated mlms/protos (tests/test_protos.py regenerates the code and compares).
+# Eager upgrades: every library at the newest release of pyproject.toml's range, also in a
+# virtualenv made before that release (the suite runs on the newest; README, "Tested versions").
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check \
+    --upgrade --upgrade-strategy eager \
     "torch==2.14.1" "torchvision==0.29.1" \
     -e ".[torch,onnxruntime,tensorflow,jax,test,protos]"
 # KerasHub, the maintained Keras 3 home of BERT and GPT-2 (the zoo's TensorFlow transformers),
