@@ -13,6 +13,7 @@ GPU: ``benchmarks/gpu_agents.py`` does, on a 2-GPU host.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -22,11 +23,14 @@ from pathlib import Path
 import psutil
 import pytest
 
+from mlms.config import mlms_home
 from mlms.evaluation.record import EvaluationRequest
 from mlms.registry.base import AgentRecord
 from mlms.registry.factory import registry_from_url
 from mlms.remote_client import RemoteClient
 from mlms.rpc.payloads import evaluate_message
+from mlms.zoo.assets import AssetManager
+from mlms.zoo.catalog import get_model
 from tests.fake_gpus import child_env
 from tests.processes import MlmsProcess, free_port, port_held, wait_for
 
@@ -200,11 +204,15 @@ def _assigned(client: RemoteClient, hw: str) -> str:
         call.cancel()
 
 
-def test_the_server_sends_an_index_to_that_gpus_agent_only(etcd, tmp_path: Path) -> None:
+def test_the_server_sends_an_index_to_that_gpus_agent_only(etcd, store, tmp_path) -> None:
+    """Each call is dropped once assigned; the agent's evaluation then fails (no CUDA here).
+    The session's store holds the model's asset already, so no agent builds it meanwhile."""
+    AssetManager(store, mlms_home() / "cache").ensure(get_model("digits_cnn"), "torch")
     home = tmp_path / "home"
-    agents = _start(etcd, tmp_path, "--gpus", "all", home=home)
+    shared = ["--store", str(store.root)]
+    agents = _start(etcd, tmp_path, "--gpus", "all", *shared, home=home)
     server = MlmsProcess.serving(
-        ["server", "--registry", etcd.url, "--grace", "1"],
+        ["server", "--registry", etcd.url, "--grace", "1", *shared],
         tmp_path / "server.log",
         child_env(MLMS_HOME=str(home)),
     )
@@ -219,6 +227,13 @@ def test_the_server_sends_an_index_to_that_gpus_agent_only(etcd, tmp_path: Path)
                 assert _assigned(client, "gpu:0") == by_gpu[0]
             with pytest.raises(Exception, match=r"no agent with hardware 'h100:2'.*GPU 1"):
                 _assigned(client, "h100:2")
+        # mlms agents: a row per GPU agent, naming its GPU's index, name and UUID.
+        listing = subprocess.run(
+            [sys.executable, "-m", "mlms", "agents", "--server", server.address()],
+            capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "300"},
+        ).stdout  # fmt: skip
+        for index, uuid in enumerate(UUIDS):
+            assert f"{index} {H100} ({uuid})" in listing, listing
     finally:
         server.stop()
         agents.terminate(timeout=60)
@@ -236,3 +251,22 @@ def test_sigterm_during_start_leaves_nothing(etcd, tmp_path: Path) -> None:
         parent.stop()
     assert _gone(pids)
     wait_for(lambda: _records(etcd.url) == [], 30, "no registration left")
+
+
+_DIE_WITH_PARENT = (
+    "import os; from mlms.agent.per_gpu import die_with_parent; die_with_parent(); "
+    "print(os.environ.get('MLMS_AGENT_PARENT'))"
+)
+
+
+def test_a_worker_keeps_its_parents_pid_from_its_own_children() -> None:
+    """A worker's children (a child agent, the power sampler) have the worker as parent: the
+    variable naming the supervisor is gone from the environment they inherit."""
+    env = {**os.environ, "MLMS_AGENT_PARENT": str(os.getpid())}
+    done = subprocess.run([sys.executable, "-c", _DIE_WITH_PARENT], env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert (done.returncode, done.stdout.strip()) == (0, "None"), done.stderr
+    env["MLMS_AGENT_PARENT"] = "1"  # not its parent: the supervisor is gone already
+    done = subprocess.run([sys.executable, "-c", _DIE_WITH_PARENT], env=env,
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 1 and "the agent's parent 1 is gone" in done.stderr

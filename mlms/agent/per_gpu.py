@@ -119,8 +119,10 @@ def pinned_environment(gpu: GpuInfo) -> dict[str, str]:
 
 def die_with_parent() -> None:
     """In a worker: SIGTERM when the parent that started it dies (Linux), and exit now if it
-    has died already. Does nothing outside a worker of ``mlms agent --gpus``."""
-    parent = os.environ.get(PARENT_VARIABLE)
+    has died already. Does nothing outside a worker of ``mlms agent --gpus``. The variable
+    that says so is taken out of the environment: the worker's own children (a child agent,
+    the power sampler) have another parent."""
+    parent = os.environ.pop(PARENT_VARIABLE, None)
     if not parent or not sys.platform.startswith("linux"):
         return
     import ctypes
