@@ -48,6 +48,7 @@ def kineto(trace: Path, model: str | None, batch_size: str | None, store: str | 
     from mlms.evaluation.records import save_record
     from mlms.store.factory import store_from_url
     from mlms.tracer.archive import write_table
+    from mlms.tracer.levels import TraceLevel
 
     target = store_from_url(store)
     record = import_record(
@@ -59,6 +60,12 @@ def kineto(trace: Path, model: str | None, batch_size: str | None, store: str | 
     )
     save_record(target, record)
     kernels = pc.sum(pc.equal(imported.table["kind"], "kernel")).as_py() or 0
+    nccl = pc.sum(
+        pc.and_(
+            pc.equal(imported.table["kind"], "communication"),
+            pc.equal(imported.table["level"], int(TraceLevel.HARDWARE)),
+        )
+    ).as_py()
     steps = record.results[0]
     ranks = len(imported.sources)
     counted = (
@@ -68,8 +75,9 @@ def kineto(trace: Path, model: str | None, batch_size: str | None, store: str | 
         + (" (the slowest rank's each)" if ranks > 1 else "")
     )
     click.echo(
-        f"imported {trace.name}: {imported.table.num_rows:,} spans, {kernels:,} kernels, "
-        f"{counted} (p50 {steps.latency_ms.p50:.3f} ms)"
+        f"imported {trace.name}: {imported.table.num_rows:,} spans, {kernels:,} kernels"
+        f"{f' and {nccl:,} NCCL kernels' if nccl else ''}, {counted} "
+        f"(p50 {steps.latency_ms.p50:.3f} ms)"
     )
     if ranks > 1:
         for line in _rank_sums(imported.table, imported.sources):
@@ -85,19 +93,28 @@ def kineto(trace: Path, model: str | None, batch_size: str | None, store: str | 
 
 
 def _rank_sums(table: Any, sources: dict[int, str]) -> list[str]:
-    """Per rank: its file, its kernels' summed durations and NCCL's among them apart (in ns,
-    to check against the raw traces)."""
+    """Per rank: its file, its spans and, where it has kernels, their summed durations with
+    NCCL's apart (in ns, to check against the raw traces)."""
+    import pyarrow.compute as pc
+
     from mlms.analysis.kineto_ranks import kernel_sums
 
     sums = kernel_sums(table)
-    return [
-        f"rank {rank} ({name}): {kernels[0]:,} kernels {kernels[1]:,} ns, "
-        f"{nccl[0]:,} NCCL kernels {nccl[1]:,} ns"
-        for rank, name in sources.items()
-        for kernels, nccl in [
-            (sums.get((rank, "kernel"), (0, 0)), sums.get((rank, "communication"), (0, 0)))
-        ]
-    ]
+    spans = dict(
+        zip(*(c.to_pylist() for c in pc.value_counts(table["rank"]).flatten()), strict=True)
+    )
+    lines = []
+    for rank, name in sources.items():
+        line = f"rank {rank} ({name}): {spans.get(rank, 0):,} spans"
+        kernels = sums.get((rank, "kernel"), (0, 0))
+        nccl = sums.get((rank, "communication"), (0, 0))
+        if kernels[0] or nccl[0]:
+            line += (
+                f", {kernels[0]:,} kernels {kernels[1]:,} ns, "
+                f"{nccl[0]:,} NCCL kernels {nccl[1]:,} ns"
+            )
+        lines.append(line)
+    return lines
 
 
 def _batch_size(text: str) -> int:
