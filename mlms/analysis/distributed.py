@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import pandas as pd
 
-from mlms.analysis.engine import FRAMEWORK, GPU_KINDS, HARDWARE, Spans
+from mlms.analysis.engine import FRAMEWORK, HARDWARE, Spans
 from mlms.tracer.communication import COMMUNICATION, bus_factor_sql, collective_sql
 
 _RANK = "coalesce(s.rank, 0)"
 _GPU_CATEGORY = f"""
-    CASE WHEN s.kind = '{COMMUNICATION}' THEN 'communication'
-         WHEN s.kind IN ('memcpy', 'memset') OR s.name LIKE '%Memcpy%' OR s.name LIKE 'Memset%'
+    CASE WHEN g.kind = '{COMMUNICATION}' THEN 'communication'
+         WHEN g.kind IN ('memcpy', 'memset') OR n.name LIKE '%Memcpy%' OR n.name LIKE 'Memset%'
              THEN 'memory'
-         WHEN s.name LIKE '%Sync%' THEN 'other'
+         WHEN n.name LIKE '%Sync%' THEN 'other'
          ELSE 'compute' END"""
 # Each trace's activity run, and whether its activity is the GPU's.
 _ACTIVITY_RUNS = """
@@ -63,10 +63,13 @@ _ACTIVITY = f"""
     {_ACTIVITY_RUNS},
     {_AROUND_COLLECTIVES},
     activity AS (
-        SELECT s.trace_id, {_RANK} AS rank, s.start_ns, s.end_ns, a.gpu,
-               CASE WHEN a.gpu THEN {_GPU_CATEGORY}
-                    WHEN s.kind = '{COMMUNICATION}' THEN 'communication'
-                    ELSE 'compute' END AS category,
+        -- the GPU's: the engine's table of the kernel run's GPU activities
+        SELECT g.trace_id, coalesce(g.rank, 0) AS rank, g.start_ns, g.end_ns, true AS gpu,
+               {_GPU_CATEGORY} AS category, g.batch_size
+        FROM gpu g JOIN kernel_names n USING (name_id)
+        UNION ALL
+        SELECT s.trace_id, {_RANK} AS rank, s.start_ns, s.end_ns, false AS gpu,
+               CASE WHEN s.kind = '{COMMUNICATION}' THEN 'communication' ELSE 'compute' END,
                -- a span outside the predict's tree (gloo's work on gloo's threads): the
                -- batch size of the rank's predict it started in
                coalesce(s.batch_size,
@@ -76,9 +79,8 @@ _ACTIVITY = f"""
           ON s.batch_size IS NULL AND p.trace_id = s.trace_id
          AND coalesce(p.rank, 0) = {_RANK} AND p.start_ns <= s.start_ns
         ANTI JOIN around_collectives c ON c.trace_id = s.trace_id AND c.span_id = s.span_id
-        WHERE CASE WHEN a.gpu THEN s.level = {HARDWARE} AND s.kind IN {GPU_KINDS}
-                   ELSE s.level = {FRAMEWORK}
-                        OR (s.kind = '{COMMUNICATION}' AND s.level < {HARDWARE}) END
+        WHERE NOT a.gpu AND (s.level = {FRAMEWORK}
+                             OR (s.kind = '{COMMUNICATION}' AND s.level < {HARDWARE}))
     )"""
 # The pieces of each rank's timeline between consecutive starts and ends, with how many
 # activities of each category run in it.
