@@ -103,3 +103,31 @@ def test_nccl_kernels_show_in_the_kernel_tables_as_communication() -> None:
     assert kinds == {"gemm": "kernel", "ncclDevKernel_AllReduce_Sum_bf16_RING_LL": COMMUNICATION}
     shares = dict(zip(table["name"], table["share (%)"], strict=True))
     assert shares["ncclDevKernel_AllReduce_Sum_bf16_RING_LL"] == pytest.approx(100 * 50 / 80)
+
+
+def test_torch_layer_capture_emits_a_collective_inside_an_op_as_communication() -> None:
+    """torch.profiler over a real gloo all-reduce (one process, world size 1) inside an op:
+    the CPU layer capture's collectives walk finds it below the op, kind communication."""
+    import torch
+    import torch.distributed as dist
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    from mlms.predictors.torch_predictor import _collectives
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        hidden = torch.ones(8, 8)
+        with profile(activities=[ProfilerActivity.CPU]) as profiler:
+            with record_function("residual add"):
+                hidden = hidden * 2
+                dist.all_reduce(hidden)
+                hidden = hidden + 1
+    finally:
+        dist.destroy_process_group()
+    around = next(e for e in profiler.events() if e.name == "residual add")
+    found = list(_collectives(around, offset_ns=1000, thread=7))
+    assert [(e.name, e.kind, e.level, e.thread) for e in found] == [
+        ("c10d::allreduce_", COMMUNICATION, TraceLevel.FRAMEWORK, 7)
+    ]
+    start, end = (int(t * 1000) + 1000 for t in (around.time_range.start, around.time_range.end))
+    assert start <= found[0].start_ns < found[0].end_ns <= end
