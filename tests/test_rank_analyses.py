@@ -363,3 +363,14 @@ def test_the_report_and_ui_show_ranks_only_for_several(gloo_folder: Path, tmp_pa
 
     assert "report#ranks" in evaluation_page(record, None)  # the UI's evaluation page
     assert "report#ranks" not in evaluation_page(one, None)
+
+
+def test_chrome_export_gives_each_rank_its_own_tracks() -> None:
+    from mlms.tracer.chrome import to_chrome
+
+    names = {
+        e["args"]["name"]
+        for e in to_chrome(to_table(_hand_spans()))["traceEvents"]
+        if e["name"] == "thread_name"
+    }
+    assert {"rank 0 hardware", "rank 1 hardware"} <= names

@@ -12,7 +12,8 @@ from mlms.tracer.levels import TraceLevel
 
 
 def to_chrome(spans: pa.Table) -> dict[str, Any]:
-    """Complete ("X") events; one process per leveled run, one track per level and thread.
+    """Complete ("X") events; one process per leveled run, one track per rank (of several),
+    level and thread.
 
     Each event's args hold the span's attributes, typed columns included under their
     attribute names."""
@@ -24,7 +25,8 @@ def to_chrome(spans: pa.Table) -> dict[str, Any]:
     for row in spans.to_pylist():
         level = TraceLevel(int(row["level"]))
         thread = "" if row["thread"] is None else f" thread {int(row['thread'])}"
-        key = (int(row["run"]), f"{level.label}{thread}")
+        rank = "" if row["rank"] is None else f"rank {int(row['rank'])} "
+        key = (int(row["run"]), f"{rank}{level.label}{thread}")
         tid = tracks.setdefault(key, len(tracks) + 1)
         args = {"level": level.label, "span_id": row["span_id"], "parent_id": row["parent_id"]}
         args |= json.loads(row["attributes"] or "{}")
