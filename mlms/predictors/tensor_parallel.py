@@ -120,6 +120,9 @@ class SplitTorchPredictor(TorchPredictor):
     """The torch predictor of one rank: the model split over the default process group."""
 
     compile_modes = ()
+    # DTensor's dispatch costs 4.7x more under inference_mode than under no_grad (tinyllama_1b
+    # split over two H200s, batch 1: 402 against 86 ms a forward, benchmarks/RESULTS.md).
+    autograd_off = "no_grad"
 
     def __init__(self, manifest, asset_path, options):
         import torch

@@ -143,7 +143,7 @@ class LayerCosts:
 
             return hook
 
-        counter = FlopCounterMode(display=False)
+        counter = FlopCounterMode(display=False, custom_mapping=_grouped_attention())
         with _leaf_hooks(self._leaves, pre_hook, None), counter:
             self._forward(inputs)
         # The counter names a module "<root class>.<module path>".
@@ -205,3 +205,28 @@ def _leaf_hooks(
     finally:
         for handle in handles:
             handle.remove()
+
+
+def _grouped_attention() -> dict[Any, Any]:
+    """torch's attention flop formulas for grouped-query attention too (Llama: fewer key and
+    value heads than query heads, which ``scaled_dot_product_attention(enable_gqa=True)`` shares
+    among the query heads): counted as the attention of as many key and value heads as queries,
+    which is what runs. torch's own formulas reject the differing head counts."""
+    from torch.utils.flop_counter import flop_registry
+
+    def grouped(wrapped: Any) -> Any:
+        formula = getattr(wrapped, "__wrapped__", wrapped)  # the formula of shapes
+
+        def count(query: Any, key: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
+            heads = query[1]
+            return formula(
+                query, (key[0], heads, *key[2:]), (value[0], heads, *value[2:]), *args, **kwargs
+            )
+
+        return count
+
+    return {
+        op: grouped(formula)
+        for op, formula in flop_registry.items()
+        if "scaled_dot_product" in str(op) and "backward" not in str(op)
+    }

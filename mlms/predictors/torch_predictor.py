@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
@@ -55,6 +55,8 @@ class TorchPredictor(Predictor):
     has_channels_last = True
     stages_on_gpu = True
     generates = True
+    #: torch's switch that turns autograd off around each predict.
+    autograd_off: ClassVar[str] = "inference_mode"
 
     @classmethod
     def precisions(cls, capability: tuple[int, int] | None) -> tuple[str, ...]:
@@ -128,9 +130,9 @@ class TorchPredictor(Predictor):
             "precision": self.options.precision,
             "dtype": str(self.dtype).removeprefix("torch."),
             "mode": (
-                f"torch.compile mode={self.options.compile}, inference_mode"
+                f"torch.compile mode={self.options.compile}, {self.autograd_off}"
                 if self.options.compile
-                else "eager, inference_mode"
+                else f"eager, {self.autograd_off}"
             ),
             "channels_last": self.options.channels_last,
         }
@@ -174,7 +176,7 @@ class TorchPredictor(Predictor):
 
     def predict(self, batch: Any) -> np.ndarray:
         torch = self._torch
-        with torch.inference_mode():
+        with getattr(torch, self.autograd_off)():
             tensor = batch if isinstance(batch, torch.Tensor) else self.stage(batch)[0]
             if self._predicts is None:
                 return self._forward(tensor).float().cpu().numpy()
@@ -193,7 +195,7 @@ class TorchPredictor(Predictor):
         torch = self._torch
         clock = time.perf_counter_ns
         step = self.module.step
-        with torch.inference_mode():
+        with getattr(torch, self.autograd_off)():
             tokens = batch if isinstance(batch, torch.Tensor) else self.stage(batch)[0]
             start = clock()
             logits, past = step(tokens, None)

@@ -1,0 +1,340 @@
+"""A model split over two GPUs (``--tensor-parallel 2``) against a bare torch loop with the same
+split, in one call (``benchmarks/tensor_parallel_gpu.sh`` on a 2-GPU host; ``--dry`` here, small,
+on the CPU with gloo).
+
+Prints, and writes as JSON under ``--out``:
+1. mlms p50 / bare p50 of tinyllama_1b (bf16, 512 tokens, inputs on the device) at batch 1 and 16,
+   rounds interleaved (target <= 1.02). The bare loop: two processes, transformers'
+   ``LlamaForCausalLM`` split by its config's ``base_model_tp_plan`` with torch's
+   ``parallelize_module`` directly, each predict timed around the forward and the logits' copy to
+   the host (what mlms's predict does), the slowest rank's per iteration.
+2. NCCL kernel time per iteration: mlms's hardware-level trace (CUPTI in each rank) against
+   torch.profiler over the bare loop (target: within 2 %). The bare loop's profiles are kept as
+   Kineto traces, one per rank (``kineto/rank*.json.gz``), for the multi-rank import.
+3. The scaling table: one GPU against two (speedup, efficiency, energy per inference), and
+   time to first token / per output token with ``--generate``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+@dataclass(frozen=True)
+class Setup:
+    model: str
+    hw: str
+    precision: str
+    seq_len: int
+    batch_sizes: tuple[int, ...]
+    iterations: int
+    min_seconds: float
+    rounds: int
+    profiled_iterations: int
+    generate: int
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.hw != "cpu"
+
+
+GPU = Setup("tinyllama_1b", "gpu", "bf16", 512, (1, 16), 40, 1.0, 2, 100, 16)
+DRY = Setup("llama_mini", "cpu", "fp32", 32, (1, 4), 5, 0.0, 1, 3, 4)
+
+
+def mlms_eval(setup: Setup, store: Any, **changes: Any) -> Any:
+    """One evaluation through mlms's own runner (the embedded client's path, no index)."""
+    from mlms.evaluation.record import EvaluationRequest
+    from mlms.evaluation.runner import evaluate
+
+    values: dict[str, Any] = {
+        "model": setup.model,
+        "hw": setup.hw,
+        "batch_sizes": list(setup.batch_sizes),
+        "iterations": setup.iterations,
+        "warmup": 5,
+        "min_seconds": setup.min_seconds,
+        "precision": setup.precision,
+        "seq_len": setup.seq_len,
+        "input_on_device": setup.on_gpu,
+        "tensor_parallel": 2,
+    }
+    return evaluate(EvaluationRequest(**values | changes), store=store)
+
+
+# --- the bare loop: two processes, the split applied with torch directly ---------------------
+
+
+def bare_rank(rank: int, setup: Setup, port: int, out: str, profile_dir: str | None) -> None:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
+
+    from mlms.zoo.transformer_models import CONFIGURED
+    from mlms.zoo.transformers_import import import_transformers
+
+    device = torch.device(f"cuda:{rank}" if setup.on_gpu else "cpu")
+    if setup.on_gpu:
+        torch.cuda.set_device(device)
+    else:  # the host's cores shared between the ranks, as mlms's ranks share them
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // 2))
+    dist.init_process_group(
+        "nccl" if setup.on_gpu else "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=2,
+        device_id=device if setup.on_gpu else None,
+    )
+    group = dist.new_group(backend="gloo")
+    transformers = import_transformers()
+    values = CONFIGURED[setup.model][4]
+    config = transformers.LlamaConfig(**values, attn_implementation="sdpa")
+    dtype = torch.bfloat16 if setup.precision == "bf16" else torch.float32
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).eval().to(device, dtype)
+    mesh = init_device_mesh(device.type, (2,))
+    styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
+    plan = {key: styles[style]() for key, style in config.base_model_tp_plan.items()}
+    parallelize_module(model.model, mesh, plan)
+
+    def predict(ids: torch.Tensor) -> Any:
+        hidden = model.model(input_ids=ids, use_cache=False).last_hidden_state
+        return model.lm_head(hidden[:, -1]).float().cpu().numpy()
+
+    results: dict[str, Any] = {}
+    generator = torch.Generator().manual_seed(0)
+    for batch_size in setup.batch_sizes:
+        ids = torch.randint(0, config.vocab_size, (batch_size, setup.seq_len), generator=generator)
+        ids = ids.to(device)
+        with torch.no_grad():  # as mlms's split predictor: DTensor is slow under inference_mode
+            for _ in range(5):
+                predict(ids)
+            latencies = []
+            began = time.perf_counter()
+            index = 0
+            while True:
+                more = torch.tensor(
+                    [
+                        int(
+                            index < setup.iterations
+                            or time.perf_counter() - began < setup.min_seconds
+                        )
+                    ]
+                )
+                dist.all_reduce(more, op=dist.ReduceOp.MAX, group=group)
+                if not more.item():
+                    break
+                start = time.perf_counter_ns()
+                predict(ids)
+                latencies.append(time.perf_counter_ns() - start)
+                index += 1
+        mine = torch.tensor(latencies)
+        every = [torch.empty_like(mine) for _ in range(2)]
+        dist.all_gather(every, mine, group=group)
+        slowest = torch.stack(every).amax(0).tolist()
+        results[str(batch_size)] = {
+            "p50_ms": statistics.median(slowest) / 1e6,
+            "iterations": len(slowest),
+        }
+    if profile_dir is not None:
+        results["profile"] = profile_bare(rank, setup, predict, config, device, profile_dir)
+    if rank == 0:
+        Path(out).write_text(json.dumps(results))
+    dist.barrier(group=group)
+    dist.destroy_process_group()
+
+
+def profile_bare(
+    rank: int, setup: Setup, predict: Any, config: Any, device: Any, folder: str
+) -> dict[str, float]:
+    """NCCL kernel time per predict under torch.profiler (CPU + CUDA) at each batch size, and
+    the last batch size's trace kept as a Kineto file of this rank."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if setup.on_gpu:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    per_predict = {}
+    for batch_size in setup.batch_sizes:
+        ids = torch.randint(0, config.vocab_size, (batch_size, setup.seq_len)).to(device)
+        count = setup.profiled_iterations
+        with torch.no_grad(), torch.profiler.profile(activities=activities) as profiler:
+            for step in range(count):
+                with torch.profiler.record_function(f"ProfilerStep#{step}"):
+                    predict(ids)
+        nccl = sum(
+            event.device_time_total
+            for event in profiler.events()
+            if event.device_type == torch.autograd.DeviceType.CUDA and "nccl" in event.name.lower()
+        )
+        per_predict[str(batch_size)] = nccl / count / 1e3  # ms
+        if batch_size == setup.batch_sizes[0]:
+            path = Path(folder) / f"rank{rank}.json"
+            profiler.export_chrome_trace(str(path))
+            with open(path, "rb") as raw, gzip.open(f"{path}.gz", "wb", compresslevel=9) as packed:
+                shutil.copyfileobj(raw, packed)
+            path.unlink()
+    return per_predict
+
+
+def bare(setup: Setup, out: Path, profile_dir: Path | None = None) -> dict[str, Any]:
+    from mlms.evaluation.tensor_parallel import free_port
+
+    result = out / "bare.json"
+    mp.spawn(
+        bare_rank,
+        args=(setup, free_port(), str(result), str(profile_dir) if profile_dir else None),
+        nprocs=2,
+    )
+    return json.loads(result.read_text())
+
+
+# --- mlms's trace: NCCL kernel time per predict ----------------------------------------------
+
+
+def mlms_nccl_per_predict(store: Any, record: Any) -> dict[str, float]:
+    """Per batch size, the NCCL kernel time of one predict on the slowest-communicating rank
+    (ms), from the hardware-level run of the archive."""
+    import duckdb
+
+    from mlms.tracer.archive import local_archive
+
+    archive = local_archive(store, record.trace_id)
+    rows = duckdb.sql(
+        f"""
+        select batch_size, rank, sum(end_ns - start_ns) / 1e6 as ms,
+               count(distinct parent_id) as calls
+        from '{archive}'
+        where level = 6 and kind = 'communication'
+        group by all
+        """
+    ).fetchall()
+    models = dict(
+        duckdb.sql(
+            f"select batch_size, count(*) / count(distinct rank) from '{archive}' "
+            "where level = 2 and run = (select max(run) from "
+            f"'{archive}' where level = 6) group by all"
+        ).fetchall()
+    )
+    per: dict[str, float] = {}
+    for batch_size, _rank, ms, _calls in rows:
+        per[str(batch_size)] = max(per.get(str(batch_size), 0.0), ms / models[batch_size])
+    return per
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--dry", action="store_true", help="small, on this CPU (gloo)")
+    parser.add_argument("--parts", default="latency,nccl,scaling")
+    args = parser.parse_args()
+    setup = DRY if args.dry else GPU
+    parts = set(args.parts.split(","))
+    args.out.mkdir(parents=True, exist_ok=True)
+    from mlms.store.local import LocalStore
+
+    store = LocalStore(Path(os.environ.get("MLMS_HOME", "/tmp/mlms-tp")) / "store")
+    report: dict[str, Any] = {"setup": setup.__dict__, "device": _device()}
+    print(report["device"], flush=True)
+
+    if "latency" in parts:
+        rounds = []
+        for number in range(setup.rounds):
+            began = time.perf_counter()
+            record = mlms_eval(setup, store)
+            mine = {str(r.batch_size): r.latency_ms.p50 for r in record.results}
+            theirs = bare(setup, args.out)
+            rounds.append({"mlms": mine, "bare": theirs, "mlms_id": record.id})
+            seconds = time.perf_counter() - began
+            print(f"round {number}: mlms {mine}  bare {theirs}  ({seconds:.0f} s)", flush=True)
+        report["latency"] = rounds
+        print("\n| batch | mlms p50 (ms) | bare p50 (ms) | mlms / bare |")
+        print("|---:|---:|---:|---:|")
+        for batch_size in map(str, setup.batch_sizes):
+            mine = statistics.median(r["mlms"][batch_size] for r in rounds)
+            theirs = statistics.median(r["bare"][batch_size]["p50_ms"] for r in rounds)
+            print(f"| {batch_size} | {mine:.3f} | {theirs:.3f} | {mine / theirs:.3f} |")
+        _save(args.out, report)
+
+    if "nccl" in parts:
+        kineto = args.out / "kineto"
+        kineto.mkdir(exist_ok=True)
+        record = mlms_eval(setup, store, trace_level="hardware" if setup.on_gpu else "framework")
+        theirs = bare(setup, args.out, kineto)["profile"]
+        report["nccl"] = {"mlms_id": record.id, "bare_profile": theirs}
+        if setup.on_gpu:
+            mine = mlms_nccl_per_predict(store, record)
+            report["nccl"]["mlms"] = mine
+            print("\n| batch | NCCL ms / predict, mlms | torch.profiler | ratio |")
+            print("|---:|---:|---:|---:|")
+            for batch_size in map(str, setup.batch_sizes):
+                print(f"| {batch_size} | {mine[batch_size]:.4f} | {theirs[batch_size]:.4f} | "
+                      f"{mine[batch_size] / theirs[batch_size]:.3f} |")  # fmt: skip
+        levels = {str(r.batch_size): {k: v.overhead for k, v in r.levels.items()}
+                  for r in record.results}  # fmt: skip
+        report["nccl"]["overheads"] = levels
+        print("level slowdowns:", levels, flush=True)
+        _save(args.out, report)
+
+    if "scaling" in parts:
+        first = f"{setup.hw}:0" if setup.on_gpu else "cpu"
+        one = mlms_eval(setup, store, tensor_parallel=1, hw=first)
+        two = mlms_eval(setup, store)
+        generated = {
+            ranks: mlms_eval(setup, store, tensor_parallel=ranks, batch_sizes=[1],
+                             generate=setup.generate,
+                             hw=first if ranks == 1 else setup.hw)
+            for ranks in (1, 2)
+        }  # fmt: skip
+        report["scaling"] = {"one": one.model_dump(mode="json"), "two": two.model_dump(mode="json")}
+        print("\n| batch | 1 GPU p50 | 2 GPUs p50 | speedup | efficiency | J/inference 1 | 2 |")
+        print("|---:|---:|---:|---:|---:|---:|---:|")
+        for a, b in zip(one.results, two.results, strict=True):
+            speedup = a.latency_ms.p50 / b.latency_ms.p50
+            energy = [r.energy.joules_per_inference if r.energy else None for r in (a, b)]
+            print(f"| {a.batch_size} | {a.latency_ms.p50:.3f} | {b.latency_ms.p50:.3f} | "
+                  f"{speedup:.2f} | {speedup / 2:.2f} | {energy[0]} | {energy[1]} |")  # fmt: skip
+        print("\n| ranks | TTFT p50 (ms) | TPOT p50 (ms) | tokens/s |")
+        print("|---:|---:|---:|---:|")
+        for ranks, record in generated.items():
+            g = record.results[0].generation
+            report["scaling"][f"generate_{ranks}"] = g.model_dump(mode="json") if g else None
+            if g is not None:
+                tpot = g.time_per_output_token_ms.p50 if g.time_per_output_token_ms else None
+                print(f"| {ranks} | {g.time_to_first_token_ms.p50:.3f} | {tpot} | "
+                      f"{g.tokens_per_second:.1f} |")  # fmt: skip
+        peaks = [(r.rank, r.peak_memory_bytes) for r in two.ranks]
+        print("peak memory per rank (bytes):", peaks)
+
+    _save(args.out, report)
+    return 0
+
+
+def _save(out: Path, report: dict[str, Any]) -> None:
+    (out / "tensor_parallel.json").write_text(json.dumps(report, indent=1, default=str))
+
+
+def _device() -> str:
+    if not torch.cuda.is_available():
+        return f"cpu ({os.cpu_count()} cores), torch {torch.__version__}"
+    names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    return f"{', '.join(names)}; torch {torch.__version__}, cuda {torch.version.cuda}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
