@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -33,6 +34,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from mlms.config import mlms_home
 from mlms.errors import InvalidArgument, RankFailed
 from mlms.evaluation.progress import Progress, ProgressCallback
 from mlms.evaluation.record import EvaluationRequest
@@ -172,12 +174,17 @@ def _forward_progress(rank: _Rank, report: ProgressCallback) -> None:
 
 
 def _failure(failed: _Rank, ranks: list[_Rank], spec: RankSpec) -> str:
+    """One line: the rank, how it ended, its last word, and where its whole log is kept (the
+    rank's folder goes with the evaluation)."""
     code = failed.process.returncode
     how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
     last = _last_line(failed.log)
+    kept = mlms_home() / "logs" / "ranks" / f"{spec.evaluation_id}-rank{failed.rank}.log"
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(failed.log, kept)
     return (
         f"{spec.manifest.name} with --tensor-parallel {len(ranks)}: rank {failed.rank} "
-        f"({failed.device}) died ({how})" + (f": {last}" if last else "")
+        f"({failed.device}) died ({how})" + (f": {last}" if last else "") + f" (its log: {kept})"
     )
 
 
