@@ -22,6 +22,7 @@ exceptions into these with ``raise ... from exc``; nothing above them sees a lib
     ├── EvaluationInFlight     no record yet: a server is still dispatching the evaluation
     ├── Unavailable            a server, agent or registry cannot be reached
     │   └── AccessRefused      etcd answered but refused our credentials or their permissions
+    ├── RankFailed             a rank of a split model died mid-run (names the rank and device)
     ├── Unauthenticated        no bearer token, or one that is unknown or revoked
     └── PermissionDenied       a valid token without the role the method needs
 """
@@ -131,9 +132,9 @@ STATUS: list[tuple[type[MlmsError], str, int]] = [
     (EvaluationInFlight, "FAILED_PRECONDITION", 409),
     (NotMeasurable, "FAILED_PRECONDITION", 400),
     # Not the request's fault: the installed libraries cannot do it until they are changed.
-    (LibraryFailure, "FAILED_PRECONDITION", 500),
+    (LibraryFailure, "FAILED_PRECONDITION", 400),
     (Unavailable, "UNAVAILABLE", 503),
-    (RankFailed, "ABORTED", 500),
+    (RankFailed, "ABORTED", 409),
     (ManifestError, "FAILED_PRECONDITION", 400),
     (AssetError, "DATA_LOSS", 502),
     (StoreError, "UNAVAILABLE", 502),

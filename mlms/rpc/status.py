@@ -40,6 +40,7 @@ FROM_STATUS: dict[grpc.StatusCode, type[errors.MlmsError]] = {
     grpc.StatusCode.ALREADY_EXISTS: errors.AlreadyExists,
     grpc.StatusCode.FAILED_PRECONDITION: errors.UnsupportedFramework,
     grpc.StatusCode.UNAVAILABLE: errors.Unavailable,
+    grpc.StatusCode.ABORTED: errors.RankFailed,
     grpc.StatusCode.DEADLINE_EXCEEDED: errors.Unavailable,
     grpc.StatusCode.DATA_LOSS: errors.AssetError,
     grpc.StatusCode.UNAUTHENTICATED: errors.Unauthenticated,
