@@ -164,3 +164,19 @@ def test_a_sweep_lane_runs_as_many_cells_at_once_as_there_are_gpu_agents() -> No
     assert cells.width(("torch", "h100:1")) == 1
     assert cells.width(("torch", "gpu")) == 3
     assert cells.width(("onnxruntime", "h100")) == 0
+
+
+def test_a_split_model_goes_to_an_agent_that_evaluates_on_enough_gpus() -> None:
+    whole_host = _pinned("host", None)  # a plain agent: every GPU of its host
+    fleet = [*GPU_FLEET, whole_host]
+    choice = choose(
+        fleet, manifest=RESNET, framework=parse_framework("torch"), hw="h100", devices=2
+    )
+    assert choice.id == "host"
+    assert whole_host.serves_hw("h100:0,1", 2) and not whole_host.serves_hw("h100", 3)
+    with pytest.raises(HardwareNotFound) as raised:
+        choose(GPU_FLEET, manifest=RESNET, framework=parse_framework("torch"), hw="h100", devices=2)
+    assert "split over 2 GPUs of one agent (agents started with --gpus have one each)" in str(
+        raised.value
+    )
+    assert _choose("torch", "cpu", devices=2) == "b"  # the CPU's ranks: any agent's cores

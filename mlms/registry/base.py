@@ -55,10 +55,10 @@ class AgentRecord(BaseModel):
             return list(self.hardware.gpus)
         return [gpu for gpu in self.hardware.gpus if gpu.index in self.gpus]
 
-    def serves_hw(self, hw: str) -> bool:
-        """Whether a ``--hw`` value can run here: ``cpu`` anywhere; ``h100`` where one of its
-        GPUs is an H100; ``h100:1`` (``gpu:1``) where GPU 1 is one of its GPUs (and an H100).
-        A value of a bad form serves nowhere."""
+    def serves_hw(self, hw: str, devices: int = 1) -> bool:
+        """Whether a ``--hw`` value can run here on ``devices`` GPUs (a model split over them):
+        ``cpu`` anywhere; ``h100`` where that many of its GPUs are H100s; ``h100:1`` (``gpu:1``)
+        where GPU 1 is one of its GPUs (and an H100). A value of a bad form serves nowhere."""
         try:
             alias, indices = parse_hw(hw)
         except MlmsError:
@@ -67,8 +67,8 @@ class AgentRecord(BaseModel):
             return True
         gpus = [g for g in self.usable_gpus() if alias in ("gpu", g.alias)]
         if indices is None:
-            return bool(gpus)
-        return set(indices) <= {g.index for g in gpus}
+            return len(gpus) >= devices
+        return len(indices) >= devices and set(indices) <= {g.index for g in gpus}
 
 
 @runtime_checkable

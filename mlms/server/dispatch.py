@@ -122,6 +122,7 @@ class Dispatcher:
             hw=request.hw or "cpu",
             pending=self.pending.snapshot(),
             exclude=exclude,
+            devices=getattr(request, "tensor_parallel", 1),
         )
 
     def model(self, name: str) -> ModelManifest:

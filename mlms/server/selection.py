@@ -72,10 +72,11 @@ def _semver_to_pep440(constraint: str) -> str:
     return f">={base},<{upper}"
 
 
-def serves_hw(agent: AgentRecord, hw: str) -> bool:
-    """``--hw h100`` goes to an agent with an H100 among the GPUs it evaluates on; ``h100:1``
-    only to the agent of GPU 1 (``AgentRecord.serves_hw``)."""
-    return agent.serves_hw(hw)
+def serves_hw(agent: AgentRecord, hw: str, devices: int = 1) -> bool:
+    """``--hw h100`` goes to an agent with an H100 among the GPUs it evaluates on (with
+    ``devices`` of them for a split model); ``h100:1`` only to the agent of GPU 1
+    (``AgentRecord.serves_hw``)."""
+    return agent.serves_hw(hw, devices)
 
 
 def choose(
@@ -86,12 +87,15 @@ def choose(
     hw: str,
     pending: Mapping[str, int] | None = None,
     exclude: frozenset[str] = frozenset(),
+    devices: int = 1,
 ) -> AgentRecord:
     """The least-loaded live agent that runs ``manifest`` on ``framework`` and ``hw``.
 
     Load is the agent's published in-flight count plus ``pending``, what this server has sent
     it since (the registry lags behind a burst of dispatches). Ties go to the lowest id, so
-    the choice is deterministic. Each failure names what the fleet does have.
+    the choice is deterministic. Each failure names what the fleet does have. A model split
+    over ``devices`` GPUs runs on one agent that evaluates on that many (its ranks are its
+    processes): an agent pinned to one GPU (``mlms agent --gpus``) takes unsplit models only.
     """
     pending = pending or {}
     live = [a for a in agents if a.id not in exclude]
@@ -115,11 +119,17 @@ def choose(
             f"{framework.name}{framework.versions}; agents that run the model have "
             f"{_describe(models, lambda a: f'{a.framework} {a.framework_version}')}"
         )
-    fit = [a for a in frameworks if serves_hw(a, hw)]
+    fit = [a for a in frameworks if serves_hw(a, hw, devices)]
     if not fit:
+        split = (
+            f" split over {devices} GPUs of one agent (agents started with --gpus have one each)"
+            if devices > 1 and not hw.startswith("cpu")
+            else ""
+        )
         raise HardwareNotFound(
             f"no agent with hardware {hw!r} runs {manifest.name!r}"
             + (f" on {framework.name}" if framework.name else "")
+            + split
             + f"; the fleet has {_describe(frameworks, _hardware)}"
         )
     return min(fit, key=lambda a: (a.in_flight + pending.get(a.id, 0), a.id))
