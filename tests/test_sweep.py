@@ -44,6 +44,13 @@ def test_the_cells_are_the_cross_product_with_ids_of_their_own() -> None:
     assert new_sweep(SPEC).cells[0].evaluation_id != sweep.cells[0].evaluation_id
 
 
+def test_every_cell_of_a_split_sweep_asks_for_the_split() -> None:
+    spec = SPEC.model_copy(update={"tensor_parallel": 2})
+    requests = [cell.request(spec) for cell in new_sweep(spec).cells]
+    assert {request.tensor_parallel for request in requests} == {2}
+    assert {cell.request(SPEC).tensor_parallel for cell in new_sweep(SPEC).cells} == {1}
+
+
 class FakeCells:
     """Evaluations that take ``seconds``, counted, with the most running at once per lane."""
 
@@ -152,6 +159,10 @@ def test_a_stopped_run_does_not_undo_the_resumed_one(own_store) -> None:
         (
             ["--models", "digits_cnn", "--frameworks", "torch", "--hw", "cpu,tpu"],
             "bad value for hw: unknown hardware 'tpu': expected cpu or a GPU alias",
+        ),
+        (
+            ["--models", "digits_cnn", "--frameworks", "torch", "--tensor-parallel", "0"],
+            "tensor_parallel",
         ),
         (["--resume", "xyz"], "sweep id 'xyz': expected hex digits"),
         (["--resume", "abc"], "no sweep with id 'abc'"),

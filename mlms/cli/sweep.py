@@ -47,6 +47,14 @@ def parse_names(text: str, what: str) -> list[str]:
 @click.option("--iterations", "-n", default=20, show_default=True, type=int)
 @click.option("--warmup", default=3, show_default=True, type=int)
 @click.option("--min-seconds", default=1.0, show_default=True, type=float)
+@click.option(
+    "--tensor-parallel",
+    default=1,
+    show_default=True,
+    type=int,
+    metavar="N",
+    help="Split every cell's model over N devices of its --hw (torch; see mlms eval).",
+)
 @click.option("--resume", "resume", default=None, metavar="ID", help="Resume the sweep ID.")
 @click.option(
     "--report",
@@ -63,6 +71,7 @@ def sweep(
     iterations: int,
     warmup: int,
     min_seconds: float,
+    tensor_parallel: int,
     resume: str | None,
     report: Path | None,
     server: str | None,
@@ -86,6 +95,7 @@ def sweep(
             iterations=iterations,
             warmup=warmup,
             min_seconds=min_seconds,
+            tensor_parallel=tensor_parallel,
         )
     elif models is not None or frameworks is not None:
         raise InvalidArgument(

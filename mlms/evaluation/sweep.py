@@ -20,6 +20,7 @@ from mlms.errors import InvalidArgument, MlmsError
 from mlms.evaluation.record import (
     MAX_ITERATIONS,
     MAX_SECONDS,
+    MAX_TENSOR_PARALLEL,
     MAX_WARMUP,
     EvaluationRecord,
     EvaluationRequest,
@@ -49,6 +50,8 @@ class SweepSpec(BaseModel):
     iterations: int = Field(default=20, ge=1, le=MAX_ITERATIONS)
     warmup: int = Field(default=3, ge=0, le=MAX_WARMUP)
     min_seconds: float = Field(default=1.0, ge=0, le=MAX_SECONDS, allow_inf_nan=False)
+    #: Every cell's model split over this many devices (``EvaluationRequest.tensor_parallel``).
+    tensor_parallel: int = Field(default=1, ge=1, le=MAX_TENSOR_PARALLEL)
 
     @field_validator("batch_sizes")
     @classmethod
@@ -120,6 +123,7 @@ class SweepCell(BaseModel):
             iterations=spec.iterations,
             warmup=spec.warmup,
             min_seconds=spec.min_seconds,
+            tensor_parallel=spec.tensor_parallel,
         )
 
     def describe(self) -> str:

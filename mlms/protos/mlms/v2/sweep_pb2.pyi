@@ -24,7 +24,7 @@ CELL_STATE_COMPLETED: CellState
 CELL_STATE_FAILED: CellState
 
 class SweepSpec(_message.Message):
-    __slots__ = ("models", "frameworks", "batch_sizes", "hw", "iterations", "warmup", "min_seconds")
+    __slots__ = ("models", "frameworks", "batch_sizes", "hw", "iterations", "warmup", "min_seconds", "tensor_parallel")
     MODELS_FIELD_NUMBER: _ClassVar[int]
     FRAMEWORKS_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZES_FIELD_NUMBER: _ClassVar[int]
@@ -32,6 +32,7 @@ class SweepSpec(_message.Message):
     ITERATIONS_FIELD_NUMBER: _ClassVar[int]
     WARMUP_FIELD_NUMBER: _ClassVar[int]
     MIN_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_PARALLEL_FIELD_NUMBER: _ClassVar[int]
     models: _containers.RepeatedScalarFieldContainer[str]
     frameworks: _containers.RepeatedScalarFieldContainer[str]
     batch_sizes: _containers.RepeatedScalarFieldContainer[int]
@@ -39,7 +40,8 @@ class SweepSpec(_message.Message):
     iterations: int
     warmup: int
     min_seconds: float
-    def __init__(self, models: _Optional[_Iterable[str]] = ..., frameworks: _Optional[_Iterable[str]] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., hw: _Optional[_Iterable[str]] = ..., iterations: _Optional[int] = ..., warmup: _Optional[int] = ..., min_seconds: _Optional[float] = ...) -> None: ...
+    tensor_parallel: int
+    def __init__(self, models: _Optional[_Iterable[str]] = ..., frameworks: _Optional[_Iterable[str]] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., hw: _Optional[_Iterable[str]] = ..., iterations: _Optional[int] = ..., warmup: _Optional[int] = ..., min_seconds: _Optional[float] = ..., tensor_parallel: _Optional[int] = ...) -> None: ...
 
 class SweepCell(_message.Message):
     __slots__ = ("model", "framework", "batch_size", "hw", "evaluation_id", "state", "agent_id", "started_at", "finished_at", "error", "p50_ms", "throughput", "joules_per_inference")
