@@ -158,7 +158,9 @@ def test_text_is_tokenized_by_the_tokenizer_the_manifest_names(store, tmp_path) 
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "very"]
     (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
     folder = tmp_path / "tokenizer"
-    BertTokenizerFast(vocab_file=str(tmp_path / "vocab.txt")).save_pretrained(folder)
+    # A folder holding vocab.txt loads the same on transformers 4 and 5 (5's constructor takes
+    # the vocabulary as ``vocab`` and ignores 4's ``vocab_file``).
+    BertTokenizerFast.from_pretrained(tmp_path).save_pretrained(folder)
     rows = [{"text": "very good film", "label": 1}, {"text": "bad film", "label": 0}]
     (tmp_path / "text.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     name = unique("text")
