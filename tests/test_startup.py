@@ -108,6 +108,16 @@ def test_an_agent_starts_without_the_table_libraries(tmp_path: Path) -> None:
     assert not heavy, f"the agent loaded {heavy[:10]}"
 
 
+def test_importing_a_trace_loads_no_scipy(tmp_path: Path) -> None:
+    """``mlms import kineto`` computes the record's latency statistics over the trace's
+    ProfilerSteps: a few, whose median interval needs no SciPy (a quarter of a second to
+    load), and reads the trace with pyarrow and DuckDB."""
+    trace = ROOT / "tests" / "data" / "kineto_resnet18_h100.json.gz"
+    modules = loaded_modules(["import", "kineto", str(trace), "--batch-size", "1"], tmp_path)
+    assert {"mlms.analysis.kineto_record", "mlms.evaluation.stats", "duckdb"} <= modules
+    assert "scipy" not in modules
+
+
 def test_a_command_loads_only_its_own_module(tmp_path: Path) -> None:
     """``mlms evals`` over an index made already (the first, in a new home, rebuilds it from
     the store) loads its command and the index: no other command's module (commands load on

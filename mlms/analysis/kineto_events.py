@@ -7,8 +7,10 @@ file. So the array's byte range is found in the file (the ``[`` after ``"traceEv
 the ``]`` that closes it) and cut into ``PARTS`` ranges at Kineto's separator between two
 events (``},`` newline, two spaces, ``{``: a raw newline is never inside a JSON string, so the
 separator is always structure); DuckDB reads each range, framed as an array, through an fsspec
-file system straight from the file, one thread each, rows in file order. A file laid out
-otherwise (no separator) is one range. A gzipped trace is first gunzipped to a
+file system straight from the file, one thread each, rows in file order. The file is mapped
+into memory, so that a range reaches DuckDB (and the hash) as a view of the page cache: no copy
+on Python's side of a trace's hundreds of megabytes, nor fresh pages to fault in for them. A
+file laid out otherwise (no separator) is one range. A gzipped trace is first gunzipped to a
 temporary file; the trace id hashes the file as given. What lies around the array (device
 properties, versions, the clock base) is small and parsed with ``json``.
 """
@@ -19,6 +21,7 @@ import gzip
 import hashlib
 import io
 import json
+import mmap
 import os
 import re
 import shutil
@@ -31,7 +34,7 @@ from typing import Any
 from mlms.errors import InvalidArgument, NotFound
 
 PARTS = max(1, min(os.cpu_count() or 1, 8))  # arrays DuckDB parses side by side
-PIECE = 8 << 20  # bytes hashed at a time
+PIECE = 8 << 20  # bytes of a gzipped trace gunzipped (and hashed) at a time
 WINDOW = 1 << 20  # how far back from a cut to look for a separator, and the tail searched
 HEAD = 64 << 20  # where "traceEvents" must start
 PROTOCOL = "mlmskineto"
@@ -51,7 +54,8 @@ class TraceText:
         self._source = source
         self._folder: tempfile.TemporaryDirectory[str] | None = None
         self._file: io.BufferedReader | None = None
-        self._data = source if isinstance(source, bytes) else b""
+        #: The text: the bytes given, else the file mapped (nothing for an empty file).
+        self._data: bytes | mmap.mmap = source if isinstance(source, bytes) else b""
         self._digest = hashlib.sha256()
         self._hasher: threading.Thread | None = None
         self.size = 0
@@ -69,12 +73,14 @@ class TraceText:
         except BaseException:
             self.__exit__(None, None, None)
             raise
-        self.size = len(self._data) if self._file is None else os.fstat(self._file.fileno()).st_size
+        self.size = len(self._data)
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         if self._hasher is not None:
             self._hasher.join()
+        if isinstance(self._data, mmap.mmap):
+            self._data.close()
         if self._file is not None:
             self._file.close()
         if self._folder is not None:
@@ -87,9 +93,11 @@ class TraceText:
         return Path(self._folder.name)
 
     def read(self, offset: int, count: int) -> bytes:
-        if self._file is None:
-            return self._data[offset : offset + count]
-        return os.pread(self._file.fileno(), count, offset)
+        return self._data[offset : offset + count]
+
+    def view(self, offset: int, count: int) -> memoryview:
+        """``count`` bytes from ``offset`` without copying them."""
+        return memoryview(self._data)[offset : offset + count]
 
     def sha256(self) -> str:
         if self._hasher is not None:
@@ -110,7 +118,7 @@ class TraceText:
         except OSError as exc:
             raise InvalidArgument(f"cannot read {self.label}: {exc}") from exc
         if handle.read(2) != b"\x1f\x8b":
-            self._file = handle
+            self._map(handle)
             self._hash_in_background()
             return
         with handle:
@@ -124,20 +132,19 @@ class TraceText:
                 shutil.copyfileobj(text, out, PIECE)
         except (OSError, EOFError, zlib.error) as exc:
             raise InvalidArgument(f"{self.label} is not a readable gzip file: {exc}") from exc
-        self._file = open(copy, "rb")  # noqa: SIM115 - closed in __exit__
+        self._map(open(copy, "rb"))  # noqa: SIM115 - closed in __exit__
+
+    def _map(self, handle: io.BufferedReader) -> None:
+        self._file = handle
+        if os.fstat(handle.fileno()).st_size:
+            self._data = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
 
     def _hash_in_background(self) -> None:
         """Hash the data or the file on a thread, beside the parse (hashlib lets go of the
         GIL)."""
 
         def run() -> None:
-            if self._file is None:
-                self._digest.update(self._data)
-                return
-            offset = 0
-            while chunk := os.pread(self._file.fileno(), PIECE, offset):
-                self._digest.update(chunk)
-                offset += len(chunk)
+            self._digest.update(self._data)
 
         self._hasher = threading.Thread(target=run, name="kineto-hash", daemon=True)
         self._hasher.start()
@@ -215,25 +222,27 @@ class _Part:
         self._segments = list(segments)
         self._position = 0
 
-    def read(self, size: int = -1) -> bytes:
-        wanted = size if size >= 0 else 1 << 62
-        parts = []
-        while wanted > 0 and self._segments:
-            segment = self._segments[0]
-            if isinstance(segment, bytes):
-                data = segment[:wanted]
-                rest: bytes | tuple[int, int] = segment[len(data) :]
-            else:
-                first, last = segment
-                data = self._text.read(first, min(wanted, last - first))
-                rest = (first + len(data), last)
-            if rest and (isinstance(rest, bytes) or rest[0] < rest[1]):
-                self._segments[0] = rest
-            else:
-                self._segments.pop(0)
-            parts.append(data)
-            wanted -= len(data)
-        data = b"".join(parts)
+    def read(self, size: int = -1) -> bytes | memoryview:
+        """Up to ``size`` bytes of the next segment alone (DuckDB reads on after a short
+        read): a range of the file comes as a view of it, never joined to the bracket before
+        it into a copy."""
+        if size < 0:
+            return b"".join(iter(lambda: bytes(self.read(1 << 62)), b""))
+        if size == 0 or not self._segments:
+            return b""
+        wanted = size
+        segment = self._segments[0]
+        if isinstance(segment, bytes):
+            data: bytes | memoryview = segment[:wanted]
+            rest: bytes | tuple[int, int] = segment[len(data) :]
+        else:
+            first, last = segment
+            data = self._text.view(first, min(wanted, last - first))
+            rest = (first + len(data), last)
+        if rest and (isinstance(rest, bytes) or rest[0] < rest[1]):
+            self._segments[0] = rest
+        else:
+            self._segments.pop(0)
         self._position += len(data)
         return data
 
