@@ -48,7 +48,7 @@ def layer_events(capture: dict[str, Any]) -> list[TimedEvent]:
 def model_events(capture: dict[str, Any], attributes: dict[str, Any] | None = None):
     return [
         TimedEvent(
-            "model", "model", TraceLevel.MODEL, m["start_ns"], m["end_ns"], m["thread"],
+            "model", "model", TraceLevel.MODEL, m["start_ns"], m["end_ns"], thread=m["thread"],
             attributes=dict(attributes or {}),
         )
         for m in capture["models"]

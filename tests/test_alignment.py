@@ -44,3 +44,43 @@ def test_a_count_of_marks_other_than_the_calls_is_refused() -> None:
             profiler="torch.profiler",
             marks_are="predict ranges",
         )
+
+
+def test_framework_events_are_named_by_the_framework_and_moved_to_the_host_clock() -> None:
+    from dataclasses import dataclass
+
+    from mlms.predictors.alignment import framework_events
+    from mlms.tracer.levels import TraceLevel
+
+    @dataclass(frozen=True)
+    class Event:
+        name: str
+        start_ns: int
+        end_ns: int
+
+    marks = [Event("mark", 100, 400), Event("mark", 500, 900)]
+    anchors = [PredictAnchor(start_ns=10_000, thread=1), PredictAnchor(start_ns=20_000, thread=2)]
+    ops = [Event("conv", 120, 200), Event("relu", 210, 300), Event("conv", 600, 700)]
+    events = framework_events(
+        marks,
+        anchors,
+        ops,
+        lambda window: (
+            (op, index, op.name.upper(), op.name, {"calls": len(window)})
+            for index, op in enumerate(window)
+        ),
+        profiler="p",
+        marks_are="marks",
+    )
+    assert [(e.name, e.kind, e.layer_index, e.thread) for e in events] == [
+        ("CONV", "conv", 0, 1),
+        ("RELU", "relu", 1, 1),
+        ("CONV", "conv", 0, 2),
+    ]
+    assert [(e.start_ns, e.end_ns) for e in events] == [
+        (10_020, 10_100),
+        (10_110, 10_200),
+        (20_100, 20_200),
+    ]
+    assert {e.level for e in events} == {TraceLevel.FRAMEWORK}
+    assert [e.attributes for e in events] == [{"calls": 2}, {"calls": 2}, {"calls": 1}]

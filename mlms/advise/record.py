@@ -236,20 +236,12 @@ class AdviceRecord(BaseModel):
     coverage: float | None
 
 
-_RECORDS = JsonRecords(PREFIX, AdviceRecord, "advice", lister="mlms advise --list")
+_RECORDS = JsonRecords(PREFIX, AdviceRecord, "advice")
 
 
 def save_advice(store: ObjectStore, record: AdviceRecord) -> str:
     return _RECORDS.save(store, record)
 
 
-def load_advice(store: ObjectStore, advice_id: str) -> AdviceRecord:
-    return _RECORDS.load(store, advice_id)
-
-
 def list_advice(store: ObjectStore) -> list[AdviceRecord]:
     return _RECORDS.all(store)
-
-
-def is_advice(store: ObjectStore, advice_id: str) -> bool:
-    return _RECORDS.exists(store, advice_id)

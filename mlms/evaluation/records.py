@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Collection
 from typing import Protocol
 
 from mlms.errors import InvalidArgument, MlmsError, StoreError, Unavailable, UnknownEvaluation
@@ -117,7 +116,3 @@ def list_records(store: ObjectStore) -> list[EvaluationRecord]:
 
 def stored_ids(store: ObjectStore) -> list[str]:
     return RECORDS.ids(store)
-
-
-def read_records(store: ObjectStore, ids: Collection[str]) -> list[EvaluationRecord]:
-    return RECORDS.read(store, ids)

@@ -11,12 +11,30 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from mlms.predictors.base import PredictAnchor
+from mlms.tracer.levels import TraceLevel
+from mlms.tracer.spans import TimedEvent
 
 M = TypeVar("M")
 E = TypeVar("E")
+
+
+class Interval(Protocol):
+    """A profiled event's times, in nanoseconds on the profiler's clock."""
+
+    @property
+    def start_ns(self) -> int: ...
+
+    @property
+    def end_ns(self) -> int: ...
+
+
+Ev = TypeVar("Ev", bound=Interval)
+#: What a framework says of one profiled event of a predict call: the event, its layer slot,
+#: the layer's name and kind, and the event's attributes.
+Described = tuple[Ev, int, str, str, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -65,3 +83,40 @@ def per_predict(
             position += 1
         windows.append(PredictWindow(mark, anchor, anchor.start_ns - begin, inside))
     return windows
+
+
+def framework_events(
+    marks: Iterable[Interval],
+    anchors: Sequence[PredictAnchor],
+    events: Iterable[Ev],
+    describe: Callable[[list[Ev]], Iterable[Described[Ev]]],
+    *,
+    profiler: str,
+    marks_are: str,
+) -> list[TimedEvent]:
+    """The framework-level events of profilers whose marks and events carry their own times
+    (MXNet's, TensorFlow's): each predict call's events, as ``describe`` names them, on the host
+    clock and the calling thread."""
+    windows = per_predict(
+        marks,
+        anchors,
+        lambda mark: (mark.start_ns, mark.end_ns),
+        events,
+        lambda event: event.start_ns,
+        profiler=profiler,
+        marks_are=marks_are,
+    )
+    return [
+        TimedEvent(
+            name=name,
+            kind=kind,
+            level=TraceLevel.FRAMEWORK,
+            start_ns=event.start_ns + window.offset_ns,
+            end_ns=event.end_ns + window.offset_ns,
+            thread=window.anchor.thread,
+            layer_index=index,
+            attributes=attributes,
+        )
+        for window in windows
+        for event, index, name, kind, attributes in describe(window.events)
+    ]

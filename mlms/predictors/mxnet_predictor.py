@@ -27,11 +27,9 @@ from typing import Any
 import numpy as np
 
 from mlms.errors import UnsupportedFramework
-from mlms.predictors.alignment import per_predict
+from mlms.predictors.alignment import framework_events
 from mlms.predictors.base import LayerCapture, PredictAnchor, Predictor, anchor
 from mlms.tracer.layer_kinds import normalise_kind
-from mlms.tracer.levels import TraceLevel
-from mlms.tracer.spans import TimedEvent
 from mlms.zoo.gluon_models import network, parameters
 
 MARK = "mlms::predict"
@@ -153,23 +151,17 @@ class MXNetPredictor(Predictor):
             mx.profiler.dump(finished=False)
             events = read_trace(trace)
         marks, ops = split_events(events, len(anchors))
-        capture.events = list(self._convert(marks, ops, anchors))
-
-    def _convert(
-        self, marks: list[OpEvent], ops: list[OpEvent], anchors: list[PredictAnchor]
-    ) -> Iterator[TimedEvent]:
-        windows = per_predict(
+        capture.events = framework_events(
             marks,
             anchors,
-            lambda mark: (mark.start_ns, mark.end_ns),
             ops,
-            lambda op: op.start_ns,
+            lambda window: (
+                (op, index, *_described(op, nodes))
+                for index, (op, nodes) in enumerate(align(window, self.graph))
+            ),
             profiler="the MXNet profiler",
             marks_are="predict tasks",
         )
-        for window in windows:
-            for index, (op, nodes) in enumerate(align(window.events, self.graph)):
-                yield _timed(op, nodes, index, window.offset_ns, window.anchor.thread)
 
 
 def align(ops: list[OpEvent], graph: list[GraphNode]) -> list[tuple[OpEvent, list[GraphNode]]]:
@@ -199,24 +191,15 @@ def align(ops: list[OpEvent], graph: list[GraphNode]) -> list[tuple[OpEvent, lis
     return result
 
 
-def _timed(
-    op: OpEvent, nodes: list[GraphNode], index: int, offset_ns: int, thread: int
-) -> TimedEvent:
+def _described(op: OpEvent, nodes: list[GraphNode]) -> tuple[str, str, dict[str, Any]]:
+    """(name, kind, attributes) of a profiled operator that ran ``nodes`` of the graph."""
     attributes: dict[str, Any] = {"op_type": op.name}
-    if nodes:
-        attributes["output_shape"] = list(nodes[-1].output_shape)
-        if len(nodes) > 1:
-            attributes["bulk_of"] = [node.name for node in nodes]
-    return TimedEvent(
-        name=nodes[0].name if nodes else op.name,
-        kind=nodes[0].kind if nodes else normalise_kind(op.name),
-        level=TraceLevel.FRAMEWORK,
-        start_ns=op.start_ns + offset_ns,
-        end_ns=op.end_ns + offset_ns,
-        thread=thread,
-        layer_index=index,
-        attributes=attributes,
-    )
+    if not nodes:
+        return op.name, normalise_kind(op.name), attributes
+    attributes["output_shape"] = list(nodes[-1].output_shape)
+    if len(nodes) > 1:
+        attributes["bulk_of"] = [node.name for node in nodes]
+    return nodes[0].name, nodes[0].kind, attributes
 
 
 def read_trace(path: Path) -> list[dict[str, Any]]:

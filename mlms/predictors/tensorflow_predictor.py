@@ -27,11 +27,9 @@ from typing import Any
 import numpy as np
 
 from mlms.errors import UnsupportedFramework
-from mlms.predictors.alignment import per_predict
+from mlms.predictors.alignment import framework_events
 from mlms.predictors.base import LayerCapture, PredictAnchor, Predictor, anchor
 from mlms.tracer.layer_kinds import normalise_kind
-from mlms.tracer.levels import TraceLevel
-from mlms.tracer.spans import TimedEvent
 from mlms.zoo.keras_models import import_tensorflow
 
 MARK = "mlms::predict"
@@ -131,31 +129,24 @@ class TensorFlowPredictor(Predictor):
             if not files:
                 raise RuntimeError(f"the TensorFlow profiler wrote no XPlane file under {logdir}")
             marks, nodes = read_host_events(Path(files[-1]))
-        capture.events = self._convert(marks, nodes, anchors)
-
-    def _convert(
-        self, marks: list[HostEvent], nodes: list[HostEvent], anchors: list[PredictAnchor]
-    ) -> list[TimedEvent]:
-        windows = per_predict(
-            marks,
-            anchors,
-            lambda mark: (mark.start_ns, mark.end_ns),
-            nodes,
-            lambda node: node.start_ns,
-            profiler="the TensorFlow profiler",
-            marks_are="predict traces",
-        )
         # A node's layer slot is its place in the order nodes first ran, the same in every
         # predict: independent ops run side by side on the inter-op threads and finish in a
         # different order each time, so counting by start time would shuffle the slots.
         slots: dict[str, int] = {}
-        return [
-            self._timed(node, slots.setdefault(node.name, len(slots)), w.offset_ns, w.anchor.thread)
-            for w in windows
-            for node in w.events
-        ]
+        capture.events = framework_events(
+            marks,
+            anchors,
+            nodes,
+            lambda window: (
+                (node, slots.setdefault(node.name, len(slots)), *self._described(node))
+                for node in window
+            ),
+            profiler="the TensorFlow profiler",
+            marks_are="predict traces",
+        )
 
-    def _timed(self, node: HostEvent, index: int, offset_ns: int, thread: int) -> TimedEvent:
+    def _described(self, node: HostEvent) -> tuple[str, str, dict[str, Any]]:
+        """(layer, kind, attributes) of an executed graph node."""
         node_name, _, op_type = node.name.rpartition(":")
         layer, layer_class, scopes = self._layer_of(node_name)
         kind = normalise_kind(op_type)
@@ -168,16 +159,7 @@ class TensorFlowPredictor(Predictor):
                 if normalise_kind(name) not in GENERIC_KINDS:
                     kind = normalise_kind(name)
                     break
-        return TimedEvent(
-            name=layer,
-            kind=kind,
-            level=TraceLevel.FRAMEWORK,
-            start_ns=node.start_ns + offset_ns,
-            end_ns=node.end_ns + offset_ns,
-            thread=thread,
-            layer_index=index,
-            attributes={"op_type": op_type, "node": node_name, "tf_thread": node.line},
-        )
+        return layer, kind, {"op_type": op_type, "node": node_name, "tf_thread": node.line}
 
     def _layer_of(self, node_name: str) -> tuple[str, str, list[str]]:
         """(layer, its class, the name scopes below it) of a node: the innermost Keras layer

@@ -289,7 +289,7 @@ class HookedLayers:
                 TraceLevel.FRAMEWORK,
                 seen.start,
                 seen.end,
-                thread,
+                thread=thread,
                 layer_index=index,
                 attributes=attributes,
             )

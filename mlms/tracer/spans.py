@@ -8,7 +8,7 @@ turns them into spans. Finished spans of every kind end up as ``SpanRecord`` row
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from typing import Any
 
 from mlms.tracer.levels import TraceLevel
@@ -34,7 +34,22 @@ COLUMNS: tuple[str, ...] = (
 
 
 @dataclass(frozen=True, slots=True)
-class SpanRecord:
+class Details:
+    """What a span record and a timed event know of an interval besides its name, kind, level and
+    times: where it ran and the rest. Keyword-only, so that each subclass's own fields keep their
+    places as positional arguments."""
+
+    _: KW_ONLY
+    thread: int | None = None
+    device: str | None = None
+    stream: int | None = None
+    correlation_id: int | None = None
+    layer_index: int | None = None
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRecord(Details):
     trace_id: str
     span_id: str
     parent_id: str | None
@@ -44,12 +59,6 @@ class SpanRecord:
     kind: str
     start_ns: int
     end_ns: int
-    thread: int | None = None
-    device: str | None = None
-    stream: int | None = None
-    correlation_id: int | None = None
-    layer_index: int | None = None
-    attributes: dict[str, Any] = field(default_factory=dict)
 
     @property
     def duration_ns(self) -> int:
@@ -75,7 +84,7 @@ class SpanRecord:
 
 
 @dataclass(frozen=True, slots=True)
-class TimedEvent:
+class TimedEvent(Details):
     """An interval a collector observed, on the host clock, not yet a span.
 
     ``thread`` is the host thread the interval belongs to (for framework layers: the thread that
@@ -87,12 +96,6 @@ class TimedEvent:
     level: TraceLevel
     start_ns: int
     end_ns: int
-    thread: int | None = None
-    device: str | None = None
-    stream: int | None = None
-    correlation_id: int | None = None
-    layer_index: int | None = None
-    attributes: dict[str, Any] = field(default_factory=dict)
 
 
 def _none_if_nan(value: Any) -> Any:
