@@ -8,11 +8,12 @@ the ``]`` that closes it) and cut into ``PARTS`` ranges at Kineto's separator be
 events (``},`` newline, two spaces, ``{``: a raw newline is never inside a JSON string, so the
 separator is always structure); DuckDB reads each range, framed as an array, through an fsspec
 file system straight from the file, one thread each, rows in file order. The file is mapped
-into memory, so that a range reaches DuckDB (and the hash) as a view of the page cache: no copy
-on Python's side of a trace's hundreds of megabytes, nor fresh pages to fault in for them. A
-file laid out otherwise (no separator) is one range. A gzipped trace is first gunzipped to a
-temporary file; the trace id hashes the file as given. What lies around the array (device
-properties, versions, the clock base) is small and parsed with ``json``.
+into memory: the hash and the search for the array read the page cache in place, and DuckDB gets
+each range in pieces of ``READ`` bytes, each copied once into memory that the next reuses (a
+trace's hundreds of megabytes copied at once into fresh pages made half an import's page
+faults). A file laid out otherwise (no separator) is one range. A gzipped trace is first
+gunzipped to a temporary file; the trace id hashes the file as given. What lies around the
+array (device properties, versions, the clock base) is small and parsed with ``json``.
 """
 
 from __future__ import annotations
@@ -37,9 +38,11 @@ PARTS = max(1, min(os.cpu_count() or 1, 8))  # arrays DuckDB parses side by side
 PIECE = 8 << 20  # bytes of a gzipped trace gunzipped (and hashed) at a time
 WINDOW = 1 << 20  # how far back from a cut to look for a separator, and the tail searched
 HEAD = 64 << 20  # where "traceEvents" must start
+READ = 1 << 20  # the most bytes a part hands DuckDB per read
 PROTOCOL = "mlmskineto"
 SEPARATOR = b"},\n  {"
 _START = re.compile(rb'"traceEvents"\s*:\s*\[')
+_LEADING = re.compile(rb"[ \t\r\n]*")
 _WHITESPACE = b" \t\r\n"
 _DECODER = json.JSONDecoder()
 
@@ -96,7 +99,8 @@ class TraceText:
         return self._data[offset : offset + count]
 
     def view(self, offset: int, count: int) -> memoryview:
-        """``count`` bytes from ``offset`` without copying them."""
+        """``count`` bytes from ``offset`` without copying them; release it (``with``) before
+        the text closes."""
         return memoryview(self._data)[offset : offset + count]
 
     def sha256(self) -> str:
@@ -222,22 +226,22 @@ class _Part:
         self._segments = list(segments)
         self._position = 0
 
-    def read(self, size: int = -1) -> bytes | memoryview:
-        """Up to ``size`` bytes of the next segment alone (DuckDB reads on after a short
-        read): a range of the file comes as a view of it, never joined to the bracket before
-        it into a copy."""
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` (and ``READ``) bytes of the next segment alone: DuckDB reads on after
+        a short read, and a range of the file is never joined to the bracket before it into a
+        copy."""
         if size < 0:
-            return b"".join(iter(lambda: bytes(self.read(1 << 62)), b""))
+            return b"".join(iter(lambda: self.read(READ), b""))
         if size == 0 or not self._segments:
             return b""
-        wanted = size
+        wanted = min(size, READ)
         segment = self._segments[0]
         if isinstance(segment, bytes):
-            data: bytes | memoryview = segment[:wanted]
+            data = segment[:wanted]
             rest: bytes | tuple[int, int] = segment[len(data) :]
         else:
             first, last = segment
-            data = self._text.view(first, min(wanted, last - first))
+            data = self._text.read(first, min(wanted, last - first))
             rest = (first + len(data), last)
         if rest and (isinstance(rest, bytes) or rest[0] < rest[1]):
             self._segments[0] = rest
@@ -299,26 +303,26 @@ def file_system(events: EventParts) -> Any:
 def _array_start(text: TraceText) -> tuple[int, int]:
     """Offsets of the ``"traceEvents"`` key and of the array's ``[`` (both that of the ``[``
     for a file that is a bare array)."""
-    head = text.read(0, min(text.size, HEAD))
-    stripped = head.lstrip(_WHITESPACE)
-    if stripped[:1] == b"[":
-        start = len(head) - len(stripped)
-        return start, start
-    if stripped[:1] != b"{":
-        raise InvalidArgument(
-            f"{text.label} is not JSON (it starts with {stripped[:20]!r}): expected a Kineto trace"
-        )
-    match = _START.search(head)
-    if match:
-        return match.start(), match.end() - 1
-    if text.size <= HEAD:
-        try:
-            json.loads(head)
-        except (ValueError, UnicodeDecodeError):
+    with text.view(0, min(text.size, HEAD)) as head:  # searched in place, not copied
+        start = _LEADING.match(head).end()
+        opening = bytes(head[start : start + 20])
+        if opening[:1] == b"[":
+            return start, start
+        if opening[:1] != b"{":
             raise InvalidArgument(
-                f"{text.label} is not valid JSON: expected a Kineto trace (a JSON object with "
-                "a traceEvents array)"
-            ) from None
+                f"{text.label} is not JSON (it starts with {opening!r}): expected a Kineto trace"
+            )
+        match = _START.search(head)
+        if match:
+            return match.start(), match.end() - 1
+        if text.size <= HEAD:
+            try:
+                json.loads(bytes(head))
+            except (ValueError, UnicodeDecodeError):
+                raise InvalidArgument(
+                    f"{text.label} is not valid JSON: expected a Kineto trace (a JSON object "
+                    "with a traceEvents array)"
+                ) from None
     raise InvalidArgument(
         f"{text.label} has no traceEvents array: expected a Kineto trace as written by "
         "torch.profiler's export_chrome_trace"
