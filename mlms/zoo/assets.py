@@ -58,8 +58,13 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
+def model_prefix(name: str, version: str) -> str:
+    """Where every framework's asset of one version of a model lies."""
+    return f"models/{name}/{version}/"
+
+
 def asset_prefix(manifest: ModelManifest, framework: str) -> str:
-    return f"models/{manifest.name}/{manifest.version}/{framework}"
+    return f"{model_prefix(manifest.name, manifest.version)}{framework}"
 
 
 class AssetManager:

@@ -127,9 +127,12 @@ def add_model(
 def _put_artifact(
     store: ObjectStore, manifest: ModelManifest, artifact: Artifact, written: list[str]
 ) -> None:
+    # Here, not at the top: the assets module loads numpy, which resolving a name must not.
+    from mlms.zoo.assets import asset_prefix
+
     source = manifest.file_source
     assert source is not None  # manifest_for always names the file
-    prefix = f"models/{manifest.name}/{manifest.version}/{source.framework}"
+    prefix = asset_prefix(manifest, source.framework)
     info: dict[str, object] = {
         "file": source.filename,
         "sha256": artifact.sha256,
@@ -152,6 +155,8 @@ def _put_artifact(
 
 def remove_model(store: ObjectStore, name: str, version: str | None = None) -> list[str]:
     """Delete an added model (every version, or ``version``): the versions removed."""
+    from mlms.zoo.assets import model_prefix  # as in _put_artifact: numpy only when needed
+
     check_name(name)
     versions = stored_versions(store, name)
     if version is not None:
@@ -164,6 +169,6 @@ def remove_model(store: ObjectStore, name: str, version: str | None = None) -> l
         )
     for each in versions:
         store.delete(manifest_key(name, each))  # first: the model is gone from now on
-        for key in store.list(f"models/{name}/{each}/"):
+        for key in store.list(model_prefix(name, each)):
             store.delete(key)
     return versions
