@@ -43,6 +43,7 @@ PROTOCOL = "mlmskineto"
 SEPARATOR = b"},\n  {"
 _START = re.compile(rb'"traceEvents"\s*:\s*\[')
 _LEADING = re.compile(rb"[ \t\r\n]*")
+_SPACE = re.compile(r"[ \t\r\n]*")
 _WHITESPACE = b" \t\r\n"
 _DECODER = json.JSONDecoder()
 
@@ -364,9 +365,7 @@ def _closes_array(text: str, index: int, is_object: bool) -> bool:
 
 
 def _skip(text: str, index: int) -> int:
-    while index < len(text) and text[index] in " \t\r\n":
-        index += 1
-    return index
+    return _SPACE.match(text, index).end()
 
 
 def _metadata(prefix: bytes, suffix: bytes, label: str) -> dict[str, Any]:
