@@ -35,7 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "loadgen": ("mlms.cli.loadgen:loadgen", "Drive a model's predict path with MLPerf LoadGen."),
     "models": ("mlms.cli.models:models", "List the zoo and the added models; add or remove."),
     "report": ("mlms.cli.report:report", "Write an HTML report of evaluations."),
-    "server": ("mlms.cli.agent:server", "Serve the Evaluator API, routing to the agents."),
+    "server": ("mlms.cli.server:server", "Serve the Evaluator API, routing to the agents."),
     "site": ("mlms.cli.site:site", "Write a static results site of a sweep."),
     "sweep": ("mlms.cli.sweep:sweep", "Evaluate every combination of models, frameworks, ..."),
     "token": ("mlms.cli.security:token", "Create, list and revoke bearer tokens."),

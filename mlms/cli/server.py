@@ -1,0 +1,80 @@
+"""``mlms server``: the Evaluator API, routing evaluations and predicts to the fleet's agents
+(flags and settings as for the agent: ``mlms.cli.fleet``)."""
+
+from __future__ import annotations
+
+import click
+
+from mlms.cli.fleet import (
+    ProcessFlags,
+    check_writable_folder,
+    database_option,
+    log_to_stderr,
+    process_options,
+)
+
+
+@click.command()
+@click.option(
+    "--agent-tls-name",
+    envvar="MLMS_AGENT_TLS_NAME",
+    metavar="NAME",
+    help="The name agent certificates carry, checked instead of each agent's address "
+    "(agents that advertise pod IPs and share one certificate).",
+)
+@click.option(
+    "--auth/--no-auth",
+    envvar="MLMS_AUTH",
+    default=None,
+    help="Require bearer tokens ('mlms token'); default: required unless --listen is loopback.",
+)
+@database_option(
+    "The evaluation index, the same for every server of the fleet: "
+    "postgresql://USER@HOST:PORT/NAME, or sqlite:///PATH for one server; default: SQLite "
+    "under $MLMS_HOME."
+)
+@click.option(
+    "--record-cache",
+    envvar="MLMS_RECORD_CACHE",
+    default=4096,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Evaluation records kept in memory for GetEvaluation (they never change); 0: none.",
+)
+@click.option(
+    "--listing-cache",
+    envvar="MLMS_LISTING_CACHE",
+    default=256,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="ListEvaluations pages kept in memory, answered again while the index is unchanged; "
+    "0: none.",
+)
+@process_options("127.0.0.1:50051")
+def server(
+    flags: ProcessFlags,
+    database: str | None,
+    record_cache: int,
+    listing_cache: int,
+    agent_tls_name: str | None,
+    auth: bool | None,
+) -> None:
+    """Serve the Evaluator API: route evaluations and predicts to the fleet's agents."""
+    if flags.address_file is not None:
+        check_writable_folder(flags.address_file)
+    from mlms.rpc.serving import StopSignal
+    from mlms.server.process import Server, ServerConfig
+
+    log_to_stderr()
+    signalled = StopSignal()
+    process = Server(
+        ServerConfig(
+            auth=auth,
+            agent_tls_name=agent_tls_name,
+            database=database,
+            record_cache=record_cache,
+            listing_cache=listing_cache,
+            **flags.settings(),
+        )
+    ).start()
+    signalled.wait_then(process.stop)
