@@ -199,7 +199,9 @@ class EventParts:
 
     def part(self, index: int) -> _Part:
         first, last = self._ranges[index]
-        return _Part(self._text, [b"[", (first, last), b"]"])
+        # An empty range (no events) is left out: read as nothing, it would end the part early
+        events: list[bytes | tuple[int, int]] = [(first, last)] if first < last else []
+        return _Part(self._text, [b"[", *events, b"]"])
 
     def _split(self, first: int, end: int) -> list[tuple[int, int]]:
         """[first, end) as ``PARTS`` ranges of whole events, cut at separators (the comma
