@@ -348,7 +348,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     device = "cpu"
     if args.hw != "cpu":
-        from mlms.registry import hardware
+        from mlms import hardware
 
         try:
             device = hardware.resolve(args.hw)

@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from mlms.evaluation.record import EvaluationRequest  # noqa: E402
 from mlms.evaluation.sweep import SweepSpec, SweepState  # noqa: E402
-from mlms.registry.hardware import detect  # noqa: E402
+from mlms.hardware import detect  # noqa: E402
 from mlms.remote_client import RemoteClient  # noqa: E402
 from mlms.store.factory import store_from_url  # noqa: E402
 from mlms.zoo.assets import AssetManager  # noqa: E402

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def fake_hardware(index: int):
-    from mlms.registry.hardware import GpuInfo, HardwareInfo
+    from mlms.hardware import GpuInfo, HardwareInfo
 
     gpus = []
     if index % 4 in (1, 3):

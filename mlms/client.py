@@ -274,7 +274,7 @@ class EmbeddedClient:
     ) -> AdviceRecord:
         """One evaluation at a time: they share this machine's devices."""
         from mlms.advise.run import advise, stored_from_index
-        from mlms.registry.hardware import detect
+        from mlms.hardware import detect
 
         def run(requests: Sequence[EvaluationRequest]) -> list[EvaluationRecord | MlmsError]:
             answers: list[EvaluationRecord | MlmsError] = []

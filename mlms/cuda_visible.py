@@ -3,7 +3,7 @@
 CUDA numbers only the GPUs ``CUDA_VISIBLE_DEVICES`` shows a process (NVML indices or UUIDs,
 ``GPU-...``, or a prefix of one), while NVML sees every GPU of the host. Standard library only:
 the power sampler's child imports it (through ``mlms.evaluation.counters``) and starts fast.
-``mlms.registry.hardware.visible_gpus`` maps a whole host's GPUs the same way.
+``mlms.hardware.visible_gpus`` maps a whole host's GPUs the same way.
 """
 
 from __future__ import annotations

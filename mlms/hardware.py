@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from mlms.cuda_visible import cuda_ordinal, cuda_visible_entries
 from mlms.errors import HardwareNotFound, InvalidArgument
-from mlms.registry.visible import cuda_ordinal, cuda_visible_entries
 
 #: Alias -> pattern on the NVML device name. ``cpu`` always matches the host.
 GPU_ALIASES: dict[str, str] = {

@@ -14,7 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from mlms.evaluation.record import EvaluationRecord
-from mlms.registry.hardware import GpuInfo
+from mlms.hardware import GpuInfo
 
 RECORD = Path(__file__).parent / "data" / "evaluation_record.json"
 MODELS = ["resnet50", "resnet18", "mobilenet_v2", "vgg16", "densenet121", "squeezenet1_1",

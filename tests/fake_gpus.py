@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from mlms.registry import hardware
+from mlms import hardware
 
 FAKES = Path(__file__).parent / "fake_nvml"
 

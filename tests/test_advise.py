@@ -146,7 +146,7 @@ def test_bad_advise_requests_over_the_cli(
 def test_an_energy_objective_without_a_counter_fails_naming_why(
     capsys: pytest.CaptureFixture[str], monkeypatch
 ) -> None:
-    from mlms.registry.hardware import detect
+    from mlms.hardware import detect
 
     if detect().gpus:
         pytest.skip("a GPU here has an energy counter")

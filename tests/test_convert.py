@@ -26,9 +26,9 @@ from mlms.evaluation.record import (
     EvaluationRecord,
     EvaluationRequest,
 )
+from mlms.hardware import HardwareInfo
 from mlms.protos.mlms.v2 import bound_pb2, evaluation_pb2, fleet_pb2, manifest_pb2
 from mlms.registry.base import AgentRecord
-from mlms.registry.hardware import HardwareInfo
 from mlms.rpc.convert import from_proto, to_proto
 from mlms.server.jobs import Job
 from mlms.tracer.levels import TraceLevel

@@ -60,6 +60,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import mlms
+from mlms import hardware
 from mlms.agent.process import Agent, AgentConfig
 from mlms.agent.service import MAX_BATCH_PIXELS, MAX_IMAGE_PIXELS
 from mlms.config import mlms_home
@@ -87,7 +88,6 @@ from mlms.protos.mlms.v2 import (
     sweep_pb2,
     types_pb2,
 )
-from mlms.registry import hardware
 from mlms.registry.memory import MemoryRegistry
 from mlms.rpc import tensors
 from mlms.rpc.convert import from_proto

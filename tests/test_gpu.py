@@ -13,9 +13,9 @@ import threading
 
 import pytest
 
+from mlms import hardware
 from mlms.errors import HardwareNotFound, InvalidArgument, Unavailable
 from mlms.evaluation.runner import leveled_runs
-from mlms.registry import hardware
 from mlms.tracer import cupti
 from mlms.tracer.levels import TraceLevel
 

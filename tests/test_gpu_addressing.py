@@ -21,14 +21,14 @@ from pathlib import Path
 
 import pytest
 
+from mlms import hardware
 from mlms.errors import HardwareNotFound, InvalidArgument
 from mlms.evaluation.device_lock import exclusive_device, free_gpus, is_held
 from mlms.evaluation.record import EvaluationRecord
 from mlms.evaluation.summary import EvaluationSummary, gpu_label
+from mlms.hardware import GpuInfo, GpuLink, HardwareInfo
 from mlms.protos.mlms.v2 import evaluation_pb2, fleet_pb2
-from mlms.registry import hardware
 from mlms.registry.base import AgentRecord
-from mlms.registry.hardware import GpuInfo, GpuLink, HardwareInfo
 from mlms.rpc.convert import from_proto, to_proto
 from tests.evaluation_copies import real_record
 from tests.fake_gpus import child_env, fake_host, load_fake

@@ -140,3 +140,11 @@ def test_the_graph_sees_function_local_and_type_checking_imports(tmp_path: Path)
 def test_predictors_hold_adapters_only() -> None:
     """No agent, server or wire code: the predictors sit under everything that runs them."""
     assert set(folder_graph().successors("predictors")) <= {"errors", "frameworks", "tracer", "zoo"}
+
+
+def test_hardware_sits_at_the_bottom() -> None:
+    """Most floors ask what the host has or what ``--hw`` means, so the hardware modules import
+    only the error family and CUDA's numbering, which imports nothing of mlms."""
+    graph = folder_graph()
+    assert set(graph.successors("hardware")) <= {"errors", "cuda_visible"}
+    assert "cuda_visible" not in graph or not set(graph.successors("cuda_visible"))

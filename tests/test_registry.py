@@ -19,10 +19,10 @@ import etcd3gw
 import pytest
 
 from mlms.errors import InvalidArgument, Unavailable
+from mlms.hardware import HardwareInfo
 from mlms.registry.agents import list_agents, register_agent
 from mlms.registry.base import AgentRecord, Lease, Registry
 from mlms.registry.factory import registry_from_url
-from mlms.registry.hardware import HardwareInfo
 from tests.processes import free_port, port_held, wait_for
 from tests.services import EtcdServer
 
@@ -316,7 +316,7 @@ from datetime import UTC, datetime
 from mlms.registry.agents import register_agent
 from mlms.registry.base import AgentRecord
 from mlms.registry.factory import registry_from_url
-from mlms.registry.hardware import detect
+from mlms.hardware import detect
 record = AgentRecord(agent_id=sys.argv[2], address="127.0.0.1:1", framework="torch",
                      framework_version="2", hardware=detect(), started_at=datetime.now(UTC))
 register_agent(registry_from_url(sys.argv[1]), record, float(sys.argv[3]))

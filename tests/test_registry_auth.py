@@ -19,10 +19,10 @@ import pytest
 import requests
 
 from mlms.errors import AccessRefused, InvalidArgument, Unavailable
+from mlms.hardware import HardwareInfo
 from mlms.registry.agents import list_agents, register_agent
 from mlms.registry.base import AgentRecord
 from mlms.registry.factory import EtcdEndpoint, parse_registry_url, registry_from_url
-from mlms.registry.hardware import HardwareInfo
 from mlms.security.ca import Pem, issue, make_ca
 from tests.processes import free_port, wait_for
 from tests.services import EtcdServer, EtcdUser, ServingTls, etcd_binary

@@ -46,7 +46,7 @@ from mlms.evaluation.record import (
 from mlms.evaluation.records import save_record
 from mlms.evaluation.runner import evaluate
 from mlms.evaluation.stats import latency_stats
-from mlms.registry.hardware import GpuInfo
+from mlms.hardware import GpuInfo
 from mlms.report import bounds_for, build_report
 from mlms.report.evaluations import label
 from mlms.report.html import table

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 import pytest
 
 from mlms.errors import HardwareNotFound, InvalidArgument, Unavailable, UnsupportedFramework
+from mlms.hardware import GpuInfo, HardwareInfo
 from mlms.registry.base import AgentRecord
-from mlms.registry.hardware import GpuInfo, HardwareInfo
 from mlms.server.selection import choose, parse_framework
 from mlms.zoo.catalog import get_model
 

@@ -16,7 +16,7 @@ from mlms.evaluation.record import (
     EvaluationRequest,
     check_batch_sizes,
 )
-from mlms.registry.hardware import HardwareInfo
+from mlms.hardware import HardwareInfo
 from mlms.store.base import ObjectStore
 from mlms.store.json_records import JsonRecords
 

@@ -29,7 +29,7 @@ from mlms.evaluation.query import EvaluationQuery
 from mlms.evaluation.query_terms import MAX_PAGE_SIZE
 from mlms.evaluation.record import BatchResult, EvaluationRecord, EvaluationRequest
 from mlms.evaluation.records import load_record
-from mlms.registry.hardware import HardwareInfo, gpus_of, resolve
+from mlms.hardware import HardwareInfo, gpus_of, resolve
 from mlms.store.base import ObjectStore
 from mlms.tracer.levels import TraceLevel
 from mlms.zoo.resolve import resolve_model, resolve_served

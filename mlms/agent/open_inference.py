@@ -30,7 +30,7 @@ import numpy as np
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Span, SpanKind
 
-from mlms import __version__
+from mlms import __version__, hardware
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument, NotFound
 from mlms.evaluation.device_lock import exclusive_device
@@ -41,7 +41,6 @@ from mlms.protos.inference import grpc_service_pb2 as oip
 from mlms.protos.inference import grpc_service_pb2_grpc as oip_grpc
 from mlms.protos.inference import model_config_pb2 as triton_config
 from mlms.reasons import short_numbers
-from mlms.registry import hardware
 from mlms.rpc.propagation import incoming_context
 from mlms.store.base import ObjectStore
 from mlms.zoo.assets import AssetManager

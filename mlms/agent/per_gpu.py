@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import IO
 
 from mlms.errors import HardwareNotFound, InvalidArgument, Unavailable
-from mlms.registry.hardware import GpuInfo, HardwareInfo, visible_gpus
+from mlms.hardware import GpuInfo, HardwareInfo, visible_gpus
 from mlms.rpc.serving import split_address, write_address_file
 
 log = logging.getLogger(__name__)

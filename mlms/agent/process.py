@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from mlms import hardware
 from mlms.agent import open_inference
 from mlms.agent.service import Load, PredictorService
 from mlms.errors import MlmsError, UnsupportedFramework
 from mlms.frameworks import installed_version
 from mlms.protos.mlms.v2 import predictor_pb2, predictor_pb2_grpc
-from mlms.registry import hardware
 from mlms.registry.agents import AgentRegistration, register_agent
 from mlms.registry.base import AgentRecord, Registry
 from mlms.registry.factory import registry_from_url

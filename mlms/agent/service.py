@@ -27,6 +27,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from PIL import Image, UnidentifiedImageError
 
+from mlms import hardware
 from mlms.bounds.record import BoundRecord
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument, NotFound, UnsupportedFramework
@@ -39,7 +40,6 @@ from mlms.library_errors import library_failures
 from mlms.predictors.base import Predictor, PredictorOptions
 from mlms.predictors.registry import choose_framework, predictor_class
 from mlms.protos.mlms.v2 import calls_pb2, fleet_pb2, predictor_pb2, predictor_pb2_grpc
-from mlms.registry import hardware
 from mlms.registry.base import AgentRecord
 from mlms.rpc import tensors
 from mlms.rpc.convert import to_proto

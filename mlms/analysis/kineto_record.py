@@ -31,7 +31,7 @@ from mlms.evaluation.record import (
     ModelRef,
 )
 from mlms.evaluation.stats import latency_stats
-from mlms.registry.hardware import GpuInfo, HardwareInfo, alias_of, detect
+from mlms.hardware import GpuInfo, HardwareInfo, alias_of, detect
 from mlms.tracer.levels import TraceLevel
 
 UNKNOWN = "unknown"

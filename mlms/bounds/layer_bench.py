@@ -408,6 +408,6 @@ def library_stack(torch: Any, device: str) -> dict[str, str]:
 def device_label(torch: Any, device: str) -> str:
     if device.startswith("cuda"):
         return torch.cuda.get_device_name(torch.device(device))
-    from mlms.registry.hardware import detect
+    from mlms.hardware import detect
 
     return detect().cpu_brand

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mlms.evaluation.precisions import check_precisions
 from mlms.evaluation.record import MAX_ITERATIONS, MAX_SECONDS, check_batch_sizes
-from mlms.registry.hardware import HardwareInfo
+from mlms.hardware import HardwareInfo
 from mlms.store.base import ObjectStore
 from mlms.store.json_records import JsonRecords
 

@@ -20,6 +20,7 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import SpanProcessor
 
+from mlms import hardware
 from mlms.bounds.fusion import fusable_chains
 from mlms.bounds.graph import LayerGraph, layer_graph
 from mlms.bounds.layer_bench import (
@@ -41,10 +42,9 @@ from mlms.evaluation.progress import Progress, ProgressCallback
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.runner import evaluate
 from mlms.frameworks import loaded_apart, runs_apart
+from mlms.hardware import HardwareInfo
 from mlms.isolation import call_in_own_process
 from mlms.predictors.registry import choose_framework
-from mlms.registry import hardware
-from mlms.registry.hardware import HardwareInfo
 from mlms.store.base import ObjectStore
 from mlms.tracer.carrier import context_from_pairs, context_pairs
 from mlms.tracer.levels import TraceLevel

@@ -90,7 +90,7 @@ def _agents_per_gpu(
     import sys
 
     from mlms.agent.per_gpu import GpuAgents, offset_address, parse_gpus
-    from mlms.registry.hardware import detect
+    from mlms.hardware import detect
     from mlms.rpc.serving import StopSignal
 
     if flags.registry.strip().lower().startswith("memory:"):

@@ -2,11 +2,11 @@
 
     NVIDIA GPU  NVML's total energy consumption (millijoules since the driver loaded) and its
                 power reading, for the physical GPU behind ``cuda:N`` in this process (through
-                ``CUDA_VISIBLE_DEVICES``: ``mlms.registry.visible``)
+                ``CUDA_VISIBLE_DEVICES``: ``mlms.cuda_visible``)
     CPU         RAPL's package domains through powercap (``intel-rapl:N/energy_uj``, wrapping at
                 ``max_energy_range_uj``), summed over the sockets
 
-Standard library only (and ``mlms.registry.visible``, which is too): the power sampler's child
+Standard library only (and ``mlms.cuda_visible``, which is too): the power sampler's child
 process imports it and starts fast.
 """
 
@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from mlms.registry.visible import nvml_handle
+from mlms.cuda_visible import nvml_handle
 
 if TYPE_CHECKING:
     from mlms.evaluation.record import EnergySource

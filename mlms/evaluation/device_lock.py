@@ -2,7 +2,7 @@
 
 An exclusive ``flock`` on ``$MLMS_HOME/locks/<device key>.lock``: a second evaluation of the
 same device waits (queues) instead of running beside the first; the wait is reported. A GPU's
-key is its UUID (``mlms.registry.hardware.device_key``), so two processes that number it
+key is its UUID (``mlms.hardware.device_key``), so two processes that number it
 differently (``cuda:1`` in one, ``cuda:0`` in another pinned by ``CUDA_VISIBLE_DEVICES``)
 still take turns on it.
 """
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from mlms.registry.hardware import FreeCheck, GpuInfo, device_key, gpu_key
+from mlms.hardware import FreeCheck, GpuInfo, device_key, gpu_key
 
 
 @contextmanager
@@ -54,7 +54,7 @@ def is_held(folder: Path, key: str) -> bool:
 
 
 def free_gpus(folder: Path) -> FreeCheck:
-    """``mlms.registry.hardware.resolve``'s test of a free GPU: its lock under ``folder`` is
+    """``mlms.hardware.resolve``'s test of a free GPU: its lock under ``folder`` is
     not held. A GPU found free may be taken before the caller locks it; the caller then
     queues on it, as on a busy one."""
 

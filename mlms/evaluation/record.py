@@ -12,8 +12,8 @@ from mlms.errors import InvalidArgument
 from mlms.evaluation.precisions import PRECISIONS
 from mlms.evaluation.run_options import FIELDS as RUN_OPTIONS
 from mlms.evaluation.run_options import RunOptions
+from mlms.hardware import GpuInfo, HardwareInfo
 from mlms.reasons import short_numbers
-from mlms.registry.hardware import GpuInfo, HardwareInfo
 from mlms.tracer.levels import TraceLevel
 from mlms.zoo.manifest import InputShape
 

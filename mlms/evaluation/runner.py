@@ -26,6 +26,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import SpanProcessor
 
 import mlms
+from mlms import hardware
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument, UnknownEvaluation
 from mlms.evaluation.dataset_run import DatasetInputs, Pass, TopK, run_pass
@@ -54,7 +55,6 @@ from mlms.evaluation.stats import latency_stats
 from mlms.library_errors import library_failures
 from mlms.predictors.base import InputCopy, Predictor, PredictorOptions, TokenGenerator
 from mlms.predictors.registry import choose_framework, predictor_class
-from mlms.registry import hardware
 from mlms.store.base import ObjectStore
 from mlms.tracer.archive import to_table, write_table
 from mlms.tracer.gpu_run import gpu_run

@@ -7,11 +7,11 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from mlms.registry.hardware import hw_alias
+from mlms.hardware import hw_alias
 
 if TYPE_CHECKING:
     from mlms.evaluation.record import EvaluationRecord
-    from mlms.registry.hardware import GpuInfo
+    from mlms.hardware import GpuInfo
 
 
 def gpus_used(record: EvaluationRecord) -> list[GpuInfo]:

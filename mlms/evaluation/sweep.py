@@ -27,8 +27,8 @@ from mlms.evaluation.record import (
     check_batch_sizes,
 )
 from mlms.frameworks import FRAMEWORKS
+from mlms.hardware import GPU_ALIASES, parse_hw
 from mlms.reasons import short
-from mlms.registry.hardware import GPU_ALIASES, parse_hw
 from mlms.store.base import ObjectStore
 from mlms.store.json_records import JsonRecords
 from mlms.zoo.resolve import plausible_model

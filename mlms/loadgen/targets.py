@@ -41,12 +41,12 @@ class EmbeddedTarget:
     measured run per device at a time, as evaluations do)."""
 
     def __init__(self, model: str, framework: str | None, hw: str) -> None:
+        from mlms import hardware
         from mlms.config import mlms_home
         from mlms.evaluation.device_lock import exclusive_device, free_gpus
         from mlms.frameworks import runs_apart
         from mlms.predictors.base import PredictorOptions
         from mlms.predictors.registry import choose_framework, predictor_class
-        from mlms.registry import hardware
         from mlms.store.factory import default_store
         from mlms.zoo.assets import AssetManager
         from mlms.zoo.resolve import resolve_model

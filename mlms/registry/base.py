@@ -19,7 +19,7 @@ from pydantic import AliasChoices, BaseModel, Field
 
 import mlms
 from mlms.errors import InvalidArgument, MlmsError
-from mlms.registry.hardware import GpuInfo, HardwareInfo, parse_hw
+from mlms.hardware import GpuInfo, HardwareInfo, parse_hw
 
 #: The prefix every mlms key lives under in etcd.
 ROOT = "/mlms/v1/"

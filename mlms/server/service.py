@@ -31,6 +31,7 @@ from mlms.evaluation.query import EvaluationQuery
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.records import FULL_ID, load_record
 from mlms.evaluation.sweep import SweepSpec, load_sweep, new_sweep
+from mlms.hardware import HardwareInfo
 from mlms.protos.mlms.v2 import (
     advice_pb2,
     bound_pb2,
@@ -43,7 +44,6 @@ from mlms.protos.mlms.v2 import (
     sweep_pb2,
 )
 from mlms.registry.base import Registry
-from mlms.registry.hardware import HardwareInfo
 from mlms.rpc.convert import from_proto, to_proto
 from mlms.rpc.options import CHUNK_BYTES
 from mlms.rpc.payloads import bound_request, evaluation_request

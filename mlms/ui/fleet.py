@@ -5,8 +5,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from mlms.hardware import GpuInfo, HardwareInfo
 from mlms.registry.base import AgentRecord
-from mlms.registry.hardware import GpuInfo, HardwareInfo
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class Machine:
 @functools.cache
 def local_hardware() -> HardwareInfo:
     """Detected once: NVML and the CPU's brand take a while to read, and do not change."""
-    from mlms.registry.hardware import detect
+    from mlms.hardware import detect
 
     return detect()
 
