@@ -4,6 +4,7 @@ checked against what the raw JSON says, a real GPU trace when tests/data holds o
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
 import os
@@ -296,6 +297,30 @@ def test_import_command_refuses_bad_input_in_one_line(tmp_path: Path, cpu_trace:
     for bad in ("0", "eight"):
         result = _mlms(tmp_path, "import", "kineto", str(cpu_trace), "--batch-size", bad)
         _one_line_error(result, f"--batch-size {bad!r}", "positive integer")
+
+
+def test_the_import_command_pauses_the_collector_and_turns_it_back_on(
+    tmp_path: Path, cpu_trace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Run in-process (as a program or a test runs it), the command leaves the garbage
+    collector as it found it, having run without it."""
+    from click.testing import CliRunner
+
+    from mlms.analysis import kineto_ranks
+    from mlms.cli.main import cli
+
+    seen: list[bool] = []
+    read = kineto_ranks.read_kineto_path
+
+    def reading(*args: object, **kwargs: object) -> object:
+        seen.append(gc.isenabled())
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(kineto_ranks, "read_kineto_path", reading)
+    monkeypatch.setenv("MLMS_HOME", str(tmp_path))
+    result = CliRunner().invoke(cli, ["import", "kineto", str(cpu_trace), "--batch-size", "1"])
+    assert result.exit_code == 0, result.output
+    assert seen == [False] and gc.isenabled()
 
 
 def test_imported_trace_is_an_evaluation_to_analyze_and_export(

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from mlms.cli.options import client_for, server_option
+from mlms.cli.options import client_for, server_option, without_collector
 from mlms.cli.render import frame_table, out
 
 #: The span analyses the command prints (``mlms.analysis.catalog``), computed in one call: next
@@ -25,6 +25,7 @@ KERNEL_COLUMNS += ["gflop", "dram (MB)", "flop/byte", "occupancy (%)", "bound"]
 @click.argument("evaluation_id")
 @click.option("--top", default=10, show_default=True, help="How many layers and kernels to show.")
 @server_option
+@without_collector
 def analyze(evaluation_id: str, top: int, server: str | None) -> None:
     """Tables of an evaluation: latency and energy vs batch size, model size, slowest layers,
     latency by layer type.

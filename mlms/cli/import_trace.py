@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from mlms.cli.options import store_option
+from mlms.cli.options import store_option, without_collector
 from mlms.errors import InvalidArgument
 
 
@@ -26,6 +26,7 @@ def import_trace() -> None:
     help="Inputs per ProfilerStep (Kineto does not record it); default 1, said when assumed.",
 )
 @store_option
+@without_collector
 def kineto(trace: Path, model: str | None, batch_size: str | None, store: str | None) -> None:
     """Import a PyTorch profiler (Kineto) trace, TRACE.json or TRACE.json.gz, or a folder of
     rank traces (one a process, each naming its distributedInfo.rank, as HTA reads them) into
