@@ -227,6 +227,31 @@ def test_run_from_the_form_watch_it_finish_and_open_it(watched: Watched, ui: Run
     assert [e["id"] for e in listed["evaluations"]] == [evaluation_id]
 
 
+def test_a_table_wider_than_the_window_scrolls_in_its_own_box(
+    watched: Watched, ui: RunningUi, two_records
+) -> None:
+    """The evaluations table wider than the window (here a narrow window; at 1400 pixels, long
+    model and GPU names) scrolls sideways in its own box: the page keeps the window's width
+    and the last column is brought into view by scrolling the table, not the page."""
+    _listed(ui, two_records)
+    page = watched.page
+    page.set_viewport_size({"width": 900, "height": 800})
+    page.goto(ui.url + "/evaluations")
+    page.wait_for_selector("table#evaluations tbody tr")
+    widths = page.evaluate(
+        """() => ({page: document.documentElement.scrollWidth, window: window.innerWidth,
+                   table: document.querySelector('table#evaluations').scrollWidth})"""
+    )
+    assert widths["table"] > widths["window"], widths  # else the check below proves nothing
+    assert widths["page"] <= widths["window"], widths
+    last = page.locator("table#evaluations thead th").last
+    last.scroll_into_view_if_needed()
+    box = last.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= widths["window"]
+    assert page.evaluate("window.scrollX") == 0
+    watched.clean()
+
+
 def test_compare_two_evaluations(watched: Watched, ui: RunningUi, two_records) -> None:
     _listed(ui, two_records)
     page = watched.page

@@ -39,7 +39,12 @@ def table(
     body = "".join(
         "<tr>" + "".join(f"<td>{c if raw else e(c)}</td>" for c in row) + "</tr>" for row in rows
     )
-    return f'<table class="data"{ident}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    # In a box of its own that scrolls sideways: a table wider than the window (long model
+    # and GPU names) would otherwise widen the page and go off its right edge.
+    return (
+        f'<div class="scroll"><table class="data"{ident}><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>"
+    )
 
 
 def frame(title: str, body: str, *, active: str = "", signed_in: bool = False) -> str:
