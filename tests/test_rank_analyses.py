@@ -256,6 +256,23 @@ def test_rank_skew_by_hand() -> None:
     assert _by_rank(skew, "wait (ms)") == pytest.approx({0: 250e-6, 1: 0.0})
 
 
+def test_a_rank_waits_in_a_collective_no_longer_than_it_ran_there() -> None:
+    """An all-reduce that rank 0 issued 500 ns before rank 1 but that returned after 100 ns
+    (an asynchronous issue, as gloo's are) waited 100 ns, not 500."""
+    spans = [
+        SpanRecord("t", f"m{rank}", None, TraceLevel.MODEL, 1, "predict", "model", 0, 2000,
+                   thread=rank, attributes={"mlms.rank": rank, "mlms.batch_size": 1})
+        for rank in (0, 1)
+    ] + [
+        SpanRecord("t", f"c{rank}", f"m{rank}", TraceLevel.FRAMEWORK, 1, "c10d::allreduce_",
+                   COMMUNICATION, start, start + 100, thread=rank, layer_index=0,
+                   attributes={"mlms.rank": rank})
+        for rank, start in ((0, 200), (1, 700))
+    ]  # fmt: skip
+    skew = rank_skew(Spans(to_table(spans)))
+    assert _by_rank(skew, "wait (ms)") == pytest.approx({0: 100e-6, 1: 0.0})
+
+
 def test_collectives_bus_bandwidth_as_nccl_tests_by_hand() -> None:
     table = collectives(Spans(to_table(_hand_spans())))
     rows = {(r["rank"], r["collective"]): r for r in table.to_dict("records")}

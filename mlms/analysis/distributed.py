@@ -202,7 +202,7 @@ def rank_skew(spans: Spans) -> pd.DataFrame:
     time, the slowest rank's, how far behind it this rank finished, its collectives' time,
     and its wait in them: over the iteration's collectives, matched across ranks by order,
     how long after this rank the last one arrived (a collective completes only when every
-    rank has joined it)."""
+    rank has joined it), at most as long as the collective ran on this rank."""
     return spans.frame(
         f"""
         WITH {_COLLECTIVES},
@@ -223,8 +223,10 @@ def rank_skew(spans: Spans) -> pd.DataFrame:
              AND c.launch_ns BETWEEN i.start_ns AND i.end_ns
         ),
         arrivals AS (
-            SELECT *, max(start_ns) OVER (PARTITION BY trace_id, batch_size, iteration, position)
-                          - start_ns AS wait_ns,
+            -- a rank waits in a collective at most as long as it ran there: an issue that
+            -- returns at once (gloo's asynchronous ops) waited for nobody
+            SELECT *, least(max(start_ns) OVER (PARTITION BY trace_id, batch_size, iteration,
+                                                      position) - start_ns, ns) AS wait_ns,
                       count(*) OVER (PARTITION BY trace_id, batch_size, iteration, position)
                           AS joined
             FROM placed
