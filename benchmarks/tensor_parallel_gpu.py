@@ -52,7 +52,7 @@ class Setup:
         return self.hw != "cpu"
 
 
-GPU = Setup("tinyllama_1b", "gpu", "bf16", 512, (1, 16), 40, 1.0, 2, 100, 16)
+GPU = Setup("tinyllama_1b", "gpu", "bf16", 512, (1, 16), 40, 1.0, 2, 20, 16)
 DRY = Setup("llama_mini", "cpu", "fp32", 32, (1, 4), 5, 0.0, 1, 3, 4)
 
 

@@ -18,6 +18,9 @@
 # host's GPUs are shared with others. The device tool's call:
 #   run(command="benchmarks/tensor_parallel_gpu.sh $OUT", carry=[".whl-tp"],
 #       kind="nvidia-h100-x2", timeout_s=600)
+# All three parts of the split tinyllama_1b take longer than one call's 10 minutes on two H200s
+# (the host-bound split runs 75-135 ms a forward): give each part a call of its own, e.g.
+#   TP_GPU_TIMEOUT=560 benchmarks/tensor_parallel_gpu.sh $OUT --parts nccl
 #   benchmarks/tensor_parallel_gpu.sh OUT_DIR [--dry] [--parts latency,nccl,scaling]
 set -uo pipefail
 OUT=${1:?usage: benchmarks/tensor_parallel_gpu.sh OUT_DIR [tensor_parallel_gpu.py options]}
