@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 import mlms
 from mlms import hardware
 from mlms.config import mlms_home
-from mlms.errors import InvalidArgument, UnknownEvaluation
+from mlms.errors import InvalidArgument
 from mlms.evaluation.dataset_run import DatasetInputs, Pass, TopK, run_pass
 from mlms.evaluation.device_lock import exclusive_device, free_gpus
 from mlms.evaluation.energy import EnergyMeter, energy_meter
@@ -50,7 +50,7 @@ from mlms.evaluation.record import (
     Predictions,
     RankResult,
 )
-from mlms.evaluation.records import RecordIndex, load_record, save_record, stored_winner
+from mlms.evaluation.records import RecordIndex, save_record, stored_winner
 from mlms.evaluation.stats import latency_stats
 from mlms.library_errors import library_failures
 from mlms.predictors.base import InputCopy, Predictor, PredictorOptions, TokenGenerator
@@ -127,7 +127,6 @@ def evaluate(
     before the record is stored: a copy that finds it claimed (another agent finished the same
     evaluation first) discards its span archive and answers with the first copy's record."""
     plan = _plan(request, store)
-    dispatched = evaluation_id is not None
     evaluation_id = evaluation_id or uuid.uuid4().hex
     tracer = Tracer(
         request.trace_level,
@@ -147,10 +146,6 @@ def evaluate(
         else:
             measured, ranks = _measure_all(plan, request, store, tracer, evaluation_id, report), []
     tracer.shutdown()
-    if dispatched:
-        stored = _stored_already(store, evaluation_id)
-        if stored is not None:
-            return stored
     trace_id = measured.trace_id
     if not ranks:
         spans = to_table(tracer.records())
@@ -489,27 +484,6 @@ def _total(values: Iterable[float | None]) -> float | None:
     """The sum, or None where any rank's is unknown."""
     numbers = list(values)
     return None if None in numbers else sum(n for n in numbers if n is not None)
-
-
-def _stored_already(store: ObjectStore, evaluation_id: str) -> EvaluationRecord | None:
-    """The record another agent stored under this id, if any.
-
-    A server moves an evaluation to another agent when its agent stops answering (a network
-    partition), while that agent, unaware, runs its copy to the end and stores it once the
-    link is back: the later copy overwrote the record (and the span archive) of the one the
-    client had been given. The first copy stored wins; a later one is dropped here, and the
-    stored record is what this agent answers with.
-    """
-    try:
-        stored = load_record(store, evaluation_id)
-    except UnknownEvaluation:
-        return None
-    log.warning(
-        "evaluation %s was completed by %s already; dropping this copy",
-        evaluation_id,
-        stored.agent.get("address") or stored.agent.get("mode"),
-    )
-    return stored
 
 
 def _bound_dataset(
