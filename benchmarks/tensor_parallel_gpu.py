@@ -18,6 +18,7 @@ Prints, and writes as JSON under ``--out``:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import json
 import os
@@ -242,8 +243,11 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--dry", action="store_true", help="small, on this CPU (gloo)")
     parser.add_argument("--parts", default="latency,nccl,scaling")
+    parser.add_argument("--rounds", type=int, default=None, help="latency rounds (default 2)")
     args = parser.parse_args()
     setup = DRY if args.dry else GPU
+    if args.rounds is not None:
+        setup = dataclasses.replace(setup, rounds=args.rounds)
     parts = set(args.parts.split(","))
     args.out.mkdir(parents=True, exist_ok=True)
     from mlms.store.local import LocalStore

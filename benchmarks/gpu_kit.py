@@ -1,0 +1,527 @@
+"""The GPU run kit: one entry point for every GPU script on a lent GPU machine (the device tool).
+
+A *plan* (``benchmarks/plans/NAME.py``, or any file given by path) lists *cells*: commands,
+each writing its results into a folder of its own. ``run`` executes the plan's cells in order
+within a time budget and stores each cell's folder as the cell ends; cells already done in the
+results folder (``benchmarks/results/<plan's RESULTS>``, which travels with the working tree) are
+skipped, so the next call resumes where the budget cut the last one. What a call produced (the
+new cells' folders and the mlms store's records and span archives, never the model assets) is
+packed into at most 8 files under OUT; ``unpack`` merges them into the results folder here.
+
+    python3 benchmarks/gpu_kit.py run PLAN OUT [--budget S] [--only a,b] [--retry-failed]
+    .venv/bin/python benchmarks/gpu_kit.py run PLAN OUT --dry     # the same plan, small, on the CPU
+    .venv/bin/python benchmarks/gpu_kit.py unpack FILES_AT [--into DIR]
+    .venv/bin/python benchmarks/gpu_kit.py summary PLAN [--results DIR]
+    .venv/bin/python benchmarks/gpu_kit.py wheels PLAN    # .whl-kit/: benchmarks/gpu_wheels.txt
+
+On the GPU machine the carried wheels (``.whl-kit/``: mlms's pure-Python dependencies that the
+image lacks, listed in ``benchmarks/gpu_wheels.txt``) are installed once per machine: a second
+call on the same warm machine finds them installed and goes straight to the cells. The image's
+own torch, transformers and timm are used where they are in mlms's ranges. The device tool's call:
+
+    run(command="python3 benchmarks/gpu_kit.py run PLAN $OUT", carry=[".whl-kit"], kind=...)
+
+then, here, ``python3 benchmarks/gpu_kit.py unpack FILES_AT`` and commit the results folder. To
+measure one commit while the working tree changes, ``snapshot [COMMIT]`` puts that commit's code
+in .kit-src/; the call then carries it too and runs ``python3 .kit-src/benchmarks/gpu_kit.py``.
+The kit uses the standard library only: it runs before anything is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import importlib.util
+import io
+import json
+import lzma
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[1]
+# A snapshot (``snapshot``: one commit's code in .kit-src/ of the repository) runs that commit's
+# code while the results and the wheels stay the repository's.
+SNAPSHOT = ROOT / "KIT_SNAPSHOT"
+REPO = ROOT.parent if SNAPSHOT.is_file() else ROOT
+SNAPSHOT_DIR = REPO / ".kit-src"
+WHEELS = REPO / ".whl-kit"
+WHEEL_LIST = ROOT / "benchmarks" / "gpu_wheels.txt"
+PLANS = ROOT / "benchmarks" / "plans"
+RESULTS = REPO / "benchmarks" / "results"
+MACHINE = Path("/tmp/mlms-kit")  # survives between calls while the machine stays warm
+# What the device tool brings back: at most 8 files of 16 MiB each, 64 MiB together.
+MAX_FILES = 8
+PART_BYTES = 15 * 2**20
+PACK_RESERVE_S = 25.0
+NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+# Every process on a shared multi-GPU host keeps NVLink multicast off.
+GPU_ENV = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+    "PYTHONUNBUFFERED": "1",
+    "KINETO_LOG_LEVEL": "5",
+    "USE_TF": "0",
+    "TF_CPP_MIN_LOG_LEVEL": "3",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Kit:
+    """What a plan sees when it lists its cells."""
+
+    dry: bool
+    python: str
+    gpus: tuple[str, ...]  # the GPUs' names, empty on the CPU
+
+    @property
+    def hw(self) -> str:
+        """The ``--hw`` of the machine's GPUs for mlms (``h200``, ``h100``, ``gpu``), ``cpu``."""
+        if self.dry or not self.gpus:
+            return "cpu"
+        found = re.search(r"[A-Z]\d{2,3}", self.gpus[0].upper())
+        return found.group(0).lower() if found else "gpu"
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    """One command of a plan. ``{out}`` in ``argv`` becomes the cell's folder, ``{python}`` the
+    interpreter; the command also finds its folder as ``$KIT_CELL_OUT``."""
+
+    name: str
+    argv: tuple[str, ...]
+    timeout_s: float = 600.0
+    # A cell that the budget would give less time than this is left for the next call.
+    min_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not NAME.match(self.name):
+            raise ValueError(f"cell name {self.name!r}: expected letters, digits, '.', '_', '-'")
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    name: str
+    results: str  # the folder under benchmarks/results
+    cells: Callable[[Kit], list[Cell]]
+    summarize: Callable[[Path], str] | None
+    wheels: tuple[str, ...]  # groups of benchmarks/gpu_wheels.txt beyond "base"
+
+
+def load_plan(spec: str) -> Plan:
+    path = Path(spec) if spec.endswith(".py") else PLANS / f"{spec}.py"
+    if not path.is_file():
+        known = sorted(p.stem for p in PLANS.glob("*.py") if p.stem != "__init__")
+        raise SystemExit(f"gpu_kit: no plan {spec!r}: expected one of {known} or a .py file")
+    if str(ROOT) not in sys.path:  # plans import the kit's Cell and Kit as benchmarks.gpu_kit
+        sys.path.insert(0, str(ROOT))
+    module_spec = importlib.util.spec_from_file_location(f"kit_plan_{path.stem}", path)
+    if module_spec is None or module_spec.loader is None:
+        raise SystemExit(f"gpu_kit: {path} cannot be loaded as a Python module")
+    module: ModuleType = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    return Plan(
+        name=path.stem,
+        results=getattr(module, "RESULTS", path.stem),
+        cells=module.cells,
+        summarize=getattr(module, "summarize", None),
+        wheels=tuple(getattr(module, "WHEELS", ())),
+    )
+
+
+# --- on the machine: wheels, then the cells ---------------------------------------------------
+
+
+def install_wheels(wheels: Path, site: Path) -> str:
+    """Install the carried wheels into ``site`` unless this machine has them already (the same
+    files: their names and sizes hashed into a marker)."""
+    files = sorted(wheels.glob("*.whl"))
+    digest = hashlib.sha256(
+        "\n".join(f"{f.name} {f.stat().st_size}" for f in files).encode()
+    ).hexdigest()
+    marker = site / ".kit-wheels"
+    if marker.is_file() and marker.read_text() == digest:
+        return f"wheels: {len(files)} installed already"
+    # An older install's dist-info would shadow a newer wheel's: start from nothing.
+    shutil.rmtree(site, ignore_errors=True)
+    began = time.monotonic()
+    if files:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
+             "--no-compile", "--no-cache-dir", "--target", str(site), *map(str, files)],
+            check=True, timeout=180,
+        )  # fmt: skip
+    site.mkdir(parents=True, exist_ok=True)
+    marker.write_text(digest)
+    return f"wheels: {len(files)} installed in {time.monotonic() - began:.0f} s"
+
+
+def unpack_etcd(wheels: Path, bin_dir: Path) -> Path | None:
+    """The carried etcd server (``etcd.xz``: the GPU image has none), for plans with a fleet."""
+    packed = wheels / "etcd.xz"
+    if not packed.is_file():
+        return None
+    binary = bin_dir / "etcd"
+    if not binary.is_file():
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        binary.write_bytes(lzma.decompress(packed.read_bytes()))
+        binary.chmod(0o755)
+    return binary
+
+
+def gpu_names() -> tuple[str, ...]:
+    if shutil.which("nvidia-smi") is None:
+        return ()
+    query = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]
+    listed = subprocess.run(query, capture_output=True, text=True, timeout=60)
+    return tuple(line.strip() for line in listed.stdout.splitlines() if line.strip())
+
+
+def describe_machine(python: str, env: dict[str, str], dry: bool) -> str:
+    """The GPUs, their links and the libraries' versions (a dry run skips the libraries: it
+    checks the plan, not the machine)."""
+    commands = [
+        ["nvidia-smi", "--query-gpu=index,name,uuid,driver_version,memory.total",
+         "--format=csv,noheader"],
+        ["nvidia-smi", "topo", "-m"],
+        [python, "-c", "import sys, torch; print('python', sys.version.split()[0], 'torch', "
+         "torch.__version__, 'cuda', torch.version.cuda)"],
+        [python, "-c", "import transformers, timm; print('transformers', "
+         "transformers.__version__, 'timm', timm.__version__)"],
+    ][: 2 if dry else None]  # fmt: skip
+    lines = [f"cores: {os.cpu_count()}  commit: {_commit()}"]
+    for command in commands:
+        if shutil.which(command[0]) is None:
+            continue
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=120)
+        lines.append((done.stdout + done.stderr).strip())
+    return "\n".join(lines) + "\n"
+
+
+def done_cells(folders: Iterable[Path], retry_failed: bool) -> dict[str, str]:
+    """Cells with a stored outcome that a new call does not run again: done ones, and failed
+    ones unless asked (a failure that repeats would spend every call's minutes). ``folders``
+    hold cell folders: the results folder here, and earlier calls' on a warm machine."""
+    found: dict[str, str] = {}
+    markers = (marker for folder in folders for marker in sorted(folder.glob("*/cell.json")))
+    for marker in markers:
+        status = json.loads(marker.read_text())["status"]
+        if status == "done" or (status == "failed" and not retry_failed):
+            found[marker.parent.name] = status
+    return found
+
+
+def run_cell(cell: Cell, kit: Kit, folder: Path, env: dict[str, str], seconds: float) -> dict:
+    """One cell as a process group of its own, killed whole at ``seconds``; its output goes to
+    ``log.txt`` in its folder and its outcome to ``cell.json``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    argv = [part.format(out=folder, python=kit.python) for part in cell.argv]
+    began = time.monotonic()
+    with open(folder / "log.txt", "wb") as log:
+        process = subprocess.Popen(
+            argv, cwd=ROOT, env=env | {"KIT_CELL_OUT": str(folder)}, stdout=log,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        try:
+            rc: int | None = process.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            rc = None
+            _kill_group(process)
+    outcome = {
+        "cell": cell.name,
+        "status": "cut" if rc is None else ("done" if rc == 0 else "failed"),
+        "rc": rc,
+        "wall_s": round(time.monotonic() - began, 1),
+        "argv": argv,
+        "gpus": list(kit.gpus),
+        "commit": _commit(),
+        "ended": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    (folder / "cell.json").write_text(json.dumps(outcome, indent=1) + "\n")
+    return outcome
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    for sig in (signal.SIGINT, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+            process.wait(timeout=10)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+        except ProcessLookupError:
+            return
+
+
+def pack(out: Path, cells: Path, store: Path | None) -> list[Path]:
+    """This call's cell folders and the store (records, sweeps, span archives; the model assets
+    left out: they are rebuilt from seeds) as one tar.gz, split into parts under 16 MiB."""
+    bundle = out / "results.tar.gz"
+    with tarfile.open(bundle, "w:gz", compresslevel=6) as tar:
+        if cells.is_dir():
+            tar.add(cells, arcname="cells")
+        if store is not None and store.is_dir():
+            tar.add(store, arcname="store", filter=_without_models)
+    room = MAX_FILES - sum(1 for p in out.iterdir() if p.is_file() and p != bundle)
+    size = bundle.stat().st_size
+    if size <= PART_BYTES:
+        return [bundle]
+    count = -(-size // PART_BYTES)
+    if count > room:
+        raise SystemExit(f"gpu_kit: results of {size / 2**20:.0f} MiB need {count} files; "
+                         f"{room} are left of the {MAX_FILES} that come back")  # fmt: skip
+    parts = []
+    with open(bundle, "rb") as whole:
+        for index in range(count):
+            part = out / f"results.tar.gz.{index:02d}"
+            part.write_bytes(whole.read(PART_BYTES))
+            parts.append(part)
+    bundle.unlink()
+    return parts
+
+
+def _without_models(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    parts = Path(info.name).parts
+    return None if len(parts) > 1 and parts[1] in ("models", "locks") else info
+
+
+def run(args: argparse.Namespace) -> int:
+    began = time.monotonic()
+    plan = load_plan(args.plan)
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ) | GPU_ENV
+    if args.dry:
+        kit = Kit(dry=True, python=sys.executable, gpus=())
+        machine = Path(args.machine or f"{MACHINE}-dry")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        notes = ["dry: the CPU, no wheels"]
+    else:
+        gpus = gpu_names()
+        if not gpus:
+            raise SystemExit("gpu_kit: no GPU here (nvidia-smi lists none); --dry runs on the CPU")
+        kit = Kit(dry=False, python=sys.executable, gpus=gpus)
+        machine = Path(args.machine or MACHINE)
+        notes = [install_wheels(WHEELS, machine / "site")]
+        env["PYTHONPATH"] = os.pathsep.join([str(machine / "site"), str(ROOT)])
+        etcd = unpack_etcd(WHEELS, machine / "bin")
+        if etcd is not None:
+            env["MLMS_ETCD_BIN"] = str(etcd)
+            notes.append(f"etcd: {etcd}")
+    home = machine / "home"
+    env["MLMS_HOME"] = str(home)
+    # A dry run resumes within its own machine folder: it never marks the real plan's cells done.
+    results = Path(args.results or (machine / "resume" if kit.dry else RESULTS / plan.results))
+    (out / "env.txt").write_text(
+        f"plan {plan.name}: results {results}\n" + "\n".join(notes) + "\n"
+        + describe_machine(kit.python, env, kit.dry)
+    )  # fmt: skip
+    print((out / "env.txt").read_text(), end="", flush=True)
+
+    cells = plan.cells(kit)
+    if args.only:
+        wanted = set(args.only.split(","))
+        unknown = wanted - {c.name for c in cells}
+        if unknown:
+            raise SystemExit(f"gpu_kit: no cells {sorted(unknown)} in plan {plan.name}: "
+                             f"expected some of {[c.name for c in cells]}")  # fmt: skip
+        cells = [c for c in cells if c.name in wanted]
+    calls = machine / "calls"
+    skipped = done_cells([results / "cells", *sorted(calls.glob("*"))], args.retry_failed)
+    fresh = calls / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    outcomes: list[dict] = []
+    for cell in cells:
+        if cell.name in skipped:
+            outcomes.append({"cell": cell.name, "status": f"{skipped[cell.name]} before"})
+            continue
+        left = args.budget - (time.monotonic() - began) - PACK_RESERVE_S
+        seconds = min(cell.timeout_s, left)
+        if left < cell.min_s:
+            outcomes.append({"cell": cell.name, "status": "left for the next call"})
+            continue
+        print(f"cell {cell.name}: up to {seconds:.0f} s", flush=True)
+        outcome = run_cell(cell, kit, fresh / cell.name, env, seconds)
+        outcomes.append(outcome)
+        print(f"cell {cell.name}: {outcome['status']} in {outcome['wall_s']} s", flush=True)
+        if outcome["status"] != "done":
+            print(_tail(fresh / cell.name / "log.txt"), flush=True)
+
+    table = _outcome_table(outcomes)
+    left = sum(1 for o in outcomes if o["status"] in ("cut", "left for the next call"))
+    table += f"\n{left} cells left: the same command resumes them\n" if left else ""
+    (out / "summary.txt").write_text(table)
+    files = pack(out, fresh, home / "store")
+    print(table + f"packed: {', '.join(p.name for p in files)} "
+          f"in {time.monotonic() - began:.0f} s", flush=True)  # fmt: skip
+    return 1 if any(o["status"] == "failed" for o in outcomes) else 0
+
+
+def _outcome_table(outcomes: Iterable[dict]) -> str:
+    lines = ["| cell | status | wall (s) |", "|---|---|---:|"]
+    lines += [f"| {o['cell']} | {o['status']} | {o.get('wall_s', '')} |" for o in outcomes]
+    return "\n".join(lines) + "\n"
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    text = path.read_text(errors="replace").splitlines() if path.is_file() else []
+    return "\n".join(text[-lines:])
+
+
+def _commit() -> str:
+    if SNAPSHOT.is_file():
+        return SNAPSHOT.read_text().strip()
+    done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                          capture_output=True, text=True)  # fmt: skip
+    return done.stdout.strip() or "unknown"
+
+
+# --- here: unpack, summary, wheels ------------------------------------------------------------
+
+
+def unpack(args: argparse.Namespace) -> int:
+    """Merge what a call brought back into the results folder: each cell's folder replaces an
+    earlier one of the same name; the store's files are added; env.txt and summary.txt are kept
+    per call under ``calls/``."""
+    back = Path(args.files_at)
+    env_file = back / "env.txt"
+    if not env_file.is_file():
+        raise SystemExit(f"gpu_kit: {back} has no env.txt: expected the files of a kit call")
+    # The first line names the results folder as the machine saw it; here it is the same name.
+    first = env_file.read_text().splitlines()[0]
+    into = Path(args.into) if args.into else RESULTS / Path(first.split("results ", 1)[1]).name
+    parts = sorted(back.glob("results.tar.gz*"))
+    if not parts:
+        raise SystemExit(f"gpu_kit: {back} has no results.tar.gz: the call packed nothing")
+    into.mkdir(parents=True, exist_ok=True)
+    staging = into / ".unpacking"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    joined = staging / "results.tar.gz"
+    with open(joined, "wb") as whole:
+        for part in parts:
+            whole.write(part.read_bytes())
+    with tarfile.open(joined) as tar:
+        tar.extractall(staging, filter="data")
+    for cell in sorted((staging / "cells").glob("*")):
+        target = into / "cells" / cell.name
+        shutil.rmtree(target, ignore_errors=True)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(cell, target)
+    if (staging / "store").is_dir():
+        shutil.copytree(staging / "store", into / "store", dirs_exist_ok=True)
+    call = into / "calls" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    call.mkdir(parents=True, exist_ok=True)
+    for name in ("env.txt", "summary.txt"):
+        if (back / name).is_file():
+            shutil.copy(back / name, call / name)
+    shutil.rmtree(staging)
+    print(f"unpacked into {into}")
+    print((back / "summary.txt").read_text() if (back / "summary.txt").is_file() else "")
+    return 0
+
+
+def summary(args: argparse.Namespace) -> int:
+    plan = load_plan(args.plan)
+    results = Path(args.results) if args.results else RESULTS / plan.results
+    if plan.summarize is None:
+        raise SystemExit(f"gpu_kit: plan {plan.name} has no summarize()")
+    print(plan.summarize(results), end="")
+    return 0
+
+
+def wheels(args: argparse.Namespace) -> int:
+    """Download the pinned wheels of a plan's groups (``base`` and its ``WHEELS``) for the GPU
+    image's Python (3.12) into .whl-kit/, and pack this machine's etcd server beside them when
+    the plan runs a fleet."""
+    plan = load_plan(args.plan)
+    groups = {"base", *plan.wheels}
+    pins = []
+    for line in WHEEL_LIST.read_text().splitlines():
+        fields = line.split("#")[0].split()
+        if len(fields) == 2 and fields[0] in groups:
+            pins.append(fields[1])
+    shutil.rmtree(WHEELS, ignore_errors=True)
+    platforms = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64",
+                 "manylinux_2_17_x86_64", "manylinux2014_x86_64", "any"]  # fmt: skip
+    command = [sys.executable, "-m", "pip", "download", "-q", "-d", str(WHEELS),
+               "--no-deps", "--only-binary=:all:", "--python-version", "3.12",
+               "--implementation", "cp"]  # fmt: skip
+    for platform in platforms:
+        command += ["--platform", platform]
+    subprocess.run(command + pins, check=True)
+    etcd = shutil.which("etcd")
+    if "fleet" in groups:
+        if etcd is None:
+            raise SystemExit("gpu_kit: plan runs a fleet but this machine has no etcd to carry")
+        (WHEELS / "etcd.xz").write_bytes(lzma.compress(Path(etcd).read_bytes(), preset=9))
+    total = sum(p.stat().st_size for p in WHEELS.iterdir())
+    print(f"{WHEELS}: {len(list(WHEELS.iterdir()))} files, {total / 2**20:.1f} MiB "
+          f"(groups: {', '.join(sorted(groups))})")  # fmt: skip
+    return 0
+
+
+def snapshot(args: argparse.Namespace) -> int:
+    """One commit's code (mlms/, benchmarks/ without its results, tests/) in .kit-src/, to carry
+    and run there: a GPU call then measures that commit, whatever the working tree holds."""
+    if SNAPSHOT.is_file():
+        raise SystemExit("gpu_kit: snapshot from the repository, not from a snapshot")
+    commit = subprocess.run(["git", "rev-parse", "--short", args.commit], cwd=ROOT,
+                            capture_output=True, text=True)  # fmt: skip
+    if commit.returncode != 0:
+        raise SystemExit(f"gpu_kit: no commit {args.commit!r} in this repository")
+    shutil.rmtree(SNAPSHOT_DIR, ignore_errors=True)
+    SNAPSHOT_DIR.mkdir()
+    archive = subprocess.run(
+        ["git", "archive", "--format=tar", args.commit, "mlms", "benchmarks", "tests",
+         "pyproject.toml"], cwd=ROOT, capture_output=True, check=True,
+    )  # fmt: skip
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        members = [m for m in tar.getmembers() if not m.name.startswith("benchmarks/results/")]
+        tar.extractall(SNAPSHOT_DIR, members=members, filter="data")
+    (SNAPSHOT_DIR / "KIT_SNAPSHOT").write_text(commit.stdout.strip() + "\n")
+    size = sum(p.stat().st_size for p in SNAPSHOT_DIR.rglob("*") if p.is_file())
+    print(f"{SNAPSHOT_DIR}: commit {commit.stdout.strip()}, {size / 2**20:.1f} MiB")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    verbs = parser.add_subparsers(dest="verb", required=True)
+    running = verbs.add_parser("run", help="run a plan's cells within a budget")
+    running.add_argument("plan", help="a plan in benchmarks/plans/ or a .py file")
+    running.add_argument("out", help="the folder whose files come back ($OUT)")
+    running.add_argument("--dry", action="store_true", help="the same plan, small, on the CPU")
+    running.add_argument("--budget", type=float, default=540.0, help="seconds for the whole call")
+    running.add_argument("--only", default=None, help="these cells only (comma-separated)")
+    running.add_argument("--results", default=None, help="the results folder that resumes")
+    running.add_argument("--retry-failed", action="store_true", help="run failed cells again")
+    running.add_argument("--machine", default=None, help=f"the kit's own folder ({MACHINE})")
+    unpacking = verbs.add_parser("unpack", help="merge a call's files into its results folder")
+    unpacking.add_argument("files_at")
+    unpacking.add_argument("--into", default=None)
+    summing = verbs.add_parser("summary", help="print a plan's tables from its results folder")
+    summing.add_argument("plan")
+    summing.add_argument("--results", default=None)
+    getting = verbs.add_parser("wheels", help="download a plan's .whl-kit/ for the GPU image")
+    getting.add_argument("plan")
+    snapping = verbs.add_parser("snapshot", help="one commit's code in .kit-src/ to carry")
+    snapping.add_argument("commit", nargs="?", default="HEAD")
+    args = parser.parse_args()
+    verbs_run = {"run": run, "unpack": unpack, "summary": summary, "wheels": wheels,
+                 "snapshot": snapshot}  # fmt: skip
+    verb = verbs_run[args.verb]
+    return verb(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

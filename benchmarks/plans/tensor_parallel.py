@@ -1,0 +1,91 @@
+"""Several GPUs on a lent 2-GPU host: the split tinyllama_1b (``--tensor-parallel 2``) and one agent
+per GPU, as cells of the GPU run kit (``benchmarks/gpu_kit.py``).
+
+    python3 benchmarks/gpu_kit.py run tensor_parallel $OUT          # on the host, resumable
+    .venv/bin/python benchmarks/gpu_kit.py run tensor_parallel OUT --dry
+    .venv/bin/python benchmarks/gpu_kit.py summary tensor_parallel  # the tables, from the cells
+
+Cells: ``nccl`` (NCCL kernel time per predict in mlms's hardware-level trace against
+torch.profiler's over the bare loop, and the bare loop's Kineto traces), ``scaling`` (one GPU
+against two, ``--generate``), ``agents`` (a sweep through one GPU agent against one per GPU:
+``benchmarks/gpu_agents.py``), then ``latency_0`` ... one round each of mlms against the bare loop
+with the same split (``benchmarks/tensor_parallel_gpu.py``), so that the rounds spread over
+calls and the ratio is the median of the rounds' ratios.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from benchmarks.gpu_kit import Cell, Kit
+
+RESULTS = "tensor_parallel_h200"
+WHEELS = ("cupti", "fleet")
+LATENCY_ROUNDS = 5
+
+
+def cells(kit: Kit) -> list[Cell]:
+    dry = ("--dry",) if kit.dry else ()
+    split = ("{python}", "benchmarks/tensor_parallel_gpu.py", "--out", "{out}", *dry)
+    agents = ("{python}", "benchmarks/gpu_agents.py", "--out", "{out}/gpu_agents.json", *dry)
+    return [
+        Cell("nccl", (*split, "--parts", "nccl"), timeout_s=520, min_s=300),
+        Cell("scaling", (*split, "--parts", "scaling"), timeout_s=400, min_s=200),
+        Cell("agents", agents, timeout_s=400, min_s=200),
+        *(
+            Cell(f"latency_{n}", (*split, "--parts", "latency", "--rounds", "1"), 240, 100)
+            for n in range(LATENCY_ROUNDS)
+        ),
+    ]
+
+
+def summarize(results: Path) -> str:
+    """The tables of the cells done so far."""
+    lines: list[str] = []
+    reports = {
+        folder.name: json.loads((folder / "tensor_parallel.json").read_text())
+        for folder in sorted((results / "cells").glob("*"))
+        if (folder / "tensor_parallel.json").is_file()
+    }
+    rounds = [r for name, rep in reports.items() if name.startswith("latency_")
+              for r in rep.get("latency", [])]  # fmt: skip
+    if rounds:
+        lines += ["mlms against the bare loop, one round a cell (p50 ms)", "",
+                  "| round | batch | mlms | bare | mlms / bare |",
+                  "|---:|---:|---:|---:|---:|"]  # fmt: skip
+        ratios: dict[str, list[float]] = {}
+        for number, round_ in enumerate(rounds):
+            for batch, mine in round_["mlms"].items():
+                theirs = round_["bare"][batch]["p50_ms"]
+                ratios.setdefault(batch, []).append(mine / theirs)
+                lines.append(f"| {number} | {batch} | {mine:.2f} | {theirs:.2f} | "
+                             f"{mine / theirs:.3f} |")  # fmt: skip
+        lines += ["", "| batch | rounds | median of mlms / bare | min | max |",
+                  "|---:|---:|---:|---:|---:|"]  # fmt: skip
+        for batch, values in ratios.items():
+            lines.append(f"| {batch} | {len(values)} | {statistics.median(values):.3f} | "
+                         f"{min(values):.3f} | {max(values):.3f} |")  # fmt: skip
+        lines.append("")
+    nccl = reports.get("nccl", {}).get("nccl")
+    if nccl and "mlms" in nccl:
+        lines += ["NCCL kernel time per predict (ms)", "",
+                  "| batch | mlms trace | torch.profiler | ratio |",
+                  "|---:|---:|---:|---:|"]  # fmt: skip
+        for batch, theirs in nccl["bare_profile"].items():
+            mine = nccl["mlms"][batch]
+            lines.append(f"| {batch} | {mine:.4f} | {theirs:.4f} | {mine / theirs:.3f} |")
+        lines.append("")
+    agents = results / "cells" / "agents" / "gpu_agents.json"
+    if agents.is_file():
+        found = json.loads(agents.read_text())
+        lines.append(f"sweep of {len(found['models'])} models x {len(found['batch_sizes'])} batch "
+                     f"sizes: one GPU agent {statistics.median(found['one_agent_s']):.1f} s, two "
+                     f"{statistics.median(found['two_agents_s']):.1f} s, ratio "
+                     f"{found['ratio']:.3f} (target <= 0.55)\n")  # fmt: skip
+    scaling = results / "cells" / "scaling" / "log.txt"
+    if scaling.is_file():
+        text = scaling.read_text(errors="replace")
+        lines += [line for line in text.splitlines() if line.startswith(("|", "peak"))]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,205 @@
+"""The GPU run kit (``benchmarks/gpu_kit.py``) in its dry mode on the CPU, run as a user runs it:
+a plan's cells within a budget, resumed on the next call, packed into the files that come back
+from a lent GPU machine and merged here; wheels installed once per machine; a snapshot of one
+commit that runs with the repository's results. The real plans are checked to list their cells.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+KIT = ROOT / "benchmarks" / "gpu_kit.py"
+
+TINY_PLAN = """
+from benchmarks.gpu_kit import Cell
+
+RESULTS = "tiny"
+
+def cells(kit):
+    write = "import os, pathlib; pathlib.Path(os.environ['KIT_CELL_OUT'], 'x.txt').write_text('{}')"
+    return [
+        Cell("first", ("{python}", "-c", write.format("one")), min_s=0),
+        Cell("broken", ("{python}", "-c", "raise SystemExit('no good')"), min_s=0),
+        Cell("big", ("{python}", "-c",
+                     "import os; open(os.environ['KIT_CELL_OUT'] + '/noise', 'wb')"
+                     ".write(os.urandom(int(os.environ.get('KIT_BIG', '0'))))"), min_s=0),
+        Cell("last", ("{python}", "-c", write.format("last")), min_s=0),
+        Cell("slow", ("{python}", "-c", "import time; time.sleep(60)"), timeout_s=2, min_s=10),
+    ]
+
+def summarize(results):
+    return "".join(sorted(p.parent.name + " " for p in results.glob("cells/*/x.txt"))) + "\\n"
+"""
+
+
+def kit_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gpu_kit_under_test", KIT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def kit(*args: str, kit_path: Path = KIT, env: dict[str, str] | None = None, cwd: Path = ROOT):
+    return subprocess.run(
+        [sys.executable, str(kit_path), *args],
+        capture_output=True, text=True, timeout=300, env=env, cwd=cwd,
+    )  # fmt: skip
+
+
+def test_budget_resume_pack_and_unpack(tmp_path: Path) -> None:
+    plan = tmp_path / "tiny.py"
+    plan.write_text(TINY_PLAN)
+    results, machine, out = tmp_path / "results", tmp_path / "machine", tmp_path / "out"
+    common = ["--dry", "--machine", str(machine), "--results", str(results)]
+    # "slow" outlasts its own 2 s limit: cut, to be run again.
+    first = kit("run", str(plan), str(out), *common)
+    assert first.returncode == 1, first.stderr  # "broken" failed
+    states = {p.name: json.loads((p / "cell.json").read_text())["status"]
+              for p in machine.glob("calls/*/*")}  # fmt: skip
+    assert states == {"first": "done", "slow": "cut", "broken": "failed", "big": "done",
+                      "last": "done"}  # fmt: skip
+    assert "1 cells left: the same command resumes them" in first.stdout
+    assert "no good" in first.stdout  # a failed cell's log tail is shown
+    back = sorted(p.name for p in out.iterdir())
+    assert back == ["env.txt", "results.tar.gz", "summary.txt"]
+
+    unpacked = kit("unpack", str(out), "--into", str(results))
+    assert unpacked.returncode == 0, unpacked.stderr
+    assert (results / "cells" / "first" / "x.txt").read_text() == "one"
+    assert len(list((results / "calls").glob("*/summary.txt"))) == 1
+
+    # A fresh machine: only what the results folder says is done or failed is skipped.
+    shutil.rmtree(machine)
+    # 30 s of budget less the kit's 25 s reserve for packing leave "slow" less than its 10 s.
+    second = kit("run", str(plan), str(tmp_path / "out2"), "--budget", "30", *common)
+    summary = (tmp_path / "out2" / "summary.txt").read_text()
+    assert "| first | done before |" in summary
+    assert "| broken | failed before |" in summary
+    assert "| slow | left for the next call |" in summary and second.returncode == 0
+    retried = kit("run", str(plan), str(tmp_path / "out3"), "--budget", "40", "--retry-failed",
+                  "--only", "broken", *common)  # fmt: skip
+    assert retried.returncode == 1 and "| broken | failed |" in retried.stdout
+
+    printed = kit("summary", str(plan), "--results", str(results))
+    assert printed.stdout.split() == ["first", "last"]
+
+
+def test_large_results_come_back_in_parts_and_join(tmp_path: Path) -> None:
+    plan = tmp_path / "tiny.py"
+    plan.write_text(TINY_PLAN)
+    out, results = tmp_path / "out", tmp_path / "results"
+    env = dict(os.environ, KIT_BIG=str(20 * 2**20))  # incompressible: 2 parts
+    done = kit("run", str(plan), str(out), "--dry", "--machine", str(tmp_path / "m"),
+               "--results", str(results), "--only", "big", env=env)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    files = sorted(p for p in out.iterdir())
+    assert [p.name for p in files] == ["env.txt", "results.tar.gz.00", "results.tar.gz.01",
+                                       "summary.txt"]  # fmt: skip
+    assert all(p.stat().st_size <= 16 * 2**20 for p in files)
+    assert kit("unpack", str(out), "--into", str(results)).returncode == 0
+    assert (results / "cells" / "big" / "noise").stat().st_size == 20 * 2**20
+
+
+def test_bad_plan_cell_and_machine_are_one_line(tmp_path: Path) -> None:
+    missing = kit("run", "no_such_plan", str(tmp_path / "out"), "--dry")
+    assert missing.returncode != 0
+    assert "no plan 'no_such_plan': expected one of" in missing.stderr
+    plan = tmp_path / "tiny.py"
+    plan.write_text(TINY_PLAN)
+    unknown = kit("run", str(plan), str(tmp_path / "o"), "--dry", "--machine",
+                  str(tmp_path / "m"), "--only", "nope")  # fmt: skip
+    assert "no cells ['nope'] in plan tiny" in unknown.stderr
+    if shutil.which("nvidia-smi") is None:
+        no_gpu = kit("run", str(plan), str(tmp_path / "g"), "--machine", str(tmp_path / "m"))
+        assert "no GPU here (nvidia-smi lists none); --dry runs on the CPU" in no_gpu.stderr
+    nothing = kit("unpack", str(tmp_path))
+    assert "has no env.txt: expected the files of a kit call" in nothing.stderr
+
+
+def _wheel(folder: Path, name: str) -> Path:
+    """A pure-Python wheel made by hand: pip installs it offline."""
+    path = folder / f"{name}-1.0-py3-none-any.whl"
+    info = f"{name}-1.0.dist-info"
+    with zipfile.ZipFile(path, "w") as wheel:
+        wheel.writestr(f"{name}/__init__.py", "VALUE = 7\n")
+        wheel.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        wheel.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\n"
+                       "Root-Is-Purelib: true\nTag: py3-none-any\n")  # fmt: skip
+        wheel.writestr(f"{info}/RECORD", "")
+    return path
+
+
+def test_wheels_install_once_per_machine(tmp_path: Path) -> None:
+    module = kit_module()
+    wheels, site = tmp_path / "wheels", tmp_path / "site"
+    wheels.mkdir()
+    _wheel(wheels, "kittest_one")
+    assert "installed in" in module.install_wheels(wheels, site)
+    assert (site / "kittest_one" / "__init__.py").read_text() == "VALUE = 7\n"
+    assert module.install_wheels(wheels, site) == "wheels: 1 installed already"
+    _wheel(wheels, "kittest_two")  # another set of wheels: installed afresh
+    assert "installed in" in module.install_wheels(wheels, site)
+    assert (site / "kittest_two").is_dir()
+
+
+def test_snapshot_runs_one_commit_with_the_repository_results(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "benchmarks" / "plans").mkdir(parents=True)
+    (repo / "mlms").mkdir()
+    (repo / "tests").mkdir()
+    shutil.copy(KIT, repo / "benchmarks" / "gpu_kit.py")
+    (repo / "benchmarks" / "plans" / "tiny.py").write_text(TINY_PLAN)
+    (repo / "mlms" / "__init__.py").write_text("")
+    (repo / "tests" / "__init__.py").write_text("")
+    (repo / "pyproject.toml").write_text("")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "."], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], cwd=repo, check=True)
+    (repo / "benchmarks" / "plans" / "tiny.py").write_text("broken in the working tree (")
+    made = kit("snapshot", kit_path=repo / "benchmarks" / "gpu_kit.py", cwd=repo)
+    assert made.returncode == 0, made.stderr
+    snapped = repo / ".kit-src" / "benchmarks" / "gpu_kit.py"
+    ran = kit("run", "tiny", str(tmp_path / "out"), "--dry", "--machine", str(tmp_path / "m"),
+              "--results", str(repo / "benchmarks" / "results" / "tiny"), "--only", "first",
+              kit_path=snapped, cwd=repo)  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo,
+                            capture_output=True, text=True).stdout.strip()  # fmt: skip
+    with tarfile.open(tmp_path / "out" / "results.tar.gz") as tar:
+        cell = json.load(tar.extractfile("cells/first/cell.json"))  # type: ignore[arg-type]
+    assert cell["commit"] == commit
+    unpacked = kit("unpack", str(tmp_path / "out"), kit_path=snapped, cwd=repo)
+    assert unpacked.returncode == 0, unpacked.stderr
+    assert (repo / "benchmarks" / "results" / "tiny" / "cells" / "first" / "x.txt").is_file()
+
+
+@pytest.mark.parametrize(
+    "plan", sorted(p.stem for p in (ROOT / "benchmarks" / "plans").glob("*.py"))
+)
+def test_every_plan_lists_runnable_cells(plan: str) -> None:
+    module = kit_module()
+    loaded = module.load_plan(plan)
+    for dry in (True, False):
+        cells = loaded.cells(module.Kit(dry=dry, python=sys.executable, gpus=("NVIDIA H200",)))
+        assert cells and len({c.name for c in cells}) == len(cells)
+        for cell in cells:
+            scripts = [part for part in cell.argv if part.endswith(".py")]
+            assert all((ROOT / script).is_file() for script in scripts), cell
+    groups = {line.split()[0] for line in (ROOT / "benchmarks" / "gpu_wheels.txt").read_text()
+              .splitlines() if line.strip() and not line.startswith("#")}  # fmt: skip
+    assert set(loaded.wheels) <= groups
