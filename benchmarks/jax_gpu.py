@@ -33,8 +33,8 @@ os.environ["KERAS_BACKEND"] = "jax"  # before anything imports Keras
 from mlms.config import mlms_home
 from mlms.evaluation.feed import Feed
 from mlms.evaluation.inputs import open_inputs
+from mlms.evaluation.measure import measure_loop
 from mlms.evaluation.record import EvaluationRequest
-from mlms.evaluation.runner import measure_loop
 from mlms.predictors.base import PredictorOptions
 from mlms.predictors.jax_predictor import JaxPredictor
 from mlms.store.factory import default_store

@@ -25,8 +25,9 @@ from typing import Any
 from mlms.config import mlms_home
 from mlms.evaluation.feed import Feed
 from mlms.evaluation.inputs import open_inputs
+from mlms.evaluation.measure import measure_loop
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
-from mlms.evaluation.runner import evaluate, measure_loop
+from mlms.evaluation.runner import evaluate
 from mlms.predictors.base import PredictorOptions
 from mlms.predictors.torch_predictor import TorchPredictor
 from mlms.store.factory import default_store

@@ -162,40 +162,50 @@ class EmbeddedClient:
         progress: ProgressCallback | None = None,
         evaluation_id: str | None = None,
     ) -> EvaluationRecord:
+        from mlms.evaluation.plan import plan_evaluation
         from mlms.evaluation.runner import evaluate
         from mlms.frameworks import own_interpreter, runs_apart
-        from mlms.predictors.registry import choose_framework
-        from mlms.zoo.resolve import resolve_model
 
-        framework = request.framework
-        if framework is None or own_interpreter(framework) is None:
-            # Checked here what this environment can check, before any child starts.
-            manifest = resolve_model(request.model, self.store, input_shapes=request.input_shapes)
-            framework, _version = choose_framework(manifest, framework)
-        if runs_apart(framework):
-            # mxnet (its own virtualenv) and tensorflow (its libraries crash torch's beside
-            # them) run in a child agent, so this process can evaluate any framework next.
-            from mlms.agent.child import evaluate_in_child
+        if request.framework is not None and own_interpreter(request.framework) is not None:
+            # The framework does not import here: its own interpreter plans the evaluation.
             from mlms.evaluation.options import compile_mode
             from mlms.predictors.registry import predictor_class
 
-            forwarded = request.model_copy(update={"framework": framework})
-            compile_mode(forwarded, predictor_class(framework))  # a bad --compile: no child
-            record = evaluate_in_child(forwarded, self.store, progress, evaluation_id=evaluation_id)
-            index = self._writing_index()  # the child stored it without: index it now
-            if index is not None:
-                try:
-                    index.add([record])
-                except MlmsError as exc:  # its pending marker has it indexed later
-                    log.warning("evaluation %s: not indexed now: %s", record.id, exc)
-            return record
+            compile_mode(request, predictor_class(request.framework))  # a bad --compile: no child
+            return self._evaluate_apart(request, progress, evaluation_id)
+        # Planned here, so that a bad model, framework or option fails before any child starts.
+        plan = plan_evaluation(request, self.store)
+        if runs_apart(plan.framework):
+            # tensorflow (its libraries crash torch's beside them) and jax (Keras picks its
+            # backend once a process) run in a child agent, so this process can evaluate any
+            # framework next.
+            forwarded = request.model_copy(update={"framework": plan.framework})
+            return self._evaluate_apart(forwarded, progress, evaluation_id)
         return evaluate(
-            request,
+            plan,
             store=self.store,
             progress=progress,
             evaluation_id=evaluation_id,
             index=self._writing_index(),
         )
+
+    def _evaluate_apart(
+        self,
+        request: EvaluationRequest,
+        progress: ProgressCallback | None,
+        evaluation_id: str | None,
+    ) -> EvaluationRecord:
+        """``request`` (its framework named) run by a child agent, which stores the record."""
+        from mlms.agent.child import evaluate_in_child
+
+        record = evaluate_in_child(request, self.store, progress, evaluation_id=evaluation_id)
+        index = self._writing_index()  # the child stored it without: index it now
+        if index is not None:
+            try:
+                index.add([record])
+            except MlmsError as exc:  # its pending marker has it indexed later
+                log.warning("evaluation %s: not indexed now: %s", record.id, exc)
+        return record
 
     def list_models(self) -> list[ModelManifest]:
         from mlms.zoo.resolve import all_models

@@ -17,8 +17,9 @@ from mlms.cli.main import cli
 from mlms.errors import InvalidArgument
 from mlms.evaluation.feed import ON_DEVICE, PINNED, Feed, placement
 from mlms.evaluation.inputs import open_inputs
+from mlms.evaluation.measure import _copy_result
 from mlms.evaluation.record import EvaluationRequest
-from mlms.evaluation.runner import _copy_result, evaluate
+from mlms.evaluation.runner import evaluate
 from mlms.predictors.base import InputCopy, PredictorOptions
 from mlms.predictors.onnxruntime_predictor import OnnxRuntimePredictor
 from mlms.tracer.archive import read_table

@@ -1,10 +1,11 @@
 """The agent's gRPC ``Predictor`` service: protobuf in, domain calls, protobuf out.
 
-Predict sessions hold a loaded predictor between calls; ``Evaluate`` runs
-``mlms.evaluation.runner.evaluate`` on a worker thread (which queues on the device lock behind
-other evaluations) and streams its progress, then the record; ``Bound`` does the same with
-``mlms.bounds.run.bound``. The caller's trace context comes from the call's metadata and
-becomes the evaluation's parent, so the agent's model and layer spans join the caller's trace.
+Predict sessions hold a loaded predictor between calls; ``Evaluate`` plans the evaluation
+(``mlms.evaluation.plan``), runs the plan with ``mlms.evaluation.runner.evaluate`` on a worker
+thread (which queues on the device lock behind other evaluations) and streams its progress,
+then the record; ``Bound`` does the same with ``mlms.bounds.run.bound``. The caller's trace
+context comes from the call's metadata and becomes the evaluation's parent, so the agent's model
+and layer spans join the caller's trace.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from mlms.bounds.record import BoundRecord
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument, NotFound, UnsupportedFramework
 from mlms.evaluation.device_lock import exclusive_device
+from mlms.evaluation.plan import plan_evaluation
 from mlms.evaluation.progress import Progress, ProgressCallback
 from mlms.evaluation.record import EvaluationRecord
 from mlms.evaluation.records import RecordIndex
@@ -225,15 +227,16 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
 
     def Evaluate(self, request, context):
         evaluation = evaluation_request(request.spec)
-        resolve_served(evaluation.model, self.store)  # never a path on this machine
-        evaluation = evaluation.model_copy(
-            update={"framework": self._framework_for(evaluation.framework)}
+        plan = plan_evaluation(
+            evaluation.model_copy(update={"framework": self._framework_for(evaluation.framework)}),
+            self.store,
+            served=True,  # never a path on this machine
         )
         evaluation_id = _job_id(request.evaluation_id, "evaluation")
 
         def work(progress: ProgressCallback) -> EvaluationRecord:
             return evaluate(
-                evaluation,
+                plan,
                 store=self.store,
                 index=self.index,
                 progress=progress,

@@ -38,8 +38,9 @@ def compile_mode(request: EvaluationRequest, cls: type[Predictor]) -> str | None
 
 
 def check_options(
-    request: EvaluationRequest, manifest: ModelManifest, cls: type[Predictor], device: str
+    request: EvaluationRequest, manifest: ModelManifest, cls: type[Predictor]
 ) -> None:
+    """The options the model and the framework's predictor must admit, wherever they run."""
     spec = manifest.inputs[0]
     if request.channels_last:
         if not cls.has_channels_last:
@@ -51,21 +52,10 @@ def check_options(
                 f"--channels-last: model {manifest.name!r} takes inputs of layout "
                 f"{spec.layout!r}; channels-last applies to CHW image batches (CNNs)"
             )
-    if request.input_on_device and device == "cpu":
-        raise InvalidArgument(
-            "--input-on-device: the evaluation runs on cpu, where the inputs already are; "
-            "expected a GPU (--hw with a GPU)"
-        )
     if request.input_on_device and not cls.stages_on_gpu:
         raise InvalidArgument(
             f"--input-on-device: framework {cls.framework!r} reads its inputs from host "
             "memory; expected torch or jax"
-        )
-    if device != "cpu" and request.trace_level > TraceLevel.FRAMEWORK and not cls.gpu_collectors:
-        raise InvalidArgument(
-            f"trace level {request.trace_level.label!r} on {cls.framework}: its framework level "
-            "holds CUPTI already (each layer span carries its kernels' names and GPU time); "
-            "expected 'framework' or below"
         )
     if request.generate is not None:
         if manifest.outputs[0].type != "next_token":
@@ -83,3 +73,18 @@ def check_options(
                 f"--generate {request.generate} with --compile {request.compile}: generation "
                 "runs eager; drop one of them"
             )
+
+
+def check_device_options(request: EvaluationRequest, cls: type[Predictor], device: str) -> None:
+    """The options the device that the host picked must admit."""
+    if request.input_on_device and device == "cpu":
+        raise InvalidArgument(
+            "--input-on-device: the evaluation runs on cpu, where the inputs already are; "
+            "expected a GPU (--hw with a GPU)"
+        )
+    if device != "cpu" and request.trace_level > TraceLevel.FRAMEWORK and not cls.gpu_collectors:
+        raise InvalidArgument(
+            f"trace level {request.trace_level.label!r} on {cls.framework}: its framework level "
+            "holds CUPTI already (each layer span carries its kernels' names and GPU time); "
+            "expected 'framework' or below"
+        )

@@ -9,14 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import logging
 import platform
 import sys
-import time
 import uuid
-from collections.abc import Callable, Iterable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -29,13 +27,15 @@ import mlms
 from mlms import hardware
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument
-from mlms.evaluation.dataset_run import DatasetInputs, Pass, TopK, run_pass
+from mlms.evaluation.dataset_run import DatasetInputs, Pass, TopK
 from mlms.evaluation.device_lock import exclusive_device, free_gpus
-from mlms.evaluation.energy import EnergyMeter, energy_meter
-from mlms.evaluation.feed import Feed, host_batch, placement
+from mlms.evaluation.energy import energy_meter
+from mlms.evaluation.feed import host_batch, placement
 from mlms.evaluation.inputs import InputSource, dataset_split, input_spec, open_inputs
-from mlms.evaluation.options import check_options, compile_mode
-from mlms.evaluation.progress import Progress, ProgressCallback
+from mlms.evaluation.measure import measure_batch
+from mlms.evaluation.options import check_device_options
+from mlms.evaluation.plan import EvaluationPlan, checked_plan, plan_evaluation
+from mlms.evaluation.progress import ProgressCallback
 from mlms.evaluation.record import (
     Accuracy,
     BatchResult,
@@ -43,27 +43,19 @@ from mlms.evaluation.record import (
     EvaluationRecord,
     EvaluationRequest,
     FrameworkRef,
-    GenerationResult,
-    InputCopyResult,
-    LevelResult,
     ModelRef,
     Predictions,
     RankResult,
 )
 from mlms.evaluation.records import RecordIndex, save_record, stored_winner
-from mlms.evaluation.stats import latency_stats
 from mlms.library_errors import library_failures
-from mlms.predictors.base import InputCopy, Predictor, PredictorOptions, TokenGenerator
-from mlms.predictors.registry import choose_framework, predictor_class
+from mlms.predictors.base import Predictor, PredictorOptions
 from mlms.store.base import ObjectStore
 from mlms.tracer.archive import to_table, write_table
-from mlms.tracer.gpu_run import gpu_run
-from mlms.tracer.hierarchy import innermost_containers
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.tracer import Tracer
 from mlms.zoo.assets import Asset, AssetManager
 from mlms.zoo.manifest import ModelManifest
-from mlms.zoo.resolve import resolve_model
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -110,7 +102,7 @@ def leveled_runs(level: TraceLevel, device: str) -> list[TraceLevel]:
 
 
 def evaluate(
-    request: EvaluationRequest,
+    planned: EvaluationPlan | EvaluationRequest,
     *,
     store: ObjectStore,
     progress: ProgressCallback | None = None,
@@ -122,11 +114,14 @@ def evaluate(
 ) -> EvaluationRecord:
     """Run one evaluation in this process and store its record and span archive.
 
+    ``planned``: the plan its caller made (``mlms.evaluation.plan``), or a request to plan here.
     ``evaluation_id`` is given by a server that dispatches the evaluation, so that a retry on
     another agent keeps the id the client was told. The record's id is claimed in ``index``
     before the record is stored: a copy that finds it claimed (another agent finished the same
     evaluation first) discards its span archive and answers with the first copy's record."""
-    plan = _plan(request, store)
+    plan = planned if isinstance(planned, EvaluationPlan) else plan_evaluation(planned, store)
+    request = plan.request
+    setup = _setup(plan, store)
     evaluation_id = evaluation_id or uuid.uuid4().hex
     tracer = Tracer(
         request.trace_level,
@@ -134,17 +129,17 @@ def evaluate(
             "mlms.evaluation_id": evaluation_id,
             "mlms.model": plan.manifest.name,
             "mlms.framework": plan.framework,
-            "host.name": plan.info.host,
+            "host.name": setup.info.host,
         },
         processors=processors,
         parent=parent,
     )
     report = progress or (lambda _event: None)
     with library_failures(f"{plan.manifest.name} on {plan.framework}"):
-        if len(plan.devices) > 1:
-            measured, ranks, spans = _measure_split(plan, request, tracer, evaluation_id, report)
+        if len(setup.devices) > 1:
+            measured, ranks, spans = _measure_split(setup, request, tracer, evaluation_id, report)
         else:
-            measured, ranks = _measure_all(plan, request, store, tracer, evaluation_id, report), []
+            measured, ranks = _measure_all(setup, request, store, tracer, evaluation_id, report), []
     tracer.shutdown()
     trace_id = measured.trace_id
     if not ranks:
@@ -161,14 +156,14 @@ def evaluate(
             source=request.model if plan.manifest.origin in ("file", "hub") else "",
         ),
         framework=FrameworkRef(name=plan.framework, version=plan.framework_version),
-        hardware=plan.info,
-        device=plan.device,
-        gpus=hardware.gpus_of(plan.devices, plan.info),
+        hardware=setup.info,
+        device=setup.device,
+        gpus=hardware.gpus_of(setup.devices, setup.info),
         ranks=ranks,
         software=_software(plan.framework, plan.framework_version),
         settings={
             **measured.settings,
-            "input": plan.bound.described if plan.bound is not None else plan.source.name,
+            "input": setup.bound.described if setup.bound is not None else setup.source.name,
             "warmup": request.warmup,
             "min_seconds": request.min_seconds,
         },
@@ -177,7 +172,7 @@ def evaluate(
         trace_archive=archive,
         span_count=spans.num_rows,
         queue_wait_seconds=round(measured.waited, 6),
-        asset_sha256=plan.asset.sha256,
+        asset_sha256=setup.asset.sha256,
         results=measured.results,
         accuracy=measured.accuracy,
         predictions=measured.predictions,
@@ -196,16 +191,13 @@ def evaluate(
 
 
 @dataclass(frozen=True)
-class _Plan:
-    """What an evaluation runs, checked and made ready before the device is taken."""
+class _Setup:
+    """Where and on what this host runs a plan, made ready before the device is taken."""
 
-    manifest: ModelManifest
-    framework: str
-    framework_version: str
+    plan: EvaluationPlan
     info: hardware.HardwareInfo
     devices: list[str]  # one, or a split model's, rank by rank
     runs: list[TraceLevel]
-    cls: type[Predictor]
     source: InputSource
     bound: BoundDataset | None  # the data set the request names, checked against the model
     asset: Asset
@@ -217,59 +209,45 @@ class _Plan:
         return self.devices[0]
 
 
-def _plan(request: EvaluationRequest, store: ObjectStore) -> _Plan:
-    """The framework, devices, leveled runs, inputs, asset and predictor options of
-    ``request``; a bad option fails here, before any asset is built or loaded."""
-    manifest = resolve_model(request.model, store, input_shapes=request.input_shapes)
-    framework, framework_version = choose_framework(manifest, request.framework)
+def _setup(plan: EvaluationPlan, store: ObjectStore) -> _Setup:
+    """The devices, leveled runs, inputs, asset and predictor options of ``plan`` on this
+    host; an option the device cannot take fails here, before any asset is built or loaded."""
+    request = plan.request
     info = hardware.detect()
     # --hw h100: a free H100 of the host (its lock not held), else one to queue on.
     free = free_gpus(mlms_home() / "locks")
     if request.tensor_parallel > 1:
-        from mlms.evaluation.tensor_parallel import check_split_request
-        from mlms.predictors.tensor_parallel import SplitTorchPredictor, check_split_model
-
-        check_split_request(request, framework)
         devices = hardware.resolve_group(request.hw, request.tensor_parallel, info, free=free)
-        cls: type[Predictor] = SplitTorchPredictor
-        check_split_model(manifest, request.tensor_parallel)
     else:
         devices = [hardware.resolve(request.hw, info, free=free)]
-        cls = predictor_class(framework)
-    check_options(request, manifest, cls, devices[0])
+    check_device_options(request, plan.predictor, devices[0])
     return _ready(
-        request,
-        manifest,
-        (framework, framework_version),
+        plan,
         info,
         devices,
-        cls,
-        _bound_dataset(store, request, manifest),
-        AssetManager(store, mlms_home() / "cache").ensure(manifest, framework),
+        _bound_dataset(store, request, plan.manifest),
+        AssetManager(store, mlms_home() / "cache").ensure(plan.manifest, plan.framework),
     )
 
 
 def _ready(
-    request: EvaluationRequest,
-    manifest: ModelManifest,
-    framework: tuple[str, str],
+    plan: EvaluationPlan,
     info: hardware.HardwareInfo,
     devices: list[str],
-    cls: type[Predictor],
     bound: BoundDataset | None,
     asset: Asset,
-) -> _Plan:
-    """The plan of checked choices: its input source and predictor options."""
+) -> _Setup:
+    """The setup of checked choices: its input source and predictor options."""
+    request = plan.request
     device = devices[0]
-    return _Plan(
-        manifest=manifest,
-        framework=framework[0],
-        framework_version=framework[1],
+    return _Setup(
+        plan=plan,
         info=info,
         devices=devices,
         runs=leveled_runs(request.trace_level, device),
-        cls=cls,
-        source=open_inputs(manifest, request.inputs, seed=request.seed, seq_len=request.seq_len),
+        source=open_inputs(
+            plan.manifest, request.inputs, seed=request.seed, seq_len=request.seq_len
+        ),
         bound=bound,
         asset=asset,
         options=PredictorOptions(
@@ -277,7 +255,7 @@ def _ready(
             intra_op_threads=request.intra_op_threads,
             inter_op_threads=request.inter_op_threads,
             precision=request.precision,
-            compile=compile_mode(request, cls),
+            compile=plan.compile,
             channels_last=request.channels_last,
         ),
     )
@@ -318,7 +296,7 @@ class _Measured:
 
 
 def _measure_all(
-    plan: _Plan,
+    setup: _Setup,
     request: EvaluationRequest,
     store: ObjectStore | None,
     tracer: Tracer,
@@ -330,10 +308,11 @@ def _measure_all(
 ) -> _Measured:
     """The measured part, holding the device (unless the caller ``held`` it already): every
     batch size's leveled runs, accuracy and predictions, under one ``root`` span."""
-    lock = nullcontext(0.0) if held else exclusive_device(mlms_home() / "locks", plan.device)
-    with lock as waited, energy_meter(plan.device) as meter:
-        with plan.cls(plan.manifest, plan.asset.path, plan.options) as predictor:
-            data = _dataset_inputs(store, plan.bound, predictor)
+    plan = setup.plan
+    lock = nullcontext(0.0) if held else exclusive_device(mlms_home() / "locks", setup.device)
+    with lock as waited, energy_meter(setup.device) as meter:
+        with plan.predictor(plan.manifest, setup.asset.path, setup.options) as predictor:
+            data = _dataset_inputs(store, setup.bound, predictor)
             with tracer.span(
                 root,
                 TraceLevel.APPLICATION,
@@ -342,13 +321,13 @@ def _measure_all(
                 trace_id = f"{root_span.get_span_context().trace_id:032x}" if root_span else None
                 try:
                     measured = [
-                        _measure_batch(
+                        measure_batch(
                             predictor,
-                            plan.source,
+                            setup.source,
                             data,
                             tracer,
                             request,
-                            plan.runs,
+                            setup.runs,
                             batch_size,
                             report,
                             meter,
@@ -361,7 +340,7 @@ def _measure_all(
                         predictions = _dataset_predictions(predictor, data, request)
                     else:
                         accuracy = _accuracy(predictor, plan.manifest, max(request.batch_sizes))
-                        predictions = _predictions(predictor, plan.source, request)
+                        predictions = _predictions(predictor, setup.source, request)
                 finally:
                     if data is not None:
                         data.close()
@@ -385,23 +364,15 @@ def measure_rank(
     from mlms.predictors.tensor_parallel import SplitTorchPredictor
 
     cls = SplitTorchPredictor
-    plan = _ready(
-        request,
-        manifest,
-        (cls.framework, cls.framework_version()),
-        hardware.detect(),
-        [device],
-        cls,
-        None,
-        asset,
-    )
+    plan = checked_plan(request, manifest, (cls.framework, cls.framework_version()), cls)
+    setup = _ready(plan, hardware.detect(), [device], None, asset)
     return _measure_all(
-        plan, request, None, tracer, evaluation_id, report, root=f"rank {rank}", held=True
+        setup, request, None, tracer, evaluation_id, report, root=f"rank {rank}", held=True
     )
 
 
 def _measure_split(
-    plan: _Plan,
+    setup: _Setup,
     request: EvaluationRequest,
     tracer: Tracer,
     evaluation_id: str,
@@ -417,15 +388,15 @@ def _measure_split(
 
     with contextlib.ExitStack() as held:
         locks = mlms_home() / "locks"
-        waited = sum(held.enter_context(exclusive_device(locks, d)) for d in set(plan.devices))
+        waited = sum(held.enter_context(exclusive_device(locks, d)) for d in set(setup.devices))
         with tracer.span(
             "evaluation", TraceLevel.APPLICATION, attributes={"mlms.evaluation_id": evaluation_id}
         ):
             spec = RankSpec(
                 request=request,
-                manifest=plan.manifest,
-                asset=dataclasses.asdict(plan.asset) | {"path": str(plan.asset.path)},
-                devices=plan.devices,
+                manifest=setup.plan.manifest,
+                asset=dataclasses.asdict(setup.asset) | {"path": str(setup.asset.path)},
+                devices=setup.devices,
                 port=free_port(),
                 evaluation_id=evaluation_id,
                 context=context_pairs(),
@@ -438,20 +409,22 @@ def _measure_split(
         RankResult(
             rank=rank,
             device=device,
-            gpu=hardware.gpu_of_device(device, plan.info),
+            gpu=hardware.gpu_of_device(device, setup.info),
             queue_wait_seconds=round(waited, 6),
             peak_memory_bytes=peak,
             energy=[result.energy or EnergyResult() for result in each.results],
         )
-        for rank, (device, each, peak) in enumerate(zip(plan.devices, measured, peaks, strict=True))
+        for rank, (device, each, peak) in enumerate(
+            zip(setup.devices, measured, peaks, strict=True)
+        )
     ]
     first = measured[0]
     results = [
-        result.model_copy(update={"energy": _total_energy(plan.devices, energies)})
+        result.model_copy(update={"energy": _total_energy(setup.devices, energies)})
         for result, *energies in zip(first.results, *(m.results for m in measured), strict=True)
     ]
     merged = dataclasses.replace(
-        first, results=results, settings=first.settings | {"devices": plan.devices}, waited=waited
+        first, results=results, settings=first.settings | {"devices": setup.devices}, waited=waited
     )
     return merged, ranks, pa.concat_tables([to_table(tracer.records()), *spans])
 
@@ -528,231 +501,6 @@ def _dataset_accuracy(bound: BoundDataset, first: Pass | None) -> Accuracy | Non
     return first.hits.accuracy(
         bound.index.name, dataset_version=bound.index.version, dataset_sha256=bound.sha256
     )
-
-
-def _measure_batch(
-    predictor: Predictor,
-    source: InputSource,
-    data: DatasetInputs | None,
-    tracer: Tracer,
-    request: EvaluationRequest,
-    runs: list[TraceLevel],
-    batch_size: int,
-    report: ProgressCallback,
-    meter: EnergyMeter,
-) -> tuple[BatchResult, Pass | None]:
-    """One batch size's runs, on the input source or, where given, passes over the data set
-    (the model-level run's pass is returned with the result)."""
-    with tracer.span(
-        f"batch_size={batch_size}",
-        TraceLevel.APPLICATION,
-        attributes={"mlms.batch_size": batch_size},
-    ):
-        feed = Feed(predictor, source, batch_size, on_device=request.input_on_device)
-        # Untraced, uncounted warm-up.
-        with tracer.run(0, TraceLevel.NO_TRACE):
-            if data is not None:
-                run_pass(
-                    predictor,
-                    data,
-                    tracer,
-                    batch_size,
-                    limit=request.warmup,
-                    report=lambda done, _t: report(
-                        Progress(batch_size, "warmup", done, request.warmup)
-                    ),
-                )
-            else:
-                for index in range(request.warmup):
-                    # The whole pipeline: post-processing has its own first-call costs (a
-                    # detector's anchors) that a measured iteration must not carry.
-                    predictor.postprocess(predictor.predict(feed.next(index, tracer)))
-                    report(Progress(batch_size, "warmup", index + 1, request.warmup))
-        passes: list[Pass] = []
-
-        def loop(level: TraceLevel, number: int) -> tuple[list[int], float]:
-            if data is None:
-                return measure_loop(predictor, feed, tracer, request, batch_size, level, report)
-            done = run_pass(
-                predictor,
-                data,
-                tracer,
-                batch_size,
-                limit=None if number == 1 else request.iterations,
-                report=lambda d, t: report(Progress(batch_size, level.label, d, t)),
-            )
-            passes.append(done)
-            return done.latencies, done.seconds
-
-        def first_batch() -> np.ndarray:
-            if data is None:
-                return host_batch(predictor, source.take(0, batch_size))
-            return data.first(batch_size)[0]
-
-        levels: dict[str, LevelResult] = {}
-        model_run: tuple[list[int], float] | None = None
-        copies: list[InputCopy] = []
-        for number, level in enumerate(runs, start=1):
-            # Everything but the loop happens before the run's span opens, so that the span
-            # starts with its loop (min_seconds is measured from the loop's start).
-            before = len(tracer.records())
-            run_loop = functools.partial(loop, level, number)
-            with (
-                meter.measure() as energy,
-                tracer.run(number, level),
-                tracer.span(
-                    f"run {number}: {level.label}",
-                    TraceLevel.APPLICATION,
-                    attributes={"mlms.run_level": level.label},
-                ),
-            ):
-                latencies, seconds, dropped = _run(
-                    predictor, tracer, request, level, run_loop, first_batch
-                )
-                spans = len(tracer.records()) - before
-            if model_run is None:
-                model_run = (latencies, seconds)
-                copies = list(passes[0].copies if passes else feed.copies)
-                inferences = passes[0].hits.samples if passes else batch_size * len(latencies)
-                model_energy = energy.result(inferences)
-            p50 = float(np.percentile(latencies, 50)) / 1e6
-            base = float(np.percentile(model_run[0], 50)) / 1e6
-            levels[level.label] = LevelResult(
-                run=number,
-                iterations=len(latencies),
-                latency_ms={"p50": p50, "mean": float(np.mean(latencies)) / 1e6},
-                overhead=p50 / base,
-                spans=spans,
-                dropped=dropped,
-            )
-        generation = None
-        if request.generate is not None and isinstance(predictor, TokenGenerator):
-            with tracer.run(0, TraceLevel.NO_TRACE):
-                generation = _generation(predictor, feed, tracer, request, batch_size)
-    latencies, seconds = model_run
-    full_pass = passes[0] if passes else None
-    result = BatchResult(
-        batch_size=batch_size,
-        iterations=len(latencies),
-        seconds=seconds,
-        latency_ms=latency_stats(latencies),
-        # A data set's pass: every sample over the pass's wall time, pipeline stalls included.
-        throughput=full_pass.hits.samples / seconds
-        if full_pass is not None
-        else batch_size * len(latencies) / (sum(latencies) / 1e9),
-        levels=levels,
-        input_copy=_copy_result(copies),
-        generation=generation,
-        energy=model_energy,
-        samples=full_pass.hits.samples if full_pass is not None else None,
-    )
-    return result, full_pass
-
-
-def _copy_result(copies: list[InputCopy]) -> InputCopyResult | None:
-    if not copies:
-        return None
-    seconds = [copy.seconds for copy in copies]
-    median = float(np.median(seconds))
-    return InputCopyResult(
-        bytes=copies[0].bytes,
-        latency_ms={"p50": median * 1e3, "mean": float(np.mean(seconds)) * 1e3},
-        gb_per_s=copies[0].bytes / median / 1e9,
-    )
-
-
-def _generation(
-    predictor: TokenGenerator,
-    feed: Feed,
-    tracer: Tracer,
-    request: EvaluationRequest,
-    batch_size: int,
-) -> GenerationResult:
-    """Untraced greedy decoding of ``request.generate`` tokens after each input: a warm-up,
-    then ``request.iterations`` generations."""
-    new_tokens = request.generate or 1
-    for index in range(max(request.warmup, 1)):
-        predictor.generate(feed.next(index, tracer), new_tokens)
-    first: list[int] = []
-    later: list[int] = []
-    for index in range(request.iterations):
-        ttft, steps = predictor.generate(feed.next(index, tracer), new_tokens)
-        first.append(ttft)
-        later.extend(steps)
-    first, later = predictor.ranks.slowest(first), predictor.ranks.slowest(later)
-    decoding_s = (sum(first) + sum(later)) / 1e9
-    return GenerationResult(
-        new_tokens=new_tokens,
-        time_to_first_token_ms=latency_stats(first),
-        time_per_output_token_ms=latency_stats(later) if later else None,
-        tokens_per_second=batch_size * new_tokens * request.iterations / decoding_s,
-    )
-
-
-def _run(
-    predictor: Predictor,
-    tracer: Tracer,
-    request: EvaluationRequest,
-    level: TraceLevel,
-    loop: Callable[[], tuple[list[int], float]],
-    first_batch: Callable[[], np.ndarray],
-) -> tuple[list[int], float, int]:
-    """One measured run of ``loop`` (latencies in ns, wall seconds), with the collectors of
-    ``level`` attached; ``first_batch`` is what a GPU run replays for its counters."""
-    if level < TraceLevel.FRAMEWORK:
-        latencies, seconds = loop()
-        return latencies, seconds, 0
-    first = len(tracer.records())
-    gpu = gpu_run(predictor, level, first_batch(), request.warmup)
-    with predictor.profile_layers() as capture, gpu or nullcontext():
-        latencies, seconds = loop()
-    models = [r for r in tracer.records()[first:] if r.level == TraceLevel.MODEL]
-    parents = innermost_containers(models, capture.events)
-    tracer.add_events(capture.events, [models[i] if i is not None else None for i in parents])
-    dropped = gpu.emit(tracer, first) if gpu else 0
-    return latencies, seconds, capture.dropped + dropped
-
-
-def measure_loop(
-    predictor: Predictor,
-    feed: Feed,
-    tracer: Tracer,
-    request: EvaluationRequest,
-    batch_size: int,
-    level: TraceLevel,
-    report: ProgressCallback,
-) -> tuple[list[int], float]:
-    """Predict until both the iteration count and the minimum time are met.
-
-    Returns each predict's latency (ns, host clock around the call, which returns only once the
-    device is done) and the run's wall time (s); ``feed.copies`` holds the run's input copies.
-    """
-    feed.clear()
-    latencies: list[int] = []
-    clock = time.perf_counter_ns
-    began = clock()
-    deadline = began + int(request.min_seconds * 1e9)
-    index = 0
-    # A split model's ranks agree on every iteration (the slowest rank's clock decides).
-    while predictor.ranks.agree(index < request.iterations or clock() < deadline):
-        batch = feed.next(index, tracer)
-        with tracer.span("predict", TraceLevel.APPLICATION):
-            with tracer.span(
-                "model", TraceLevel.MODEL, kind="model", attributes={"mlms.batch_size": batch_size}
-            ):
-                start = clock()
-                logits = predictor.predict(batch)
-                latencies.append(clock() - start)
-        with tracer.span("postprocess", TraceLevel.APPLICATION):
-            predictor.postprocess(logits, step=functools.partial(_step, tracer))
-        index += 1
-        report(Progress(batch_size, level.label, index, request.iterations))
-    return predictor.ranks.slowest(latencies), (clock() - began) / 1e9
-
-
-def _step(tracer: Tracer, name: str) -> AbstractContextManager[object]:
-    """One post-processing step's span, inside the postprocess span."""
-    return tracer.span(name, TraceLevel.APPLICATION)
 
 
 def _accuracy(predictor: Predictor, manifest: ModelManifest, batch_size: int) -> Accuracy | None:

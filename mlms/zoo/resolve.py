@@ -68,7 +68,9 @@ def resolve_model(
     )
 
 
-def resolve_served(name: str, store: ObjectStore | None) -> ModelManifest:
+def resolve_served(
+    name: str, store: ObjectStore | None, *, input_shapes: Sequence[InputShape] = ()
+) -> ModelManifest:
     """``resolve_model`` for a server: a path names a file on the caller's machine, which a
     server never reads."""
     if is_local(name):
@@ -76,7 +78,7 @@ def resolve_served(name: str, store: ObjectStore | None) -> ModelManifest:
             f"model {name!r} is a path: a server never reads files by path; add the model "
             "with 'mlms models add PATH --name NAME --server ...' and evaluate it by name"
         )
-    return resolve_model(name, store)
+    return resolve_model(name, store, input_shapes=input_shapes)
 
 
 def plausible_model(name: str) -> bool:
