@@ -51,10 +51,13 @@ class Client(Protocol):
         self, request: EvaluationRequest, progress: ProgressCallback | None = None
     ) -> EvaluationRecord: ...
 
-    def list_models(self) -> list[ModelManifest]: ...
+    def list_models(self, *, libraries: bool = False) -> list[ModelManifest]:
+        """The zoo's models (with ``libraries``, every timm and torchvision architecture mlms
+        can feed) and those added to the store."""
+        ...
 
     def model(self, name: str) -> ModelManifest:
-        """The manifest of a zoo model or one added to the store."""
+        """The manifest of a zoo model, a library's architecture or one added to the store."""
         ...
 
     def add_model(self, path: Path, options: ModelOptions, replace: bool = False) -> ModelManifest:
@@ -207,10 +210,10 @@ class EmbeddedClient:
                 log.warning("evaluation %s: not indexed now: %s", record.id, exc)
         return record
 
-    def list_models(self) -> list[ModelManifest]:
+    def list_models(self, *, libraries: bool = False) -> list[ModelManifest]:
         from mlms.zoo.resolve import all_models
 
-        return all_models(self.store)
+        return all_models(self.store, libraries=libraries)
 
     def model(self, name: str) -> ModelManifest:
         from mlms.zoo.resolve import resolve_model

@@ -147,15 +147,18 @@ class RemoteClient:
                 lambda: self._stub.Predict(request, timeout=CALL_TIMEOUT_S, metadata=metadata)
             )
 
-    def list_models(self) -> list[ModelManifest]:
-        reply = self._call(
-            lambda: self._stub.ListModels(evaluator_pb2.ListModelsRequest(), timeout=CALL_TIMEOUT_S)
-        )
+    def list_models(self, *, libraries: bool = False) -> list[ModelManifest]:
+        request = evaluator_pb2.ListModelsRequest(libraries=libraries)
+        reply = self._call(lambda: self._stub.ListModels(request, timeout=CALL_TIMEOUT_S))
         return [self._decode(m, ModelManifest) for m in reply.manifests]
 
     def model(self, name: str) -> ModelManifest:
+        """Found by the server as its evaluations find it (an unknown name: NOT_FOUND with
+        the closest names)."""
         _not_a_path(name)
-        found = next((m for m in self.list_models() if m.name == name), None)
+        request = evaluator_pb2.ListModelsRequest(names=[name])
+        reply = self._call(lambda: self._stub.ListModels(request, timeout=CALL_TIMEOUT_S))
+        found = next((self._decode(m, ModelManifest) for m in reply.manifests), None)
         if found is None:
             raise UnknownModel(f"unknown model {name!r} at {self.peer}; 'mlms models' lists them")
         return found

@@ -159,10 +159,10 @@ def benchmark(task: BenchTask) -> Iterator[LayerBench]:
     import torch
 
     from mlms.zoo.architectures import architecture_of
-    from mlms.zoo.catalog import get_model
+    from mlms.zoo.resolve import resolve_model
 
     torch.manual_seed(0)
-    network = architecture_of(get_model(task.model)).eval()
+    network = architecture_of(resolve_model(task.model)).eval()
     graph = layer_graph(network, tuple(task.input_shape))
     if task.device.startswith("cuda"):
         torch.cuda.set_device(torch.device(task.device))

@@ -15,14 +15,37 @@ TASKS = ("image_classification", "text_classification", "text_generation")
 
 
 @click.group(invoke_without_command=True)
+@click.option(
+    "--all",
+    "libraries",
+    is_flag=True,
+    help="Also every timm and torchvision architecture mlms can feed, as timm:NAME and "
+    "torchvision:NAME (imports both libraries: seconds).",
+)
 @server_option
 @click.pass_context
-def models(ctx: click.Context, server: str | None) -> None:
+def models(ctx: click.Context, libraries: bool, server: str | None) -> None:
     """List the model zoo and the models added to the store; 'models add' adds one."""
     if ctx.invoked_subcommand is not None:
         return
-    rows = [_row(m) for m in client_for(server).list_models()]
-    out.print(rows_table(rows, "models"))
+    manifests = client_for(server).list_models(libraries=libraries)
+    out.print(rows_table([_row(m) for m in manifests], "models"))
+    if libraries:
+        out.print(_count(manifests))
+
+
+def _count(manifests: list[ModelManifest]) -> str:
+    """How many models of each kind the listing holds."""
+    kinds: dict[str, int] = {}
+    for manifest in manifests:
+        library, colon, _name = manifest.name.partition(":")
+        kind = library if colon else "zoo" if manifest.origin == "zoo" else "added"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    parts = ", ".join(f"{count:,} {kind}" for kind, count in kinds.items())
+    return (
+        f"{len(manifests):,} models: {parts}; architectures mlms cannot feed (video, optical "
+        "flow, quantized, ...) are left out, and 'mlms eval --model LIBRARY:NAME' says why"
+    )
 
 
 def _row(manifest: ModelManifest) -> dict[str, str]:

@@ -21,7 +21,12 @@ from mlms.errors import InvalidArgument
 from mlms.user_input import parse_batch_sizes, validated
 
 if TYPE_CHECKING:
+    from mlms.client import Client
     from mlms.evaluation.sweep import SweepState
+
+#: ``--models`` selectors: every zoo model, and every zoo model of one task.
+ZOO = "zoo"
+TASK = "task:"
 
 
 def parse_names(text: str, what: str) -> list[str]:
@@ -35,9 +40,38 @@ def parse_names(text: str, what: str) -> list[str]:
     return names
 
 
+def select_models(text: str, client: Client) -> list[str]:
+    """``--models``: names (zoo, ``timm:NAME``, added, ...) and selectors, ``zoo`` (every zoo
+    model) and ``task:TASK`` (every zoo model of the task), each model once, in order."""
+    from mlms.zoo.manifest import TASKS
+
+    items = parse_names(text, "model")
+    if not any(item == ZOO or item.startswith(TASK) for item in items):
+        return items
+    zoo = [m for m in client.list_models() if m.origin == "zoo"]
+    chosen: dict[str, None] = {}
+    for item in items:
+        if item == ZOO:
+            chosen.update(dict.fromkeys(m.name for m in zoo))
+        elif item.startswith(TASK):
+            task = item.removeprefix(TASK)
+            if task not in TASKS:
+                raise InvalidArgument(
+                    f"--models {item}: unknown task {task!r}; expected one of {', '.join(TASKS)}"
+                )
+            chosen.update(dict.fromkeys(m.name for m in zoo if m.task == task))
+        else:
+            chosen[item] = None
+    return list(chosen)
+
+
 @click.command("sweep")
 @click.option(
-    "--models", "-m", default=None, help="Comma-separated zoo models, e.g. resnet50,vgg16."
+    "--models",
+    "-m",
+    default=None,
+    help="Comma-separated models (e.g. resnet50,timm:resnet18), or the selectors zoo (every "
+    "zoo model) and task:TASK (every zoo model of the task, e.g. task:object_detection).",
 )
 @click.option("--frameworks", "-f", default=None, help="Comma-separated, e.g. torch,onnxruntime.")
 @click.option(
@@ -83,12 +117,13 @@ def sweep(
     from mlms.evaluation.sweep import SweepSpec
 
     spec = None
+    client = client_for(server)
     if resume is None:
         if models is None or frameworks is None:
             raise InvalidArgument("mlms sweep needs --models and --frameworks, or --resume ID")
         spec = validated(
             SweepSpec,
-            models=parse_names(models, "model"),
+            models=select_models(models, client),
             frameworks=parse_frameworks(frameworks),
             batch_sizes=parse_batch_sizes(batch_sizes),
             hw=parse_names(hw, "hardware"),
@@ -104,7 +139,6 @@ def sweep(
         )
     if report is not None:
         writable(report)  # checked before the evaluations, which take minutes
-    client = client_for(server)
     for name in spec.models if spec is not None else ():
         client.model(name)  # an unknown model, before any cell runs
     with sweep_progress() as changed:

@@ -17,6 +17,7 @@ from packaging.version import InvalidVersion, Version
 
 from mlms.errors import HardwareNotFound, InvalidArgument, Unavailable, UnsupportedFramework
 from mlms.registry.base import AgentRecord
+from mlms.zoo.library_models import is_library_name
 from mlms.zoo.manifest import ModelManifest
 
 _WANTED = re.compile(r"^\s*([a-z_]+)\s*(.*?)\s*$")
@@ -136,9 +137,10 @@ def choose(
 
 
 def _loads(agent: AgentRecord, manifest: ModelManifest) -> bool:
-    """Whether ``agent`` can run the model: a zoo model it advertises, or a model users added
-    (found in the store on demand) in a format its framework loads."""
-    if manifest.origin == "zoo":
+    """Whether ``agent`` can run the model: a zoo model it advertises, or a library's
+    architecture or a model users added (neither advertised: found on demand) that its
+    framework loads."""
+    if manifest.origin == "zoo" and not is_library_name(manifest.name):
         return manifest.name in agent.models
     constraint = manifest.constraint_for(agent.framework)
     return constraint is not None and constraint.admits(agent.framework_version)

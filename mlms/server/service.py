@@ -57,11 +57,13 @@ from mlms.server.sweeps import FleetCells, SweepRun
 from mlms.store.base import ObjectStore
 from mlms.tracer.archive import archive_key
 from mlms.zoo.model_store import remove_model
-from mlms.zoo.resolve import all_models
+from mlms.zoo.resolve import all_models, resolve_served
 
 log = logging.getLogger(__name__)
 
 _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
+#: Models one ListModels may name: a sweep's worth (``SweepSpec.models``).
+MAX_NAMED_MODELS = 128
 
 
 class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
@@ -208,8 +210,17 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         )
 
     def ListModels(self, request, context):
+        if len(request.names) > MAX_NAMED_MODELS:
+            raise InvalidArgument(
+                f"ListModels names {len(request.names)} models: expected at most "
+                f"{MAX_NAMED_MODELS}; list them all without names"
+            )
+        if request.names:
+            manifests = [resolve_served(name, self.store) for name in request.names]
+        else:
+            manifests = all_models(self.store, libraries=request.libraries)
         return evaluator_pb2.ListModelsResponse(
-            manifests=[to_proto(m, manifest_pb2.ModelManifest) for m in all_models(self.store)]
+            manifests=[to_proto(m, manifest_pb2.ModelManifest) for m in manifests]
         )
 
     def AddModel(self, request_iterator, context):

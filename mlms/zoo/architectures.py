@@ -75,7 +75,9 @@ def _timm(name: str) -> Any:
 
     if not timm.is_model(name):
         raise _unknown("timm", name, timm.list_models("resnet*"))
-    return timm.create_model(name, pretrained=False)
+    # An ImageNet-1k head whatever the default configuration's classes (none, for a feature
+    # extractor such as CLIP's towers): the zoo's classifiers share one label set.
+    return timm.create_model(name, pretrained=False, num_classes=1000)
 
 
 def _configured(name: str) -> Any:

@@ -224,7 +224,8 @@ TASKS: tuple[str, ...] = get_args(Task)
 
 
 class ModelManifest(_Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)
+    #: A library's architecture is ``LIBRARY:NAME`` (``mlms.zoo.library_models``).
+    name: str = Field(pattern=r"^(?:[a-z]+:)?[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)
     version: str
     task: Task
     description: str = ""

@@ -1,5 +1,6 @@
-"""The one way to find a model by what a user typed: a zoo name, a model added to the store
-(``NAME`` or ``NAME@VERSION``), a model file or folder path, or a Hub id (``hf:ORG/NAME``).
+"""The one way to find a model by what a user typed: a zoo name, a library's architecture
+(``timm:NAME``, ``torchvision:NAME``), a model added to the store (``NAME`` or
+``NAME@VERSION``), a model file or folder path, or a Hub id (``hf:ORG/NAME``).
 
 Every caller (runner, agents, server, client, load generator, bounds, sweeps) asks here, so an
 added model is found wherever a zoo model is. A path or Hub id is read once per process for the
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from mlms.errors import InvalidArgument, UnknownModel
 from mlms.store.base import ObjectStore
-from mlms.zoo import catalog, hub
+from mlms.zoo import catalog, hub, library_models
 from mlms.zoo.file_models import NAME, ModelOptions, manifest_for
 from mlms.zoo.formats import open_artifact
 from mlms.zoo.manifest import InputShape, ModelManifest
@@ -49,6 +50,8 @@ def resolve_model(
     zoo = {m.name: m for m in catalog.all_models()}
     if name in zoo:
         return zoo[name]
+    if library_models.is_library_name(name):
+        return library_models.library_manifest(name)
     if hub.is_hub_id(name):
         folder = hub.hub_folder(name)
         return _file_manifest(str(folder), name, _key(input_shapes), _stamp(folder))
@@ -82,17 +85,25 @@ def resolve_served(
 
 
 def plausible_model(name: str) -> bool:
-    """Whether ``name`` may name a model (zoo, added, path or Hub id), checked without a store."""
-    if name in {m.name for m in catalog.all_models()} or hub.is_hub_id(name) or is_path(name):
+    """Whether ``name`` may name a model (zoo, library, added, path or Hub id), checked without
+    a store or a library's import."""
+    if (
+        name in {m.name for m in catalog.all_models()}
+        or library_models.is_library_name(name)
+        or hub.is_hub_id(name)
+        or is_path(name)
+    ):
         return True
     base, _, _version = name.partition("@")
     return bool(NAME.fullmatch(base)) and ".." not in base
 
 
-def all_models(store: ObjectStore | None) -> list[ModelManifest]:
-    """The zoo's models, then those added to the store."""
+def all_models(store: ObjectStore | None, *, libraries: bool = False) -> list[ModelManifest]:
+    """The zoo's models, with ``libraries`` every library architecture mlms can feed, then
+    those added to the store."""
     added = stored_manifests(store) if store is not None else []
-    return [*catalog.all_models(), *added]
+    named = library_models.library_manifests() if libraries else []
+    return [*catalog.all_models(), *named, *added]
 
 
 def _stamp(path: Path) -> tuple[int, int]:

@@ -31,7 +31,7 @@ from mlms.protos.mlms.v2 import manifest_pb2 as mlms_dot_v2_dot_manifest__pb2
 from mlms.protos.mlms.v2 import sweep_pb2 as mlms_dot_v2_dot_sweep__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17mlms/v2/evaluator.proto\x12\x07mlms.v2\x1a\x14mlms/v2/advice.proto\x1a\x13mlms/v2/bound.proto\x1a\x13mlms/v2/calls.proto\x1a\x18mlms/v2/evaluation.proto\x1a\x13mlms/v2/fleet.proto\x1a\x16mlms/v2/manifest.proto\x1a\x13mlms/v2/sweep.proto\"\xc9\x03\n\x11ModelUploadHeader\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x07version\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x1b\n\x04task\x18\x03 \x01(\x0e\x32\r.mlms.v2.Task\x12\x0e\n\x06labels\x18\x04 \x03(\t\x12>\n\npreprocess\x18\x05 \x03(\x0b\x32*.mlms.v2.ModelUploadHeader.PreprocessEntry\x12)\n\x0cinput_shapes\x18\x06 \x03(\x0b\x32\x13.mlms.v2.InputShape\x12\x14\n\x07seq_len\x18\x07 \x01(\x03H\x01\x88\x01\x01\x12\x1f\n\x06layout\x18\x08 \x01(\x0e\x32\x0f.mlms.v2.Layout\x12\x0f\n\x07replace\x18\t \x01(\x08\x12\x10\n\x08\x66ilename\x18\n \x01(\t\x12\x0f\n\x07\x61rchive\x18\x0b \x01(\x08\x12\x0c\n\x04size\x18\x0c \x01(\x03\x12\x0e\n\x06sha256\x18\r \x01(\t\x12\x16\n\tframework\x18\x0e \x01(\tH\x02\x88\x01\x01\x1a\x31\n\x0fPreprocessEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\n\n\x08_versionB\n\n\x08_seq_lenB\x0c\n\n_framework\"T\n\x0bModelUpload\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1a.mlms.v2.ModelUploadHeaderH\x00\x12\x0f\n\x05\x63hunk\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04part\"<\n\x10\x41\x64\x64ModelResponse\x12(\n\x08manifest\x18\x01 \x01(\x0b\x32\x16.mlms.v2.ModelManifest\"D\n\x12RemoveModelRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x07version\x18\x02 \x01(\tH\x00\x88\x01\x01\x42\n\n\x08_version\"\'\n\x13RemoveModelResponse\x12\x10\n\x08versions\x18\x01 \x03(\t\"\x13\n\x11ListAgentsRequest\":\n\x12ListAgentsResponse\x12$\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x14.mlms.v2.AgentRecord\"\x13\n\x11ListModelsRequest\"?\n\x12ListModelsResponse\x12)\n\tmanifests\x18\x01 \x03(\x0b\x32\x16.mlms.v2.ModelManifest\"-\n\x14GetEvaluationRequest\x12\x15\n\revaluation_id\x18\x01 \x01(\t\"j\n\x15GetEvaluationResponse\x12+\n\x06record\x18\x01 \x01(\x0b\x32\x19.mlms.v2.EvaluationRecordH\x00\x12\x1b\n\x03job\x18\x02 \x01(\x0b\x32\x0c.mlms.v2.JobH\x00\x42\x07\n\x05state\"X\n\x16ListEvaluationsRequest\x12\x15\n\tknown_ids\x18\x01 \x03(\tB\x02\x18\x01\x12\'\n\x05query\x18\x02 \x01(\x0b\x32\x18.mlms.v2.EvaluationQuery\"\xd4\x01\n\x17ListEvaluationsResponse\x12.\n\x07records\x18\x01 \x03(\x0b\x32\x19.mlms.v2.EvaluationRecordB\x02\x18\x01\x12\x1a\n\x04jobs\x18\x02 \x03(\x0b\x32\x0c.mlms.v2.Job\x12\x16\n\nstored_ids\x18\x03 \x03(\tB\x02\x18\x01\x12-\n\tsummaries\x18\x04 \x03(\x0b\x32\x1a.mlms.v2.EvaluationSummary\x12\x17\n\x0fnext_page_token\x18\x05 \x01(\t\x12\r\n\x05total\x18\x06 \x01(\x03\"\x13\n\x11ListBoundsRequest\":\n\x12ListBoundsResponse\x12$\n\x06\x62ounds\x18\x01 \x03(\x0b\x32\x14.mlms.v2.BoundRecord\"#\n\x0fGetSpansRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\"\x1a\n\nSpansChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"G\n\x0e\x41nalyzeRequest\x12\x16\n\x0e\x65valuation_ids\x18\x01 \x03(\t\x12\x10\n\x08\x61nalyses\x18\x02 \x03(\t\x12\x0b\n\x03top\x18\x03 \x01(\x05\"/\n\rAnalysisChunk\x12\x10\n\x08\x61nalysis\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"O\n\x16ViewEvaluationsRequest\x12\x0c\n\x04view\x18\x01 \x01(\t\x12\'\n\x05query\x18\x02 \x01(\x0b\x32\x18.mlms.v2.EvaluationQuery\"8\n\x17ViewEvaluationsResponse\x12\x1d\n\x04rows\x18\x01 \x03(\x0b\x32\x0f.mlms.v2.P50Row2\xd0\x08\n\tEvaluator\x12>\n\x08\x45valuate\x12\x18.mlms.v2.EvaluateRequest\x1a\x16.mlms.v2.EvaluateEvent0\x01\x12\x38\n\x05\x42ound\x12\x15.mlms.v2.BoundRequest\x1a\x16.mlms.v2.EvaluateEvent0\x01\x12\x38\n\x06\x41\x64vise\x12\x16.mlms.v2.AdviseRequest\x1a\x14.mlms.v2.AdviseEvent0\x01\x12\x45\n\nListAdvice\x12\x1a.mlms.v2.ListAdviceRequest\x1a\x1b.mlms.v2.ListAdviceResponse\x12<\n\x07Predict\x12\x17.mlms.v2.PredictRequest\x1a\x18.mlms.v2.PredictResponse\x12\x45\n\nListAgents\x12\x1a.mlms.v2.ListAgentsRequest\x1a\x1b.mlms.v2.ListAgentsResponse\x12\x45\n\nListModels\x12\x1a.mlms.v2.ListModelsRequest\x1a\x1b.mlms.v2.ListModelsResponse\x12N\n\rGetEvaluation\x12\x1d.mlms.v2.GetEvaluationRequest\x1a\x1e.mlms.v2.GetEvaluationResponse\x12T\n\x0fListEvaluations\x12\x1f.mlms.v2.ListEvaluationsRequest\x1a .mlms.v2.ListEvaluationsResponse\x12\x45\n\nListBounds\x12\x1a.mlms.v2.ListBoundsRequest\x1a\x1b.mlms.v2.ListBoundsResponse\x12;\n\x08GetSpans\x12\x18.mlms.v2.GetSpansRequest\x1a\x13.mlms.v2.SpansChunk0\x01\x12<\n\x07\x41nalyze\x12\x17.mlms.v2.AnalyzeRequest\x1a\x16.mlms.v2.AnalysisChunk0\x01\x12\x35\n\x05Sweep\x12\x15.mlms.v2.SweepRequest\x1a\x13.mlms.v2.SweepState0\x01\x12=\n\x08\x41\x64\x64Model\x12\x14.mlms.v2.ModelUpload\x1a\x19.mlms.v2.AddModelResponse(\x01\x12H\n\x0bRemoveModel\x12\x1b.mlms.v2.RemoveModelRequest\x1a\x1c.mlms.v2.RemoveModelResponse\x12T\n\x0fViewEvaluations\x12\x1f.mlms.v2.ViewEvaluationsRequest\x1a .mlms.v2.ViewEvaluationsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17mlms/v2/evaluator.proto\x12\x07mlms.v2\x1a\x14mlms/v2/advice.proto\x1a\x13mlms/v2/bound.proto\x1a\x13mlms/v2/calls.proto\x1a\x18mlms/v2/evaluation.proto\x1a\x13mlms/v2/fleet.proto\x1a\x16mlms/v2/manifest.proto\x1a\x13mlms/v2/sweep.proto\"\xc9\x03\n\x11ModelUploadHeader\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x07version\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x1b\n\x04task\x18\x03 \x01(\x0e\x32\r.mlms.v2.Task\x12\x0e\n\x06labels\x18\x04 \x03(\t\x12>\n\npreprocess\x18\x05 \x03(\x0b\x32*.mlms.v2.ModelUploadHeader.PreprocessEntry\x12)\n\x0cinput_shapes\x18\x06 \x03(\x0b\x32\x13.mlms.v2.InputShape\x12\x14\n\x07seq_len\x18\x07 \x01(\x03H\x01\x88\x01\x01\x12\x1f\n\x06layout\x18\x08 \x01(\x0e\x32\x0f.mlms.v2.Layout\x12\x0f\n\x07replace\x18\t \x01(\x08\x12\x10\n\x08\x66ilename\x18\n \x01(\t\x12\x0f\n\x07\x61rchive\x18\x0b \x01(\x08\x12\x0c\n\x04size\x18\x0c \x01(\x03\x12\x0e\n\x06sha256\x18\r \x01(\t\x12\x16\n\tframework\x18\x0e \x01(\tH\x02\x88\x01\x01\x1a\x31\n\x0fPreprocessEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x42\n\n\x08_versionB\n\n\x08_seq_lenB\x0c\n\n_framework\"T\n\x0bModelUpload\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1a.mlms.v2.ModelUploadHeaderH\x00\x12\x0f\n\x05\x63hunk\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04part\"<\n\x10\x41\x64\x64ModelResponse\x12(\n\x08manifest\x18\x01 \x01(\x0b\x32\x16.mlms.v2.ModelManifest\"D\n\x12RemoveModelRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x14\n\x07version\x18\x02 \x01(\tH\x00\x88\x01\x01\x42\n\n\x08_version\"\'\n\x13RemoveModelResponse\x12\x10\n\x08versions\x18\x01 \x03(\t\"\x13\n\x11ListAgentsRequest\":\n\x12ListAgentsResponse\x12$\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x14.mlms.v2.AgentRecord\"5\n\x11ListModelsRequest\x12\x11\n\tlibraries\x18\x01 \x01(\x08\x12\r\n\x05names\x18\x02 \x03(\t\"?\n\x12ListModelsResponse\x12)\n\tmanifests\x18\x01 \x03(\x0b\x32\x16.mlms.v2.ModelManifest\"-\n\x14GetEvaluationRequest\x12\x15\n\revaluation_id\x18\x01 \x01(\t\"j\n\x15GetEvaluationResponse\x12+\n\x06record\x18\x01 \x01(\x0b\x32\x19.mlms.v2.EvaluationRecordH\x00\x12\x1b\n\x03job\x18\x02 \x01(\x0b\x32\x0c.mlms.v2.JobH\x00\x42\x07\n\x05state\"X\n\x16ListEvaluationsRequest\x12\x15\n\tknown_ids\x18\x01 \x03(\tB\x02\x18\x01\x12\'\n\x05query\x18\x02 \x01(\x0b\x32\x18.mlms.v2.EvaluationQuery\"\xd4\x01\n\x17ListEvaluationsResponse\x12.\n\x07records\x18\x01 \x03(\x0b\x32\x19.mlms.v2.EvaluationRecordB\x02\x18\x01\x12\x1a\n\x04jobs\x18\x02 \x03(\x0b\x32\x0c.mlms.v2.Job\x12\x16\n\nstored_ids\x18\x03 \x03(\tB\x02\x18\x01\x12-\n\tsummaries\x18\x04 \x03(\x0b\x32\x1a.mlms.v2.EvaluationSummary\x12\x17\n\x0fnext_page_token\x18\x05 \x01(\t\x12\r\n\x05total\x18\x06 \x01(\x03\"\x13\n\x11ListBoundsRequest\":\n\x12ListBoundsResponse\x12$\n\x06\x62ounds\x18\x01 \x03(\x0b\x32\x14.mlms.v2.BoundRecord\"#\n\x0fGetSpansRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\"\x1a\n\nSpansChunk\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"G\n\x0e\x41nalyzeRequest\x12\x16\n\x0e\x65valuation_ids\x18\x01 \x03(\t\x12\x10\n\x08\x61nalyses\x18\x02 \x03(\t\x12\x0b\n\x03top\x18\x03 \x01(\x05\"/\n\rAnalysisChunk\x12\x10\n\x08\x61nalysis\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"O\n\x16ViewEvaluationsRequest\x12\x0c\n\x04view\x18\x01 \x01(\t\x12\'\n\x05query\x18\x02 \x01(\x0b\x32\x18.mlms.v2.EvaluationQuery\"8\n\x17ViewEvaluationsResponse\x12\x1d\n\x04rows\x18\x01 \x03(\x0b\x32\x0f.mlms.v2.P50Row2\xd0\x08\n\tEvaluator\x12>\n\x08\x45valuate\x12\x18.mlms.v2.EvaluateRequest\x1a\x16.mlms.v2.EvaluateEvent0\x01\x12\x38\n\x05\x42ound\x12\x15.mlms.v2.BoundRequest\x1a\x16.mlms.v2.EvaluateEvent0\x01\x12\x38\n\x06\x41\x64vise\x12\x16.mlms.v2.AdviseRequest\x1a\x14.mlms.v2.AdviseEvent0\x01\x12\x45\n\nListAdvice\x12\x1a.mlms.v2.ListAdviceRequest\x1a\x1b.mlms.v2.ListAdviceResponse\x12<\n\x07Predict\x12\x17.mlms.v2.PredictRequest\x1a\x18.mlms.v2.PredictResponse\x12\x45\n\nListAgents\x12\x1a.mlms.v2.ListAgentsRequest\x1a\x1b.mlms.v2.ListAgentsResponse\x12\x45\n\nListModels\x12\x1a.mlms.v2.ListModelsRequest\x1a\x1b.mlms.v2.ListModelsResponse\x12N\n\rGetEvaluation\x12\x1d.mlms.v2.GetEvaluationRequest\x1a\x1e.mlms.v2.GetEvaluationResponse\x12T\n\x0fListEvaluations\x12\x1f.mlms.v2.ListEvaluationsRequest\x1a .mlms.v2.ListEvaluationsResponse\x12\x45\n\nListBounds\x12\x1a.mlms.v2.ListBoundsRequest\x1a\x1b.mlms.v2.ListBoundsResponse\x12;\n\x08GetSpans\x12\x18.mlms.v2.GetSpansRequest\x1a\x13.mlms.v2.SpansChunk0\x01\x12<\n\x07\x41nalyze\x12\x17.mlms.v2.AnalyzeRequest\x1a\x16.mlms.v2.AnalysisChunk0\x01\x12\x35\n\x05Sweep\x12\x15.mlms.v2.SweepRequest\x1a\x13.mlms.v2.SweepState0\x01\x12=\n\x08\x41\x64\x64Model\x12\x14.mlms.v2.ModelUpload\x1a\x19.mlms.v2.AddModelResponse(\x01\x12H\n\x0bRemoveModel\x12\x1b.mlms.v2.RemoveModelRequest\x1a\x1c.mlms.v2.RemoveModelResponse\x12T\n\x0fViewEvaluations\x12\x1f.mlms.v2.ViewEvaluationsRequest\x1a .mlms.v2.ViewEvaluationsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -63,33 +63,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_LISTAGENTSRESPONSE']._serialized_start=932
   _globals['_LISTAGENTSRESPONSE']._serialized_end=990
   _globals['_LISTMODELSREQUEST']._serialized_start=992
-  _globals['_LISTMODELSREQUEST']._serialized_end=1011
-  _globals['_LISTMODELSRESPONSE']._serialized_start=1013
-  _globals['_LISTMODELSRESPONSE']._serialized_end=1076
-  _globals['_GETEVALUATIONREQUEST']._serialized_start=1078
-  _globals['_GETEVALUATIONREQUEST']._serialized_end=1123
-  _globals['_GETEVALUATIONRESPONSE']._serialized_start=1125
-  _globals['_GETEVALUATIONRESPONSE']._serialized_end=1231
-  _globals['_LISTEVALUATIONSREQUEST']._serialized_start=1233
-  _globals['_LISTEVALUATIONSREQUEST']._serialized_end=1321
-  _globals['_LISTEVALUATIONSRESPONSE']._serialized_start=1324
-  _globals['_LISTEVALUATIONSRESPONSE']._serialized_end=1536
-  _globals['_LISTBOUNDSREQUEST']._serialized_start=1538
-  _globals['_LISTBOUNDSREQUEST']._serialized_end=1557
-  _globals['_LISTBOUNDSRESPONSE']._serialized_start=1559
-  _globals['_LISTBOUNDSRESPONSE']._serialized_end=1617
-  _globals['_GETSPANSREQUEST']._serialized_start=1619
-  _globals['_GETSPANSREQUEST']._serialized_end=1654
-  _globals['_SPANSCHUNK']._serialized_start=1656
-  _globals['_SPANSCHUNK']._serialized_end=1682
-  _globals['_ANALYZEREQUEST']._serialized_start=1684
-  _globals['_ANALYZEREQUEST']._serialized_end=1755
-  _globals['_ANALYSISCHUNK']._serialized_start=1757
-  _globals['_ANALYSISCHUNK']._serialized_end=1804
-  _globals['_VIEWEVALUATIONSREQUEST']._serialized_start=1806
-  _globals['_VIEWEVALUATIONSREQUEST']._serialized_end=1885
-  _globals['_VIEWEVALUATIONSRESPONSE']._serialized_start=1887
-  _globals['_VIEWEVALUATIONSRESPONSE']._serialized_end=1943
-  _globals['_EVALUATOR']._serialized_start=1946
-  _globals['_EVALUATOR']._serialized_end=3050
+  _globals['_LISTMODELSREQUEST']._serialized_end=1045
+  _globals['_LISTMODELSRESPONSE']._serialized_start=1047
+  _globals['_LISTMODELSRESPONSE']._serialized_end=1110
+  _globals['_GETEVALUATIONREQUEST']._serialized_start=1112
+  _globals['_GETEVALUATIONREQUEST']._serialized_end=1157
+  _globals['_GETEVALUATIONRESPONSE']._serialized_start=1159
+  _globals['_GETEVALUATIONRESPONSE']._serialized_end=1265
+  _globals['_LISTEVALUATIONSREQUEST']._serialized_start=1267
+  _globals['_LISTEVALUATIONSREQUEST']._serialized_end=1355
+  _globals['_LISTEVALUATIONSRESPONSE']._serialized_start=1358
+  _globals['_LISTEVALUATIONSRESPONSE']._serialized_end=1570
+  _globals['_LISTBOUNDSREQUEST']._serialized_start=1572
+  _globals['_LISTBOUNDSREQUEST']._serialized_end=1591
+  _globals['_LISTBOUNDSRESPONSE']._serialized_start=1593
+  _globals['_LISTBOUNDSRESPONSE']._serialized_end=1651
+  _globals['_GETSPANSREQUEST']._serialized_start=1653
+  _globals['_GETSPANSREQUEST']._serialized_end=1688
+  _globals['_SPANSCHUNK']._serialized_start=1690
+  _globals['_SPANSCHUNK']._serialized_end=1716
+  _globals['_ANALYZEREQUEST']._serialized_start=1718
+  _globals['_ANALYZEREQUEST']._serialized_end=1789
+  _globals['_ANALYSISCHUNK']._serialized_start=1791
+  _globals['_ANALYSISCHUNK']._serialized_end=1838
+  _globals['_VIEWEVALUATIONSREQUEST']._serialized_start=1840
+  _globals['_VIEWEVALUATIONSREQUEST']._serialized_end=1919
+  _globals['_VIEWEVALUATIONSRESPONSE']._serialized_start=1921
+  _globals['_VIEWEVALUATIONSRESPONSE']._serialized_end=1977
+  _globals['_EVALUATOR']._serialized_start=1980
+  _globals['_EVALUATOR']._serialized_end=3084
 # @@protoc_insertion_point(module_scope)

@@ -91,8 +91,12 @@ class ListAgentsResponse(_message.Message):
     def __init__(self, agents: _Optional[_Iterable[_Union[_fleet_pb2.AgentRecord, _Mapping]]] = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("libraries", "names")
+    LIBRARIES_FIELD_NUMBER: _ClassVar[int]
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    libraries: bool
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, libraries: _Optional[bool] = ..., names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ListModelsResponse(_message.Message):
     __slots__ = ("manifests",)
