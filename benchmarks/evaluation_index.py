@@ -93,7 +93,7 @@ def rebuild_command(tree: Path, home: Path, database: str, records: int) -> str:
 
 
 def fill(store, count: int) -> float:
-    from mlms.evaluation.records import RECORDS
+    from mlms.evaluation.record_store import RECORDS
     from tests.evaluation_copies import copies
 
     started = time.perf_counter()
@@ -243,7 +243,7 @@ def main() -> None:
     from mlms.database.connect import url_for
     from mlms.database.index import EvaluationIndex
     from mlms.database.keeper import rebuild
-    from mlms.evaluation.records import RECORDS, stored_ids
+    from mlms.evaluation.record_store import RECORDS, stored_ids
     from mlms.store.factory import default_store
     from tests.evaluation_copies import HARDWARE, MODELS
 

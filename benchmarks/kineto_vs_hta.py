@@ -219,7 +219,7 @@ def _raw_events(path: Path) -> list[dict]:
 
 
 def _archive(evaluation: str) -> Any:
-    from mlms.evaluation.records import load_record
+    from mlms.evaluation.record_store import load_record
     from mlms.store.factory import store_from_url
 
     store = store_from_url(None)

@@ -37,7 +37,7 @@ def seed(store, records: int):
     """One real evaluation and ``records - 1`` copies of its record; returns the real one."""
     from mlms.client import EmbeddedClient
     from mlms.evaluation.record import EvaluationRequest
-    from mlms.evaluation.records import save_record
+    from mlms.evaluation.record_store import save_record
 
     request = EvaluationRequest(
         model="digits_cnn",
@@ -106,7 +106,7 @@ def main() -> None:
     os.environ["MLMS_HOME"] = home
     import requests
 
-    from mlms.evaluation.records import list_records
+    from mlms.evaluation.record_store import list_records
     from mlms.store.factory import default_store
 
     started = time.perf_counter()

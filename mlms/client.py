@@ -171,7 +171,7 @@ class EmbeddedClient:
 
         if request.framework is not None and own_interpreter(request.framework) is not None:
             # The framework does not import here: its own interpreter plans the evaluation.
-            from mlms.evaluation.options import compile_mode
+            from mlms.evaluation.option_checks import compile_mode
             from mlms.predictors.registry import predictor_class
 
             compile_mode(request, predictor_class(request.framework))  # a bad --compile: no child
@@ -233,7 +233,7 @@ class EmbeddedClient:
         return remove_model(self.store, name, version)
 
     def get_evaluation(self, evaluation_id: str) -> EvaluationRecord:
-        from mlms.evaluation.records import load_record
+        from mlms.evaluation.record_store import load_record
 
         return load_record(self.store, evaluation_id)
 
@@ -321,7 +321,7 @@ class EmbeddedClient:
         changed: Callable[[SweepState], None],
     ) -> SweepState:
         """One cell at a time: every framework here shares this machine's devices."""
-        from mlms.evaluation.records import is_stored, load_record
+        from mlms.evaluation.record_store import is_stored, load_record
         from mlms.evaluation.sweep import load_sweep, new_sweep
         from mlms.server.sweeps import SweepRun
 

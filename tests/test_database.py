@@ -22,7 +22,7 @@ from mlms.database.keeper import rebuild
 from mlms.errors import InvalidArgument, Unavailable
 from mlms.evaluation.query import EvaluationQuery
 from mlms.evaluation.record import EvaluationRecord
-from mlms.evaluation.records import PENDING, load_record, save_record, stored_ids
+from mlms.evaluation.record_store import PENDING, load_record, save_record, stored_ids
 from mlms.store.local import LocalStore
 from tests.evaluation_copies import copies, real_record
 from tests.postgres import PostgresServer
@@ -509,7 +509,7 @@ def test_a_copy_that_loses_the_claim_discards_its_archive_and_answers_the_first(
     import threading
 
     from mlms.evaluation.record import EvaluationRequest
-    from mlms.evaluation.records import RECORDS
+    from mlms.evaluation.record_store import RECORDS
     from mlms.evaluation.runner import evaluate
 
     index = EvaluationIndex(f"sqlite:///{tmp_path / 'index.db'}")

@@ -24,7 +24,7 @@ import pytest
 
 from mlms.analysis.compare import compare_frameworks
 from mlms.analysis.model import ENERGY_COLUMN, energy_by_batch, energy_reasons, latency_by_batch
-from mlms.cli.options import spans_for
+from mlms.cli.common_options import spans_for
 from mlms.client import EmbeddedClient
 from mlms.evaluation import energy
 from mlms.evaluation.counters import NoCounter, RaplCounter

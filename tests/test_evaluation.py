@@ -9,7 +9,7 @@ import pytest
 
 from mlms.errors import HardwareNotFound, InvalidArgument, UnsupportedFramework
 from mlms.evaluation.record import EvaluationRequest
-from mlms.evaluation.records import list_records, load_record
+from mlms.evaluation.record_store import list_records, load_record
 from mlms.evaluation.runner import evaluate
 from mlms.tracer.archive import read_spans, records_of
 from mlms.tracer.levels import TraceLevel

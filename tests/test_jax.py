@@ -192,7 +192,7 @@ def test_gpu_kernels_join_to_layers_in_strict_fp32(tmp_path: Path) -> None:
 def test_gpu_levels_below_the_framework_level_are_refused_for_jax() -> None:
     """XLA's profiler holds CUPTI for the framework level on a GPU, so mlms's own CUPTI and
     cuDNN collectors cannot run beside it: one error, before any asset is built."""
-    from mlms.evaluation.options import check_device_options
+    from mlms.evaluation.option_checks import check_device_options
     from mlms.evaluation.record import EvaluationRequest
 
     request = EvaluationRequest(model="resnet50", framework="jax", trace_level="hardware")

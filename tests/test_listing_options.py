@@ -14,7 +14,7 @@ import pytest
 from mlms.client import EmbeddedClient, Evaluations
 from mlms.evaluation.query import EvaluationQuery
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
-from mlms.evaluation.records import save_record
+from mlms.evaluation.record_store import save_record
 from mlms.evaluation.summary import EvaluationSummary
 from mlms.store.local import LocalStore
 from mlms.ui import pages

@@ -34,7 +34,7 @@ from mlms.analysis.engine import Spans
 from mlms.analysis.kernels import peaks_of, roofline
 from mlms.bounds.record import BatchBound, BoundRecord, BoundRequest, LayerBound, WhatIf
 from mlms.bounds.tables import bound_summary
-from mlms.cli.options import spans_for
+from mlms.cli.common_options import spans_for
 from mlms.client import EmbeddedClient
 from mlms.evaluation.record import (
     BatchResult,
@@ -43,7 +43,7 @@ from mlms.evaluation.record import (
     FrameworkRef,
     ModelRef,
 )
-from mlms.evaluation.records import save_record
+from mlms.evaluation.record_store import save_record
 from mlms.evaluation.runner import evaluate
 from mlms.evaluation.stats import latency_stats
 from mlms.hardware import GpuInfo

@@ -21,7 +21,7 @@ from mlms.client import EmbeddedClient
 from mlms.errors import RankFailed, UnknownEvaluation
 from mlms.evaluation.progress import Progress
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
-from mlms.evaluation.records import load_record
+from mlms.evaluation.record_store import load_record
 from mlms.protos.mlms.v2 import evaluation_pb2
 from mlms.rpc.convert import from_proto, to_proto
 from mlms.tracer.archive import local_archive

@@ -28,7 +28,7 @@ from mlms.errors import MlmsError, NotMeasurable
 from mlms.evaluation.query import EvaluationQuery
 from mlms.evaluation.query_terms import MAX_PAGE_SIZE
 from mlms.evaluation.record import BatchResult, EvaluationRecord, EvaluationRequest
-from mlms.evaluation.records import load_record
+from mlms.evaluation.record_store import load_record
 from mlms.hardware import HardwareInfo, gpus_of, resolve
 from mlms.store.base import ObjectStore
 from mlms.tracer.levels import TraceLevel

@@ -36,7 +36,7 @@ from mlms.evaluation.device_lock import exclusive_device
 from mlms.evaluation.plan import plan_evaluation
 from mlms.evaluation.progress import Progress, ProgressCallback
 from mlms.evaluation.record import EvaluationRecord
-from mlms.evaluation.records import RecordIndex
+from mlms.evaluation.record_store import RecordIndex
 from mlms.evaluation.runner import evaluate
 from mlms.library_errors import library_failures
 from mlms.predictors.base import Predictor, PredictorOptions

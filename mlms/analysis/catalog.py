@@ -13,7 +13,7 @@ import pyarrow as pa
 from mlms.analysis import distributed, kernels, layers
 from mlms.analysis.engine import Spans
 from mlms.errors import InvalidArgument
-from mlms.evaluation.records import load_record
+from mlms.evaluation.record_store import load_record
 from mlms.store.base import ObjectStore
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from mlms.cli.options import client_for, server_option
+from mlms.cli.common_options import client_for, server_option
 from mlms.cli.render import err, frame_table, out
 from mlms.errors import InvalidArgument
 from mlms.user_input import parse_batch_sizes, validated

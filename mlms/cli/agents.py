@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from mlms.cli.options import connect, connection_options
+from mlms.cli.common_options import connect, connection_options
 from mlms.cli.render import out, rows_table
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from mlms.cli.options import client_for, server_option, without_collector
+from mlms.cli.common_options import client_for, server_option, without_collector
 from mlms.cli.render import frame_table, out
 
 #: The span analyses the command prints (``mlms.analysis.catalog``), computed in one call: next

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from mlms.cli.options import store_option
+from mlms.cli.common_options import store_option
 from mlms.cli.render import out, rows_table
 from mlms.errors import UnsupportedFramework
 from mlms.frameworks import FRAMEWORKS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from mlms.cli.options import client_for, server_option
+from mlms.cli.common_options import client_for, server_option
 from mlms.cli.render import frame_table, out, progress_bar
 from mlms.evaluation.precisions import PRECISIONS
 from mlms.user_input import parse_batch_sizes, validated

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import click
 
+from mlms.cli.common_options import client_for, server_option, spans_for
+from mlms.cli.evaluation_options import run_fields, run_options
 from mlms.cli.files import writable, write_file
-from mlms.cli.options import client_for, server_option, spans_for
 from mlms.cli.render import err, frame_table, out, progress_bar
-from mlms.cli.run_options import run_fields, run_options
 from mlms.errors import InvalidArgument
 from mlms.frameworks import FRAMEWORKS
 from mlms.user_input import parse_batch_sizes, validated

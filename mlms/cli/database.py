@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from mlms.cli.options import store_option
+from mlms.cli.common_options import store_option
 from mlms.cli.render import err, out
 
 

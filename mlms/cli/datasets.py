@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from mlms.cli.options import store_option
+from mlms.cli.common_options import store_option
 from mlms.cli.render import out
 
 

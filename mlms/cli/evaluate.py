@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from mlms.cli.options import client_for, server_option
+from mlms.cli.common_options import client_for, server_option
+from mlms.cli.evaluation_options import run_fields, run_options
 from mlms.cli.render import out, progress_bar, record_summary
-from mlms.cli.run_options import run_fields, run_options
 from mlms.tracer.levels import TraceLevel
 from mlms.user_input import parse_batch_sizes, validated
 

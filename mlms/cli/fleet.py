@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from mlms.cli.options import store_option, tls_options
+from mlms.cli.common_options import store_option, tls_options
 from mlms.errors import InvalidArgument
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from mlms.cli.options import store_option, without_collector
+from mlms.cli.common_options import store_option, without_collector
 from mlms.errors import InvalidArgument
 
 
@@ -46,7 +46,7 @@ def kineto(trace: Path, model: str | None, batch_size: str | None, store: str | 
     import pyarrow.compute as pc
 
     from mlms.analysis.kineto_record import import_record, whole_trace
-    from mlms.evaluation.records import save_record
+    from mlms.evaluation.record_store import save_record
     from mlms.store.factory import store_from_url
     from mlms.tracer.archive import write_table
     from mlms.tracer.levels import TraceLevel

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 from pydantic import ValidationError
 
-from mlms.cli.options import client_for, server_option
+from mlms.cli.common_options import client_for, server_option
 from mlms.cli.render import out, rows_table
 from mlms.errors import InvalidArgument
 from mlms.evaluation.precisions import PRECISIONS

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from mlms.cli.options import connect, server_option
+from mlms.cli.common_options import connect, server_option
 from mlms.cli.render import err, out
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from mlms.cli.options import client_for, server_option
+from mlms.cli.common_options import client_for, server_option
 from mlms.cli.render import out, rows_table
 from mlms.zoo.manifest import ModelManifest
 

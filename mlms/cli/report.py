@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from mlms.cli.common_options import client_for, server_option, spans_for
 from mlms.cli.files import writable, write_file
-from mlms.cli.options import client_for, server_option, spans_for
 from mlms.cli.render import err
 from mlms.client import Client
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import click
 
+from mlms.cli.common_options import store_option
 from mlms.cli.files import writable, write_file
-from mlms.cli.options import store_option
 from mlms.cli.render import out, rows_table
 from mlms.errors import InvalidArgument
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from mlms.cli.options import spans_for
+from mlms.cli.common_options import spans_for
 from mlms.cli.render import err
 from mlms.errors import InvalidArgument
 

@@ -12,9 +12,9 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from mlms.cli.common_options import client_for, server_option
 from mlms.cli.compare import parse_frameworks
 from mlms.cli.files import writable
-from mlms.cli.options import client_for, server_option
 from mlms.cli.render import err, out
 from mlms.cli.report import write_report
 from mlms.errors import InvalidArgument

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import click
 
+from mlms.cli.common_options import client_for, server_option
 from mlms.cli.files import writable, write_file
-from mlms.cli.options import client_for, server_option
 from mlms.cli.render import err
 from mlms.errors import InvalidArgument
 

@@ -7,7 +7,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from mlms.errors import StoreError
-from mlms.evaluation.record_keys import PENDING
+from mlms.evaluation.record_store_keys import PENDING
 
 if TYPE_CHECKING:
     from mlms.database.index import EvaluationIndex
@@ -40,7 +40,7 @@ def read_record(
     store: ObjectStore, evaluation_id: str, quiet: bool = False
 ) -> EvaluationRecord | None:
     """The stored record, or None (logged unless ``quiet``) where it is missing or unreadable."""
-    from mlms.evaluation.records import RECORDS  # the record model: only with one to read
+    from mlms.evaluation.record_store import RECORDS  # the record model: only with one to read
 
     try:
         return RECORDS.model.model_validate_json(

@@ -23,8 +23,8 @@ from mlms.database.catch_up import BATCH, catch_up, read_record
 from mlms.database.index import REBUILT_KEY, EvaluationIndex, needs_rebuild
 from mlms.database.rows import evaluation_row, result_rows
 from mlms.errors import MlmsError
-from mlms.evaluation.record_keys import PENDING
-from mlms.evaluation.records import stored_ids
+from mlms.evaluation.record_store import stored_ids
+from mlms.evaluation.record_store_keys import PENDING
 from mlms.evaluation.sweep import PREFIX as SWEEPS
 from mlms.evaluation.sweep import SweepState
 from mlms.store.base import ObjectStore

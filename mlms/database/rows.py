@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from mlms.evaluation.run_options import RunOptions
+from mlms.evaluation.listed_options import RunOptions
 from mlms.evaluation.summary import EvaluationSummary
 
 if TYPE_CHECKING:

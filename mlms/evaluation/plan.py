@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlms.evaluation.options import check_options, compile_mode
+from mlms.evaluation.option_checks import check_options, compile_mode
 from mlms.evaluation.record import EvaluationRequest
 from mlms.predictors.base import Predictor
 from mlms.predictors.registry import choose_framework, predictor_class

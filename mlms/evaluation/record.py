@@ -9,9 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mlms.datasets.index import parse_reference
 from mlms.errors import InvalidArgument
+from mlms.evaluation.listed_options import FIELDS as RUN_OPTIONS
+from mlms.evaluation.listed_options import RunOptions
 from mlms.evaluation.precisions import PRECISIONS
-from mlms.evaluation.run_options import FIELDS as RUN_OPTIONS
-from mlms.evaluation.run_options import RunOptions
 from mlms.hardware import GpuInfo, HardwareInfo
 from mlms.reasons import short_numbers
 from mlms.tracer.levels import TraceLevel

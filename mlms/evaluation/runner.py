@@ -33,7 +33,7 @@ from mlms.evaluation.energy import energy_meter
 from mlms.evaluation.feed import host_batch, placement
 from mlms.evaluation.inputs import InputSource, dataset_split, input_spec, open_inputs
 from mlms.evaluation.measure import measure_batch
-from mlms.evaluation.options import check_device_options
+from mlms.evaluation.option_checks import check_device_options
 from mlms.evaluation.plan import EvaluationPlan, checked_plan, plan_evaluation
 from mlms.evaluation.progress import ProgressCallback
 from mlms.evaluation.record import (
@@ -47,7 +47,7 @@ from mlms.evaluation.record import (
     Predictions,
     RankResult,
 )
-from mlms.evaluation.records import RecordIndex, save_record, stored_winner
+from mlms.evaluation.record_store import RecordIndex, save_record, stored_winner
 from mlms.library_errors import library_failures
 from mlms.predictors.base import Predictor, PredictorOptions
 from mlms.store.base import ObjectStore

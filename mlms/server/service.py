@@ -29,7 +29,7 @@ from mlms.errors import (
 )
 from mlms.evaluation.query import EvaluationQuery
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
-from mlms.evaluation.records import FULL_ID, load_record
+from mlms.evaluation.record_store import FULL_ID, load_record
 from mlms.evaluation.sweep import SweepSpec, load_sweep, new_sweep
 from mlms.hardware import HardwareInfo
 from mlms.protos.mlms.v2 import (

@@ -24,7 +24,7 @@ from typing import Any
 
 from mlms.errors import MlmsError, Unavailable
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
-from mlms.evaluation.records import is_stored, load_record
+from mlms.evaluation.record_store import is_stored, load_record
 from mlms.evaluation.sweep import SweepCell, SweepState, load_sweep, save_sweep
 from mlms.library_errors import TRACEBACKS, log_traceback
 from mlms.registry.base import Registry

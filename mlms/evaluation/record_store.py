@@ -16,7 +16,7 @@ from typing import Protocol
 
 from mlms.errors import InvalidArgument, MlmsError, StoreError, Unavailable, UnknownEvaluation
 from mlms.evaluation.record import EvaluationRecord
-from mlms.evaluation.record_keys import PENDING, PREFIX
+from mlms.evaluation.record_store_keys import PENDING, PREFIX
 from mlms.store.base import ObjectStore
 from mlms.store.json_records import JsonRecords
 
