@@ -26,6 +26,8 @@ COLLECTIVES = {
     "ncclDevKernel_AllGather_RING_LL": "all_gather",
     "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL": "reduce_scatter",
     "ncclDevKernel_SendRecv": "send_recv",
+    # As CUPTI names it (NCCL 2.28, an H200): mangled.
+    "_Z40ncclDevKernel_AllReduce_Sum_bf16_RING_LL24ncclDevKernelArgsStorageILm4096EE": "all_reduce",
     "c10d::allreduce_": "all_reduce",
     "c10d::allgather_": "all_gather",
     "c10d::_reduce_scatter_base_": "reduce_scatter",
@@ -39,6 +41,7 @@ COLLECTIVES = {
 }
 NOT_COLLECTIVES = ["aten::add", "aten::linear", "aten::all", "Memcpy DtoH (Device -> Pinned)"]
 NOT_COLLECTIVES += ["void at::native::reduce_kernel<512, 1>", "cudaLaunchKernel"]
+NOT_COLLECTIVES += ["_ZN2at6native18elementwise_kernelILi128ELi4EEEviT1_"]
 
 
 @pytest.mark.parametrize(("name", "collective"), COLLECTIVES.items())

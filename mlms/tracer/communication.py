@@ -4,7 +4,9 @@ One kind, ``communication``, for every level a collective shows at, so that the 
 and kernel tables count it apart from computation:
 
 - GPU kernels of NCCL: ``ncclDevKernel_AllReduce_Sum_bf16_RING_LL`` (NCCL 2.19 and later),
-  ``ncclKernel_AllReduce_RING_LL_Sum_float`` (before); HTA's test, ``^nccl.*Kernel``.
+  ``ncclKernel_AllReduce_RING_LL_Sum_float`` (before); HTA's test, ``^nccl.*Kernel``. CUPTI
+  names them mangled (``_Z40ncclDevKernel_AllReduce_Sum_bf16_RING_LL24ncclDevKernelArgs...``,
+  NCCL 2.28 on an H200), Kineto demangled: both match.
 - The ops torch records on the host: c10d's (``c10d::allreduce_``, ``c10d::allgather_``,
   ``c10d::_reduce_scatter_base_``, ``c10d::broadcast_``, ``c10d::barrier``), the functional
   collectives that DTensor and ``parallelize_module`` call (``_c10d_functional::all_reduce``,
@@ -28,7 +30,9 @@ COMMUNICATION = "communication"
 KERNEL_KINDS = ("kernel", COMMUNICATION)
 
 #: A name that is a collective's kernel, op or annotation (RE2-compatible: DuckDB runs it too).
-PATTERN = r"^(nccl\w*Kernel|_?c10d(_functional)?::|nccl:|gloo:|mpi:|ucc:|record_param_comms$)"
+PATTERN = (
+    r"^((_Z\d+)?nccl\w*Kernel|_?c10d(_functional)?::|nccl:|gloo:|mpi:|ucc:|record_param_comms$)"
+)
 _PATTERN = re.compile(PATTERN)
 
 #: Collective type by a pattern over the name, lower-cased with ``_`` and spaces removed
