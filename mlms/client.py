@@ -183,7 +183,7 @@ class EmbeddedClient:
             # backend once a process) run in a child agent, so this process can evaluate any
             # framework next.
             forwarded = request.model_copy(update={"framework": plan.framework})
-            return self._evaluate_apart(forwarded, progress, evaluation_id)
+            return self._evaluate_apart(forwarded, progress, evaluation_id, plan.manifest)
         return evaluate(
             plan,
             store=self.store,
@@ -197,11 +197,15 @@ class EmbeddedClient:
         request: EvaluationRequest,
         progress: ProgressCallback | None,
         evaluation_id: str | None,
+        manifest: ModelManifest | None = None,
     ) -> EvaluationRecord:
-        """``request`` (its framework named) run by a child agent, which stores the record."""
+        """``request`` (its framework named) run by a child agent, which stores the record;
+        ``manifest``: its model, where this process has resolved it."""
         from mlms.agent.child import evaluate_in_child
 
-        record = evaluate_in_child(request, self.store, progress, evaluation_id=evaluation_id)
+        record = evaluate_in_child(
+            request, self.store, progress, evaluation_id=evaluation_id, manifest=manifest
+        )
         index = self._writing_index()  # the child stored it without: index it now
         if index is not None:
             try:

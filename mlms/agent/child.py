@@ -37,6 +37,7 @@ from mlms.rpc.propagation import outgoing_metadata
 from mlms.rpc.status import error_from_rpc
 from mlms.store.base import ObjectStore
 from mlms.zoo.assets import AssetManager
+from mlms.zoo.manifest import ModelManifest
 from mlms.zoo.resolve import resolve_model
 
 #: An agent imports its framework and registers within seconds; a cold disk cache may be slow.
@@ -77,15 +78,16 @@ def evaluate_in_child(
     progress: ProgressCallback | None = None,
     parent: otel_context.Context | None = None,
     evaluation_id: str | None = None,
+    manifest: ModelManifest | None = None,
 ) -> EvaluationRecord:
     """Run ``request`` on a child agent of its framework; the record it stored. The
-    evaluation's spans join the trace of the span current in ``parent``, if any."""
+    evaluation's spans join the trace of the span current in ``parent``, if any. ``manifest``:
+    the request's model, where the caller has resolved it already."""
     framework = request.framework or ""
     python = interpreter_for(framework)
+    model = manifest or resolve_model(request.model, store, input_shapes=request.input_shapes)
     # Assets are exported from the canonical torch module, which only this side may have.
-    AssetManager(store, mlms_home() / "cache").ensure(
-        resolve_model(request.model, store, input_shapes=request.input_shapes), framework
-    )
+    AssetManager(store, mlms_home() / "cache").ensure(model, framework)
     with child_agent(python, framework, store) as address:
         peer = f"{framework} agent at {address} ({python})"
         with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
