@@ -13,6 +13,8 @@ Prints, and writes as JSON under ``--out``:
    Kineto traces, one per rank (``kineto/rank*.json.gz``), for the multi-rank import.
 3. The scaling table: one GPU against two (speedup, efficiency, energy per inference), and
    time to first token / per output token with ``--generate``.
+
+``--compile default`` compiles both loops (torch.compile traces through the split's DTensors).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ class Setup:
     rounds: int
     profiled_iterations: int
     generate: int
+    compile: str | None = None  # torch.compile's mode, in mlms and the bare loop alike
 
     @property
     def on_gpu(self) -> bool:
@@ -73,6 +76,7 @@ def mlms_eval(setup: Setup, store: Any, **changes: Any) -> Any:
         "seq_len": setup.seq_len,
         "input_on_device": setup.on_gpu,
         "tensor_parallel": 2,
+        "compile": setup.compile,
     }
     return evaluate(EvaluationRequest(**values | changes), store=store)
 
@@ -114,9 +118,10 @@ def bare_rank(rank: int, setup: Setup, port: int, out: str, profile_dir: str | N
     styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
     plan = {key: styles[style]() for key, style in config.base_model_tp_plan.items()}
     parallelize_module(model.model, mesh, plan)
+    body = torch.compile(model.model, mode=setup.compile) if setup.compile else model.model
 
     def predict(ids: torch.Tensor) -> Any:
-        hidden = model.model(input_ids=ids, use_cache=False).last_hidden_state
+        hidden = body(input_ids=ids, use_cache=False).last_hidden_state
         return model.lm_head(hidden[:, -1]).float().cpu().numpy()
 
     results: dict[str, Any] = {}
@@ -244,10 +249,12 @@ def main() -> int:
     parser.add_argument("--dry", action="store_true", help="small, on this CPU (gloo)")
     parser.add_argument("--parts", default="latency,nccl,scaling")
     parser.add_argument("--rounds", type=int, default=None, help="latency rounds (default 2)")
+    parser.add_argument("--compile", default=None, help="torch.compile mode, in both loops")
     args = parser.parse_args()
     setup = DRY if args.dry else GPU
     if args.rounds is not None:
         setup = dataclasses.replace(setup, rounds=args.rounds)
+    setup = dataclasses.replace(setup, compile=args.compile)
     parts = set(args.parts.split(","))
     args.out.mkdir(parents=True, exist_ok=True)
     from mlms.store.local import LocalStore
@@ -299,7 +306,8 @@ def main() -> int:
         first = f"{setup.hw}:0" if setup.on_gpu else "cpu"
         one = mlms_eval(setup, store, tensor_parallel=1, hw=first)
         two = mlms_eval(setup, store)
-        generated = {
+        # Generation runs eager (mlms refuses --generate with --compile).
+        generated = {} if setup.compile else {
             ranks: mlms_eval(setup, store, tensor_parallel=ranks, batch_sizes=[1],
                              generate=setup.generate,
                              hw=first if ranks == 1 else setup.hw)

@@ -5,12 +5,12 @@ per GPU, as cells of the GPU run kit (``benchmarks/gpu_kit.py``).
     .venv/bin/python benchmarks/gpu_kit.py run tensor_parallel OUT --dry
     .venv/bin/python benchmarks/gpu_kit.py summary tensor_parallel  # the tables, from the cells
 
-Cells: ``nccl`` (NCCL kernel time per predict in mlms's hardware-level trace against
-torch.profiler's over the bare loop, and the bare loop's Kineto traces), ``scaling`` (one GPU
-against two, ``--generate``), ``agents`` (a sweep through one GPU agent against one per GPU:
-``benchmarks/gpu_agents.py``), then ``latency_0`` ... one round each of mlms against the bare loop
-with the same split (``benchmarks/tensor_parallel_gpu.py``), so that the rounds spread over
-calls and the ratio is the median of the rounds' ratios.
+Cells: ``scaling`` (one GPU against two, ``--generate``), ``agents`` (a sweep through one GPU
+agent against one per GPU: ``benchmarks/gpu_agents.py``), ``nccl`` (NCCL kernel time per predict
+in mlms's hardware-level trace against torch.profiler's over the bare loop, and the bare loop's
+Kineto traces), ``latency_0`` ... (one round each of mlms against the bare loop with the same
+split, ``benchmarks/tensor_parallel_gpu.py``, so that the rounds spread over calls and the ratio
+is the median of the rounds' ratios), ``scaling_compiled`` (one GPU against two, both compiled).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from benchmarks.gpu_kit import Cell, Kit
 
 RESULTS = "tensor_parallel_h200"
 WHEELS = ("cupti", "fleet")
-LATENCY_ROUNDS = 5
+LATENCY_ROUNDS = 2
 
 
 def cells(kit: Kit) -> list[Cell]:
@@ -31,13 +31,14 @@ def cells(kit: Kit) -> list[Cell]:
     split = ("{python}", "benchmarks/tensor_parallel_gpu.py", "--out", "{out}", *dry)
     agents = ("{python}", "benchmarks/gpu_agents.py", "--out", "{out}/gpu_agents.json", *dry)
     return [
-        Cell("nccl", (*split, "--parts", "nccl"), timeout_s=520, min_s=300),
         Cell("scaling", (*split, "--parts", "scaling"), timeout_s=400, min_s=200),
         Cell("agents", agents, timeout_s=400, min_s=200),
+        Cell("nccl", (*split, "--parts", "nccl"), timeout_s=520, min_s=330),
         *(
-            Cell(f"latency_{n}", (*split, "--parts", "latency", "--rounds", "1"), 240, 100)
+            Cell(f"latency_{n}", (*split, "--parts", "latency", "--rounds", "1"), 240, 110)
             for n in range(LATENCY_ROUNDS)
         ),
+        Cell("scaling_compiled", (*split, "--parts", "scaling", "--compile", "default"), 400, 200),
     ]
 
 
@@ -84,8 +85,9 @@ def summarize(results: Path) -> str:
                      f"sizes: one GPU agent {statistics.median(found['one_agent_s']):.1f} s, two "
                      f"{statistics.median(found['two_agents_s']):.1f} s, ratio "
                      f"{found['ratio']:.3f} (target <= 0.55)\n")  # fmt: skip
-    scaling = results / "cells" / "scaling" / "log.txt"
-    if scaling.is_file():
-        text = scaling.read_text(errors="replace")
-        lines += [line for line in text.splitlines() if line.startswith(("|", "peak"))]
+    for name in ("scaling", "scaling_compiled"):
+        scaling = results / "cells" / name / "log.txt"
+        if scaling.is_file():
+            text = scaling.read_text(errors="replace")
+            lines += [name, *(line for line in text.splitlines() if line.startswith(("|", "peak")))]
     return "\n".join(lines) + "\n"

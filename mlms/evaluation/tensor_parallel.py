@@ -80,15 +80,19 @@ def check_split_request(request: EvaluationRequest, framework: str) -> None:
             f"--tensor-parallel {ranks}: framework {framework!r} does not split models here; "
             "expected torch"
         )
+    if request.compile not in (None, "default"):
+        raise InvalidArgument(
+            f"--tensor-parallel {ranks} with --compile {request.compile}: a split model "
+            "compiles in torch.compile's default mode only; expected --compile default"
+        )
     for given, flag in (
-        (request.compile is not None, "--compile"),
         (request.dataset is not None, "--dataset"),
         (request.inputs != ["synthetic"], "--input"),
     ):
         if given:
             raise InvalidArgument(
-                f"--tensor-parallel {ranks} with {flag}: a split model runs synthetic inputs, "
-                f"uncompiled; expected one or the other"
+                f"--tensor-parallel {ranks} with {flag}: a split model runs synthetic inputs; "
+                "expected one or the other"
             )
 
 
