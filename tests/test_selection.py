@@ -3,13 +3,17 @@ least load, and the one-line errors that name what the fleet has."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import partial
 
 import pytest
 
 from mlms.errors import HardwareNotFound, InvalidArgument, Unavailable, UnsupportedFramework
 from mlms.hardware import GpuInfo, HardwareInfo
 from mlms.registry.base import AgentRecord
+from mlms.server.fleet import Pending
 from mlms.server.selection import choose, parse_framework
 from mlms.zoo.catalog import get_model
 
@@ -180,3 +184,29 @@ def test_a_split_model_goes_to_an_agent_that_evaluates_on_enough_gpus() -> None:
         raised.value
     )
     assert _choose("torch", "cpu", devices=2) == "b"  # the CPU's ranks: any agent's cores
+
+
+def test_a_burst_of_dispatches_spreads_over_idle_agents() -> None:
+    """Two dispatches at the same moment (a sweep's lane on a two-GPU host) reserve their
+    agents one after the other, each seeing the other's choice, and hold them until done."""
+    pending = Pending()
+    idle = [_agent("gpu0", "torch", "2.14.1"), _agent("gpu1", "torch", "2.14.1")]
+    both_chose = threading.Barrier(2)
+    chosen: list[str] = []
+
+    def dispatch() -> None:
+        pick = partial(choose, idle, manifest=RESNET, framework=parse_framework("torch"), hw="cpu")
+        with pending.reserve(lambda counts: pick(pending=counts)) as agent:
+            chosen.append(agent.id)
+            both_chose.wait(timeout=10)  # both in flight at once
+
+    threads = [threading.Thread(target=dispatch) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=20)
+    assert sorted(chosen) == ["gpu0", "gpu1"]
+    seen: list[Mapping[str, int]] = []
+    with pending.reserve(lambda counts: seen.append(counts) or idle[0]):
+        pass
+    assert seen == [{}]  # both reservations were given back

@@ -9,10 +9,11 @@ caller as it is. The job in the registry follows each attempt.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -110,20 +111,32 @@ class Dispatcher:
         self._sessions: dict[tuple[str, str, str, str], str] = {}
         self._sessions_lock = threading.Lock()
 
-    def choose(
-        self,
-        request: EvaluationRequest | BoundRequest | types_pb2.ModelSpec,
-        exclude: frozenset[str],
-    ) -> AgentRecord:
-        return choose(
-            self.fleet.agents(),
-            manifest=self.model(request.model),
-            framework=parse_framework(request.framework or None),
-            hw=request.hw or "cpu",
-            pending=self.pending.snapshot(),
-            exclude=exclude,
-            devices=getattr(request, "tensor_parallel", 1),
-        )
+    @contextlib.contextmanager
+    def _reserved(
+        self, request: EvaluationRequest | BoundRequest | types_pb2.ModelSpec, failures: Failures
+    ) -> Iterator[AgentRecord]:
+        """The next agent for ``request``, none of those that failed, counted as this server's
+        until the block ends; when none is left, the error names what happened to each one
+        tried ("no live agents" alone hid it)."""
+        manifest = self.model(request.model)
+        framework = parse_framework(request.framework or None)
+
+        def pick(pending: Mapping[str, int]) -> AgentRecord:
+            try:
+                return choose(
+                    self.fleet.agents(),
+                    manifest=manifest,
+                    framework=framework,
+                    hw=request.hw or "cpu",
+                    pending=pending,
+                    exclude=failures.agents,
+                    devices=getattr(request, "tensor_parallel", 1),
+                )
+            except MlmsError as exc:
+                raise failures.explain(exc) from exc
+
+        with self.pending.reserve(pick) as agent:
+            yield agent
 
     def model(self, name: str) -> ModelManifest:
         return resolve_served(name, self.store)
@@ -177,75 +190,63 @@ class Dispatcher:
         job = None
         try:
             for attempt in range(1, MAX_ATTEMPTS + 1):
-                agent = self._choose_after(request, failures)
-                # Written once its agent is chosen: one registry write (an etcd commit) on
-                # the way to the agent instead of two.
-                job = (
-                    self.jobs.start(job_id, request.model, kind, agent.id, attempt)
-                    if job is None
-                    else self.jobs.running(job, agent.id, attempt)
-                )
-                yield _assigned(job_id, agent, attempt)
-                forwarded = request.model_copy(update={"framework": agent.framework})
-                call = getattr(self.channels.stub(agent.address), method)(
-                    message(forwarded, job_id), metadata=outgoing_metadata(parent)
-                )
-                if (yield from self._stream(call, agent, failures)):
-                    return
+                with self._reserved(request, failures) as agent:
+                    # Written once its agent is chosen: one registry write (an etcd commit) on
+                    # the way to the agent instead of two.
+                    job = (
+                        self.jobs.start(job_id, request.model, kind, agent.id, attempt)
+                        if job is None
+                        else self.jobs.running(job, agent.id, attempt)
+                    )
+                    yield _assigned(job_id, agent, attempt)
+                    forwarded = request.model_copy(update={"framework": agent.framework})
+                    call = getattr(self.channels.stub(agent.address), method)(
+                        message(forwarded, job_id), metadata=outgoing_metadata(parent)
+                    )
+                    if (yield from self._stream(call, agent, failures)):
+                        return
             raise failures.exhausted()
         finally:
             if job is not None:
                 self.jobs.finish(job_id)
-
-    def _choose_after(
-        self, request: EvaluationRequest | BoundRequest | types_pb2.ModelSpec, failures: Failures
-    ) -> AgentRecord:
-        """The next agent for ``request``, none of those that failed; when none is left, the
-        error names what happened to each one tried ("no live agents" alone hid it)."""
-        try:
-            return self.choose(request, failures.agents)
-        except MlmsError as exc:
-            raise failures.explain(exc) from exc
 
     def _stream(
         self, call: Iterator[calls_pb2.EvaluateEvent], agent: AgentRecord, failures: Failures
     ) -> Generator[calls_pb2.EvaluateEvent, None, bool]:
         """The agent's events, passed on; True when the stream ended, False when the agent
         went away (noted in ``failures``). An error the agent raised itself is raised."""
-        with self.pending.hold(agent.id):
-            try:
-                yield from call
-                return True
-            except grpc.RpcError as exc:
-                if not transport_failure(exc):
-                    raise error_from_rpc(exc, _peer(agent)) from exc
-                log.warning(
-                    "%s: agent %s at %s failed (%s: %s); retrying elsewhere",
-                    failures.what,
-                    agent.id,
-                    agent.address,
-                    exc.code().name,  # type: ignore[attr-defined]
-                    exc.details(),  # type: ignore[attr-defined]
-                )
-                failures.add(agent, exc)
-                return False
-            finally:
-                call.cancel()  # type: ignore[attr-defined]  # the client went away: stop the agent's stream too
+        try:
+            yield from call
+            return True
+        except grpc.RpcError as exc:
+            if not transport_failure(exc):
+                raise error_from_rpc(exc, _peer(agent)) from exc
+            log.warning(
+                "%s: agent %s at %s failed (%s: %s); retrying elsewhere",
+                failures.what,
+                agent.id,
+                agent.address,
+                exc.code().name,  # type: ignore[attr-defined]
+                exc.details(),  # type: ignore[attr-defined]
+            )
+            failures.add(agent, exc)
+            return False
+        finally:
+            call.cancel()  # type: ignore[attr-defined]  # the client went away: stop the agent's stream too
 
     def predict(
         self, request: calls_pb2.PredictRequest, parent: otel_context.Context | None = None
     ) -> calls_pb2.PredictResponse:
         failures = Failures("predict")
         for _attempt in range(MAX_ATTEMPTS):
-            agent = self._choose_after(request.spec, failures)
-            try:
-                with self.pending.hold(agent.id):
+            with self._reserved(request.spec, failures) as agent:
+                try:
                     return self._predict_on(agent, request, parent)
-            except grpc.RpcError as exc:
-                if not transport_failure(exc):
-                    raise error_from_rpc(exc, _peer(agent)) from exc
-                self._forget(agent, request.spec)
-                failures.add(agent, exc)
+                except grpc.RpcError as exc:
+                    if not transport_failure(exc):
+                        raise error_from_rpc(exc, _peer(agent)) from exc
+                    self._forget(agent, request.spec)
+                    failures.add(agent, exc)
         raise failures.exhausted()
 
     def _predict_on(

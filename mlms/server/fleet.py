@@ -10,7 +10,7 @@ import contextlib
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from pydantic import ValidationError
 
@@ -61,18 +61,18 @@ class Pending:
         self._counts: Counter[str] = Counter()
         self._lock = threading.Lock()
 
-    def snapshot(self) -> dict[str, int]:
-        with self._lock:
-            return dict(self._counts)
-
     @contextlib.contextmanager
-    def hold(self, agent_id: str) -> Iterator[None]:
+    def reserve(self, pick: Callable[[Mapping[str, int]], AgentRecord]) -> Iterator[AgentRecord]:
+        """The agent ``pick`` chooses from this server's counts, counted in the same step and
+        until the block ends: dispatches at the same moment see each other's choice (counted
+        only once the call began, a sweep's burst of cells all went to one agent)."""
         with self._lock:
-            self._counts[agent_id] += 1
+            agent = pick(dict(self._counts))
+            self._counts[agent.id] += 1
         try:
-            yield
+            yield agent
         finally:
             with self._lock:
-                self._counts[agent_id] -= 1
-                if not self._counts[agent_id]:
-                    del self._counts[agent_id]
+                self._counts[agent.id] -= 1
+                if not self._counts[agent.id]:
+                    del self._counts[agent.id]
