@@ -380,9 +380,14 @@ def _tail(path: Path, lines: int = 25) -> str:
 def _commit() -> str:
     if SNAPSHOT.is_file():
         return SNAPSHOT.read_text().strip()
+    # A lent machine's copy of the repository may carry an older .git than its files: a tree
+    # that differs from its commit says so (a snapshot is the way to measure one commit).
     done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
                           capture_output=True, text=True)  # fmt: skip
-    return done.stdout.strip() or "unknown"
+    changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                             capture_output=True, text=True)  # fmt: skip
+    commit = done.stdout.strip() or "unknown"
+    return f"{commit} with changes" if changed.stdout.strip() else commit
 
 
 # --- here: unpack, summary, wheels ------------------------------------------------------------
