@@ -90,3 +90,32 @@ def test_forwards_are_put_back_even_when_the_predict_fails() -> None:
 def test_calls_that_depend_on_the_inputs_values_are_one_clear_error() -> None:
     with pytest.raises(MlmsError, match=r"layer call \d+ .* was 'b' where .* ran 'a'"):
         _capture(ByValue().eval(), torch.ones(2, 4))
+
+
+class Reduced(torch.nn.Module):
+    """A row-parallel layer as DTensor runs it: a linear, then a functional all-reduce outside
+    every leaf (DTensor's all-reduce reaches a function mode as the operator itself)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.distributed import _functional_collectives as funcol
+
+        return funcol.all_reduce(self.linear(x), "sum", torch.distributed.group.WORLD)
+
+
+def test_a_functional_collective_outside_the_leaves_is_communication() -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        events = _capture(torch.nn.Sequential(Reduced()).eval(), torch.randn(2, 8))
+    finally:
+        dist.destroy_process_group()
+    assert [(e.name, e.kind) for e in events] == [
+        ("0.linear", "gemm"),
+        ("0/_c10d_functional::all_reduce", "communication"),
+        ("0/_c10d_functional::_wrap_tensor_autograd", "communication"),
+    ]

@@ -184,7 +184,7 @@ class HookedLayers:
                 slot = len(slots)
                 slots.append(None)
                 result = func(*args, **kwargs)
-                operator = _operator_name(torch, name)
+                operator = _operator_name(torch, func, name)
                 label = f"{stack[-1]}/{operator}" if stack[-1] else operator
                 slots[slot] = LayerCall(
                     label, operator, None, name, _shapes(args), output_meta(result)
@@ -296,8 +296,14 @@ class HookedLayers:
 
 
 @functools.cache
-def _operator_name(torch: Any, function: str) -> str:
-    """``aten::<function>`` where ATen has an operator of that name, else the name itself."""
+def _operator_name(torch: Any, func: Any, function: str) -> str:
+    """A dispatcher operator called as such by its qualified name (DTensor's all-reduce reaches
+    the mode as ``_c10d_functional::all_reduce``), else ``aten::<function>`` where ATen has an
+    operator of that name, else the name itself."""
+    if isinstance(func, torch._ops.OpOverloadPacket):
+        return func._qualified_op_name
+    if isinstance(func, torch._ops.OpOverload):
+        return func.name()
     # A dunder the namespace object has itself (``__eq__``) is Python's, not an operator.
     found = getattr(torch.ops.aten, function, None)
     return f"aten::{function}" if isinstance(found, torch._ops.OpOverloadPacket) else function
