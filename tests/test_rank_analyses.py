@@ -219,7 +219,8 @@ def _hand_spans(*, with_rank: bool = True) -> list[SpanRecord]:
         1000, "m0", **{"collective.bytes": 400, "collective.group_size": 4})  # fmt: skip
     add("m1", 1, TraceLevel.MODEL, "predict", "model", 0, 1200, **{"mlms.batch_size": 1})
     add("k1", 1, TraceLevel.HARDWARE, "gemm", "kernel", 100, 500, "m1")
-    add("c1", 1, TraceLevel.HARDWARE, nccl, COMMUNICATION, 550, 600, "m1")
+    mangled = f"_Z40{nccl}24ncclDevKernelArgsStorageILm4096EE"  # as CUPTI names it
+    add("c1", 1, TraceLevel.HARDWARE, mangled, COMMUNICATION, 550, 600, "m1")
     return spans
 
 
@@ -282,6 +283,7 @@ def test_collectives_bus_bandwidth_as_nccl_tests_by_hand() -> None:
     all_gather = rows[(0, "all_gather")]
     assert all_gather["busbw (GB/s)"] == pytest.approx(4 * 3 / 4)  # (n-1)/n
     unknown = rows[(1, "all_reduce")]
+    assert unknown["name"] == "ncclDevKernel_AllReduce_Sum_bf16_RING_LL"  # demangled
     assert unknown["ranks"] == 2  # no group size recorded: the trace's ranks
     assert unknown["size (MB)"] != unknown["size (MB)"]  # null, not guessed
     assert unknown["busbw (GB/s)"] != unknown["busbw (GB/s)"]

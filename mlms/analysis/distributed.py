@@ -27,6 +27,7 @@ from __future__ import annotations
 import pandas as pd
 
 from mlms.analysis.engine import FRAMEWORK, HARDWARE, Spans
+from mlms.analysis.names import short_kernel_name
 from mlms.tracer.communication import COMMUNICATION, bus_factor_sql, collective_sql
 
 _RANK = "coalesce(s.rank, 0)"
@@ -258,7 +259,7 @@ def collectives(spans: Spans) -> pd.DataFrame:
     times 2(n-1)/n for an all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all,
     1 for broadcast and reduce; n the group's ranks, else the trace's). Bandwidths are null
     where the trace does not record the size."""
-    return spans.frame(
+    frame = spans.frame(
         f"""
         WITH {_COLLECTIVES},
         ranks AS (
@@ -281,6 +282,10 @@ def collectives(spans: Spans) -> pd.DataFrame:
         FROM grouped ORDER BY trace_id, rank, ns DESC
         """
     )
+    # CUPTI names NCCL's kernels mangled; a row per collective, so demangled here.
+    mangled = frame["name"].str.startswith("_Z", na=False)
+    frame.loc[mangled, "name"] = frame.loc[mangled, "name"].map(short_kernel_name)
+    return frame
 
 
 def trace_ranks(spans: Spans) -> pd.DataFrame:
