@@ -393,3 +393,28 @@ def test_chrome_export_gives_each_rank_its_own_tracks() -> None:
         if e["name"] == "thread_name"
     }
     assert {"rank 0 hardware", "rank 1 hardware"} <= names
+
+
+def test_a_kernels_size_comes_from_the_collective_op_that_launched_it() -> None:
+    """CUPTI gives an NCCL kernel no message size; the layer capture's collective op (its
+    output bytes) above the kernel's launch does, so the bus bandwidth is not left empty."""
+    nccl = "_Z40ncclDevKernel_AllReduce_Sum_bf16_RING_LL24ncclDevKernelArgsStorageILm4096EE"
+    chain = [  # id, level, name, kind, start, end, parent, attributes
+        ("m", TraceLevel.MODEL, "predict", "model", 0, 1000, None, {"mlms.batch_size": 1}),
+        ("o", TraceLevel.FRAMEWORK, "mlp/_c10d_functional::all_reduce", COMMUNICATION, 100, 200,
+         "m", {"activation_bytes": 2_097_152}),
+        ("l", TraceLevel.SYSTEM_LIBRARY, "cuLaunchKernelEx", "driver", 150, 160, "o", {}),
+        ("c", TraceLevel.HARDWARE, nccl, COMMUNICATION, 300, 400, "l", {}),
+    ]  # fmt: skip
+    spans = [
+        SpanRecord("t", f"{sid}{rank}", parent and f"{parent}{rank}", level, 1, name, kind,
+                   start, end, device=f"cuda:{rank}" if level == TraceLevel.HARDWARE else None,
+                   thread=None if level == TraceLevel.HARDWARE else rank,
+                   attributes={**attributes, "mlms.rank": rank})
+        for rank in (0, 1)
+        for sid, level, name, kind, start, end, parent, attributes in chain
+    ]  # fmt: skip
+    row = collectives(Spans(to_table(spans))).to_dict("records")[0]
+    assert row["size (MB)"] == pytest.approx(2.097152)
+    assert row["algbw (GB/s)"] == pytest.approx(2_097_152 / 100)  # bytes per ns
+    assert row["busbw (GB/s)"] == pytest.approx(2_097_152 / 100 * 2 * 1 / 2)  # n = 2 ranks

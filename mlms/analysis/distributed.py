@@ -128,12 +128,18 @@ _PIECES = f"""
 _COLLECTIVES = f"""
     {_ACTIVITY_RUNS},
     collective_spans AS (
+        -- A kernel's size where the trace has none (CUPTI records none): the tensor of the
+        -- collective op that launched it (kernel -> launch call -> the op's layer span).
         SELECT s.trace_id, s.batch_size, {_RANK} AS rank, s.name, s.start_ns, s.end_ns,
-               s.collective_bytes, s.group_size,
+               coalesce(s.collective_bytes,
+                        CASE WHEN a.gpu AND o.kind = '{COMMUNICATION}'
+                             THEN o.activation_bytes END) AS collective_bytes,
+               s.group_size,
                CASE WHEN a.gpu THEN coalesce(p.start_ns, s.start_ns) ELSE s.start_ns END
                    AS launch_ns
         FROM spans s JOIN activity_runs a ON s.trace_id = a.trace_id AND s.run = a.run
         LEFT JOIN spans p ON p.span_id = s.parent_id AND p.trace_id = s.trace_id
+        LEFT JOIN spans o ON o.span_id = p.parent_id AND o.trace_id = s.trace_id
         WHERE s.kind = '{COMMUNICATION}'
           AND ((a.gpu AND s.level = {HARDWARE})
                OR (NOT a.gpu AND s.level = {FRAMEWORK}
