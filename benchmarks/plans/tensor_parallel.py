@@ -22,7 +22,7 @@ from pathlib import Path
 from benchmarks.gpu_kit import Cell, Kit
 
 RESULTS = "tensor_parallel_h200"
-WHEELS = ("cupti", "fleet")
+WHEELS = ("cupti", "grpc", "fleet")
 LATENCY_ROUNDS = 2
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from benchmarks.gpu_kit import Cell, Kit
 
 RESULTS = "transformers_sweep_gpu"
-WHEELS: tuple[str, ...] = ()
-MODELS = "bert_base,distilbert_base,roberta_base,albert_base,gpt2,llama_mini"
+WHEELS = ("grpc",)
+MODELS = "bert_base,distilbert_base,roberta_base,albert_base,gpt2_small,llama_mini"
 
 
 def cells(kit: Kit) -> list[Cell]:
