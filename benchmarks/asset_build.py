@@ -25,9 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _build(model: str, order: list[str]) -> list[float]:
+    from mlms.assets.manager import AssetManager
+    from mlms.catalog.zoo import get_model
     from mlms.store.local import LocalStore
-    from mlms.zoo.assets import AssetManager
-    from mlms.zoo.catalog import get_model
 
     manifest = get_model(model)
     with tempfile.TemporaryDirectory() as tmp:

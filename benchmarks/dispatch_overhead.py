@@ -185,6 +185,8 @@ def remote_vs_embedded(
 def predict_round_trip(model: str, calls: int) -> None:
     import grpc
 
+    from mlms.assets.manager import AssetManager
+    from mlms.catalog.zoo import get_model
     from mlms.config import mlms_home
     from mlms.predictors.base import PredictorOptions
     from mlms.predictors.registry import predictor_class
@@ -194,8 +196,6 @@ def predict_round_trip(model: str, calls: int) -> None:
     from mlms.rpc import tensors
     from mlms.rpc.options import CHANNEL_OPTIONS
     from mlms.store.factory import default_store
-    from mlms.zoo.assets import AssetManager
-    from mlms.zoo.catalog import get_model
 
     manifest = get_model(model)
     asset = AssetManager(default_store(), mlms_home() / "cache").ensure(manifest, "torch")
@@ -340,13 +340,13 @@ def _fleet(folder: Path, tls: dict[str, object] | None) -> Iterator[object]:
 
 
 def secure_vs_plaintext(models: list[str], calls: int) -> None:
+    from mlms.catalog.zoo import get_model
     from mlms.protos.mlms.v2 import calls_pb2, types_pb2
     from mlms.rpc import tensors
     from mlms.security.ca import issue, make_ca
     from mlms.security.tls import TlsFiles
     from mlms.security.tokens import Tokens
     from mlms.store.local import LocalStore
-    from mlms.zoo.catalog import get_model
 
     with tempfile.TemporaryDirectory() as name:
         folder = Path(name)

@@ -33,14 +33,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def file_vs_zoo(model: str, rounds: int, iterations: int, home: Path) -> None:
     import torch
 
+    from mlms.assets.file_models import ModelOptions
+    from mlms.assets.manager import AssetManager
+    from mlms.catalog.zoo import get_model
     from mlms.client import EmbeddedClient
     from mlms.evaluation.record import EvaluationRequest
     from mlms.predictors.base import PredictorOptions
     from mlms.predictors.registry import predictor_class
     from mlms.store.local import LocalStore
-    from mlms.zoo.assets import AssetManager
-    from mlms.zoo.catalog import get_model
-    from mlms.zoo.file_models import ModelOptions
 
     store = LocalStore(home / "store")
     client = EmbeddedClient(store)
@@ -82,10 +82,10 @@ def upload(megabytes: int, home: Path) -> None:
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
+    from mlms.assets.file_models import ModelOptions
     from mlms.registry.memory import MemoryRegistry
     from mlms.remote_client import RemoteClient
     from mlms.server.process import Server, ServerConfig
-    from mlms.zoo.file_models import ModelOptions
 
     side = int((megabytes * 1e6 / 4) ** 0.5)
     weight = np.random.default_rng(0).standard_normal((side, side)).astype("float32")

@@ -4,7 +4,7 @@ outside (wall, and user+sys CPU); the minimum of N runs a case (``fresh_processe
 ``--baseline TREE`` (a checkout's root holding another ``mlms/``) the two trees alternate and
 the ratio is printed.
 
-Cases: ``tensorflow`` (``mlms.zoo.keras_models.import_tensorflow``, which every agent, builder
+Cases: ``tensorflow`` (``mlms.assets.keras_models.import_tensorflow``, which every agent, builder
 and signature reader of TensorFlow calls), ``jax`` (``mlms.predictors.jax_predictor.
 import_keras``, the jax agent's), and ``eval-torch``, ``eval-tensorflow`` (a whole embedded
 ``mlms eval -m digits_cnn -f FRAMEWORK -n 2``: the CLI, for TensorFlow its child agent, the
@@ -26,7 +26,7 @@ from fresh_processes import compare
 CASES = {
     "tensorflow": [
         "-c",
-        "from mlms.zoo.keras_models import import_tensorflow; import_tensorflow()",
+        "from mlms.assets.keras_models import import_tensorflow; import_tensorflow()",
     ],
     "jax": ["-c", "from mlms.predictors.jax_predictor import import_keras; import_keras()"],
     **{

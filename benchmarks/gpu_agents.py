@@ -36,13 +36,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from mlms.assets.manager import AssetManager  # noqa: E402
+from mlms.catalog.zoo import get_model  # noqa: E402
 from mlms.evaluation.record import EvaluationRequest  # noqa: E402
 from mlms.evaluation.sweep import SweepSpec, SweepState  # noqa: E402
 from mlms.hardware import detect  # noqa: E402
 from mlms.remote_client import RemoteClient  # noqa: E402
 from mlms.store.factory import store_from_url  # noqa: E402
-from mlms.zoo.assets import AssetManager  # noqa: E402
-from mlms.zoo.catalog import get_model  # noqa: E402
 from tests.processes import MlmsProcess, wait_for  # noqa: E402
 from tests.services import EtcdServer, etcd_binary  # noqa: E402
 

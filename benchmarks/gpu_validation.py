@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from mlms.assets.manager import AssetManager
+from mlms.catalog.zoo import get_model
 from mlms.config import mlms_home
 from mlms.evaluation.record import EvaluationRequest
 from mlms.evaluation.runner import evaluate
@@ -47,8 +49,6 @@ from mlms.tracer.cupti import CuptiCollector
 from mlms.tracer.join import layer_gpu
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.tracer import Tracer
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model
 
 PARTS = ("env", "offset", "leveled", "fixture", "mllib", "profiler", "conflict")
 RESULTS: dict[str, Any] = {}

@@ -14,6 +14,8 @@ import argparse
 import statistics
 import time
 
+from mlms.assets.manager import AssetManager
+from mlms.catalog.zoo import get_model
 from mlms.config import mlms_home
 from mlms.evaluation.feed import Feed
 from mlms.evaluation.inputs import open_inputs
@@ -24,8 +26,6 @@ from mlms.predictors.registry import predictor_class
 from mlms.store.factory import default_store
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.tracer import Tracer
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model
 
 
 def bare_call(predictor, batch):

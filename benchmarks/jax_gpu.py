@@ -30,6 +30,8 @@ import numpy as np
 
 os.environ["KERAS_BACKEND"] = "jax"  # before anything imports Keras
 
+from mlms.assets.manager import AssetManager
+from mlms.catalog.resolve import resolve_model
 from mlms.config import mlms_home
 from mlms.evaluation.feed import Feed
 from mlms.evaluation.inputs import open_inputs
@@ -41,8 +43,6 @@ from mlms.store.factory import default_store
 from mlms.tracer.hlo_join import UNATTRIBUTED
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.tracer import Tracer
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.resolve import resolve_model
 
 
 def main() -> None:

@@ -35,14 +35,14 @@ from typing import Any
 
 import numpy as np
 
+from mlms.assets.manager import AssetManager
+from mlms.catalog.zoo import get_model
 from mlms.config import mlms_home
 from mlms.predictors.base import PredictorOptions
 from mlms.predictors.registry import predictor_class
 from mlms.predictors.torch_layer_costs import LayerCosts
 from mlms.predictors.torch_layer_hooks import HookedLayers
 from mlms.store.factory import default_store
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model
 
 Contexts = Callable[[Any], list[AbstractContextManager[Any]]]
 

@@ -26,9 +26,9 @@ MODES = ("forkserver", "spawn")
 def _build_all(mode: str, models: list[str], frameworks: list[str]) -> float:
     """In this process: every asset built, in ``mode``; the seconds it took."""
     import mlms.isolation as isolation
+    from mlms.assets.manager import AssetManager
+    from mlms.catalog.zoo import get_model
     from mlms.store.local import LocalStore
-    from mlms.zoo.assets import AssetManager
-    from mlms.zoo.catalog import get_model
 
     if mode == "spawn":
         isolation._context = lambda: multiprocessing.get_context("spawn")

@@ -59,6 +59,7 @@ def fake_hardware(index: int):
 
 
 def run(registry_url: str, agents: int, evaluations: int) -> None:
+    from mlms.catalog.zoo import all_models
     from mlms.evaluation.record import EvaluationRequest
     from mlms.registry.agents import register_agent
     from mlms.registry.base import AgentRecord
@@ -67,7 +68,6 @@ def run(registry_url: str, agents: int, evaluations: int) -> None:
     from mlms.server.dispatch import Dispatcher
     from mlms.server.fleet import Fleet
     from mlms.server.jobs import Jobs
-    from mlms.zoo.catalog import all_models
 
     models = [m.name for m in all_models()]
     registry = registry_from_url(registry_url)

@@ -92,8 +92,8 @@ def bare_rank(rank: int, setup: Setup, port: int, out: str, profile_dir: str | N
         parallelize_module,
     )
 
-    from mlms.zoo.transformer_models import CONFIGURED
-    from mlms.zoo.transformers_import import import_transformers
+    from mlms.assets.transformer_models import CONFIGURED
+    from mlms.assets.transformers_import import import_transformers
 
     device = torch.device(f"cuda:{rank}" if setup.on_gpu else "cpu")
     if setup.on_gpu:

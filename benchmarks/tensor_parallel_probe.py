@@ -31,8 +31,8 @@ def probe(rank: int, port: int) -> None:
         parallelize_module,
     )
 
-    from mlms.zoo.transformer_models import CONFIGURED
-    from mlms.zoo.transformers_import import import_transformers
+    from mlms.assets.transformer_models import CONFIGURED
+    from mlms.assets.transformers_import import import_transformers
 
     torch.cuda.set_device(rank)
     device = torch.device(f"cuda:{rank}")

@@ -17,9 +17,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from mlms.assets.transformer_models import CONFIGURED
+from mlms.assets.transformers_import import import_transformers
 from mlms.evaluation.tensor_parallel import free_port
-from mlms.zoo.transformer_models import CONFIGURED
-from mlms.zoo.transformers_import import import_transformers
 
 FORWARDS = 30
 

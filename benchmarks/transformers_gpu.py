@@ -22,6 +22,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from mlms.assets.manager import AssetManager
+from mlms.catalog.zoo import get_model
 from mlms.config import mlms_home
 from mlms.evaluation.feed import Feed
 from mlms.evaluation.inputs import open_inputs
@@ -33,8 +35,6 @@ from mlms.predictors.torch_predictor import TorchPredictor
 from mlms.store.factory import default_store
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.tracer import Tracer
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model
 
 DEVICE = "cuda:0"
 

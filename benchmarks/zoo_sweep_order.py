@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from mlms.zoo.catalog import all_models
+from mlms.catalog.zoo import all_models
 
 #: Swept first: MLPerf's and XSP's classics and one of each task and architecture kind.
 FIRST = (

@@ -20,16 +20,16 @@ if TYPE_CHECKING:  # the CLI imports this module at start: what runs loads on us
     import pyarrow as pa
 
     from mlms.advise.record import AdviceRecord, AdviceRequest
+    from mlms.assets.file_models import ModelOptions
     from mlms.bounds.record import BoundRecord, BoundRequest
     from mlms.evaluation.progress import ProgressCallback
     from mlms.evaluation.query import EvaluationQuery, P50Row
     from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
     from mlms.evaluation.summary import EvaluationSummary
     from mlms.evaluation.sweep import SweepSpec, SweepState
+    from mlms.manifest import ModelManifest
     from mlms.server.jobs import Job
     from mlms.store.base import ObjectStore
-    from mlms.zoo.file_models import ModelOptions
-    from mlms.zoo.manifest import ModelManifest
 
 log = logging.getLogger(__name__)
 
@@ -215,24 +215,24 @@ class EmbeddedClient:
         return record
 
     def list_models(self, *, libraries: bool = False) -> list[ModelManifest]:
-        from mlms.zoo.resolve import all_models
+        from mlms.catalog.resolve import all_models
 
         return all_models(self.store, libraries=libraries)
 
     def model(self, name: str) -> ModelManifest:
-        from mlms.zoo.resolve import resolve_model
+        from mlms.catalog.resolve import resolve_model
 
         return resolve_model(name, self.store)
 
     def add_model(self, path: Path, options: ModelOptions, replace: bool = False) -> ModelManifest:
-        from mlms.zoo.catalog import all_models
-        from mlms.zoo.model_store import add_model
+        from mlms.assets.model_store import add_model
+        from mlms.catalog.zoo import all_models
 
         zoo = frozenset(m.name for m in all_models())
         return add_model(self.store, Path(path), options, replace=replace, taken=zoo)
 
     def remove_model(self, name: str, version: str | None = None) -> list[str]:
-        from mlms.zoo.model_store import remove_model
+        from mlms.assets.model_store import remove_model
 
         return remove_model(self.store, name, version)
 

@@ -11,7 +11,7 @@ Triton loads later, on first use). Loading Triton before TensorFlow is no cure e
 libtriton binds lazily (no BIND_NOW), so its calls not yet made would bind to TensorFlow's copy.
 So in mlms a process runs TensorFlow or torch's compiler stack, never both: TensorFlow
 evaluates in an agent of its own (``mlms.frameworks.runs_apart``), model assets are
-built in a process of their own (``mlms.zoo.assets``), and a bound asked of a process that
+built in a process of their own (``mlms.assets.manager``), and a bound asked of a process that
 holds TensorFlow runs in one of its own (``mlms.bounds.run``).
 
 The children are forked from a server process of multiprocessing's ``forkserver``, started

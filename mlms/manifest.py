@@ -110,10 +110,10 @@ class InputSpec(_Strict):
 class OutputSpec(_Strict):
     name: str
     #: "next_token": logits over the vocabulary for the token after the sequence;
-    #: "detection" and "segmentation": what ``mlms.zoo.vision_tasks`` networks return, which
-    #: ``mlms.zoo.postprocess`` turns into boxes or a class per pixel.
+    #: "detection" and "segmentation": what ``mlms.tasks.vision_tasks`` networks return, which
+    #: ``mlms.tasks.postprocess`` turns into boxes or a class per pixel.
     type: Literal["classification", "next_token", "detection", "segmentation"] = "classification"
-    #: A label file shipped in ``mlms/zoo/labels`` (e.g. "imagenet1k") or the labels inline;
+    #: A label file shipped in ``mlms/catalog/labels`` (e.g. "imagenet1k") or the labels inline;
     #: none for a vocabulary (classes are token ids).
     labels: str | list[str] | None = None
 
@@ -138,7 +138,7 @@ class BuildSource(_Strict):
     """Construct the architecture locally with seeded weights."""
 
     kind: Literal["build"] = "build"
-    builder: str = Field(description="a name in mlms.zoo.architectures.ARCHITECTURES")
+    builder: str = Field(description="a name in mlms.assets.architectures.ARCHITECTURES")
     seed: int = Field(default=0, ge=0, le=2**32 - 1)
 
     @field_validator("builder")
@@ -172,7 +172,7 @@ class UrlSource(_Strict):
 
 
 class FileSource(_Strict):
-    """A user's artifact (``mlms.zoo.formats``): stored in the store under the model's asset
+    """A user's artifact (``mlms.assets.formats``): stored in the store under the model's asset
     prefix (origin user), or read where it lies (origin file or hub: ``path`` names it)."""
 
     kind: Literal["file"] = "file"
@@ -224,7 +224,7 @@ TASKS: tuple[str, ...] = get_args(Task)
 
 
 class ModelManifest(_Strict):
-    #: A library's architecture is ``LIBRARY:NAME`` (``mlms.zoo.library_models``).
+    #: A library's architecture is ``LIBRARY:NAME`` (``mlms.catalog.library_models``).
     name: str = Field(pattern=r"^(?:[a-z]+:)?[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=64)
     version: str
     task: Task

@@ -19,7 +19,10 @@ from google.protobuf.message import Message
 from pydantic import BaseModel
 
 from mlms.advise.record import AdviceRecord, AdviceRequest
+from mlms.assets.file_models import ModelOptions
+from mlms.assets.packing import chunks, packed
 from mlms.bounds.record import BoundRecord, BoundRequest
+from mlms.catalog.resolve import is_local
 from mlms.client import Evaluations
 from mlms.errors import EvaluationInFlight, InvalidArgument, Unavailable, UnknownModel
 from mlms.evaluation.progress import ProgressCallback
@@ -27,6 +30,7 @@ from mlms.evaluation.query import EvaluationQuery, P50Row
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.evaluation.summary import EvaluationSummary
 from mlms.evaluation.sweep import SweepSpec, SweepState
+from mlms.manifest import ModelManifest
 from mlms.protos.mlms.v2 import (
     advice_pb2,
     calls_pb2,
@@ -45,10 +49,6 @@ from mlms.rpc.serving import split_address
 from mlms.rpc.status import error_from_rpc
 from mlms.security.tls import TlsFiles, open_channel
 from mlms.server.jobs import Job
-from mlms.zoo.file_models import ModelOptions
-from mlms.zoo.manifest import ModelManifest
-from mlms.zoo.packing import chunks, packed
-from mlms.zoo.resolve import is_local
 
 if TYPE_CHECKING:  # pandas and pyarrow load with the spans and analyses that need them
     import pandas as pd

@@ -12,7 +12,7 @@ What a test may rely on:
   device locks and the asset cache of one worker are not another's. Tests must not count on
   being alone on the machine (another worker evaluates beside them).
 - ``store``: the local store in it. Its ``models/`` folder (the built model assets) is shared by
-  the workers of one run: ``mlms.zoo.assets`` builds an asset once under a lock on its folder,
+  the workers of one run: ``mlms.assets.manager`` builds an asset once under a lock on its folder,
   so whichever worker needs digits_cnn or resnet18 first builds it and the other loads it. A
   test that damages an asset does so in a store of its own (``tmp_path``), never in this one.
 - ``etcd``, ``running_etcd``, ``s3`` (``tests/fixtures_services.py``): real servers on free

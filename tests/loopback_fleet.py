@@ -13,12 +13,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mlms.assets.manager import AssetManager
+from mlms.catalog.zoo import get_model
 from mlms.registry.factory import registry_from_url
 from mlms.remote_client import RemoteClient
 from mlms.store.base import ObjectStore
 from mlms.store.factory import store_from_url
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model
 from tests.processes import MlmsProcess, wait_for
 from tests.shared_assets import copy_asset
 

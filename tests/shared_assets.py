@@ -7,10 +7,10 @@ the same model again before its agents start.
 
 from __future__ import annotations
 
+from mlms.assets.manager import AssetManager, asset_prefix
+from mlms.catalog.zoo import get_model
 from mlms.config import mlms_home
 from mlms.store.base import ObjectStore
-from mlms.zoo.assets import AssetManager, asset_prefix
-from mlms.zoo.catalog import get_model
 
 
 def copy_asset(source: ObjectStore, target: ObjectStore, model: str, framework: str) -> None:

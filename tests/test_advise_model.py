@@ -12,10 +12,10 @@ from mlms.advise.predict import CostModel, Prior, batch_factors
 from mlms.advise.record import AdviceRequest, Config, Observation
 from mlms.advise.run import _Session
 from mlms.advise.space import build_space
+from mlms.catalog.zoo import get_model
 from mlms.errors import InvalidArgument
 from mlms.evaluation.record import BatchResult, EvaluationRecord, EvaluationRequest, LatencyStats
 from mlms.user_input import validated
-from mlms.zoo.catalog import get_model
 
 #: A made-up truth: torch's cost is the product of these factors.
 BASE_MS = 40.0

@@ -1,15 +1,15 @@
-"""Stored weights go into the bare network (``mlms.zoo.architectures.with_weights``): built on the
-meta device and given the stored tensors themselves where every tensor then has data, built for
-real and loaded where the network keeps a buffer the weights do not hold. Either way the
+"""Stored weights go into the bare network (``mlms.assets.architectures.with_weights``): built on
+the meta device and given the stored tensors themselves where every tensor then has data, built
+for real and loaded where the network keeps a buffer the weights do not hold. Either way the
 network computes what the one it was saved from computes."""
 
 from __future__ import annotations
 
 import torch
 
-from mlms.zoo.architectures import build, with_weights
-from mlms.zoo.catalog import get_model
-from mlms.zoo.transformers_import import import_transformers
+from mlms.assets.architectures import build, with_weights
+from mlms.assets.transformers_import import import_transformers
+from mlms.catalog.zoo import get_model
 
 
 def _saved(name: str) -> tuple[torch.nn.Module, dict[str, torch.Tensor]]:

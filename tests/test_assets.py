@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from mlms.assets.manager import AssetManager, asset_prefix
+from mlms.catalog.zoo import get_model
 from mlms.errors import AssetError, ChecksumMismatch
+from mlms.manifest import ModelManifest
 from mlms.store.local import LocalStore
-from mlms.zoo.assets import AssetManager, asset_prefix
-from mlms.zoo.catalog import get_model
-from mlms.zoo.manifest import ModelManifest
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ import json
 import pytest
 import torch
 
+from mlms.assets.architectures import architecture
 from mlms.bounds.fusion import fusable_chains
 from mlms.bounds.graph import Layer, LayerGraph, layer_graph
 from mlms.bounds.layer_bench import BenchTask, FusedConv, LayerBench, Timing, run_in_child
@@ -16,7 +17,6 @@ from mlms.bounds.lower_bound import Measured, batch_bound
 from mlms.bounds.record import BoundRequest
 from mlms.bounds.run import bound
 from mlms.errors import MlmsError
-from mlms.zoo.architectures import architecture
 from tests.test_cli import _one_line_error, mlms
 
 

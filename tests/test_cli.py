@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from mlms.zoo.assets import asset_prefix
-from mlms.zoo.catalog import get_model
+from mlms.assets.manager import asset_prefix
+from mlms.catalog.zoo import get_model
 
 
 def mlms(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

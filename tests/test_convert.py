@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from mlms.bounds.record import BoundRecord, BoundRequest
+from mlms.catalog.zoo import all_models
 from mlms.errors import InvalidArgument
 from mlms.evaluation.precisions import PRECISIONS
 from mlms.evaluation.record import (
@@ -27,13 +28,12 @@ from mlms.evaluation.record import (
     EvaluationRequest,
 )
 from mlms.hardware import HardwareInfo
+from mlms.manifest import ModelManifest
 from mlms.protos.mlms.v2 import bound_pb2, evaluation_pb2, fleet_pb2, manifest_pb2
 from mlms.registry.base import AgentRecord
 from mlms.rpc.convert import from_proto, to_proto
 from mlms.server.jobs import Job
 from mlms.tracer.levels import TraceLevel
-from mlms.zoo.catalog import all_models
-from mlms.zoo.manifest import ModelManifest
 
 INT64 = st.integers(-(2**63), 2**63 - 1)
 SCALARS = st.one_of(st.none(), st.booleans(), INT64, st.floats(allow_nan=False), st.text())

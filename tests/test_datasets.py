@@ -17,6 +17,9 @@ import pytest
 from PIL import Image
 
 from mlms import errors
+from mlms.assets.digits import load_split
+from mlms.assets.transformers_import import import_transformers
+from mlms.catalog.zoo import get_model
 from mlms.client import EmbeddedClient
 from mlms.datasets import ingest
 from mlms.datasets.binding import bind
@@ -26,11 +29,8 @@ from mlms.datasets.stream import DatasetStream
 from mlms.evaluation.record import EvaluationRequest
 from mlms.evaluation.runner import evaluate
 from mlms.tracer.levels import TraceLevel
-from mlms.zoo.catalog import get_model
-from mlms.zoo.digits import load_split
-from mlms.zoo.transformers_import import import_transformers
 
-#: digits_cnn's top-1 on its held-out split (mlms/zoo/models/digits_cnn.yaml, seed 0).
+#: digits_cnn's top-1 on its held-out split (mlms/catalog/models/digits_cnn.yaml, seed 0).
 ZOO_TOP1 = 0.9806
 
 

@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from mlms.assets.digits import load_split
 from mlms.datasets.ingest import add_dataset
 from mlms.evaluation.record import EvaluationRequest
 from mlms.protos.mlms.v2 import calls_pb2, evaluation_pb2, evaluator_pb2_grpc
 from mlms.remote_client import RemoteClient
 from mlms.store.factory import store_from_url
-from mlms.zoo.digits import load_split
 from tests.loopback_fleet import running_fleet
 
-#: digits_cnn's top-1 on its held-out split (mlms/zoo/models/digits_cnn.yaml, seed 0).
+#: digits_cnn's top-1 on its held-out split (mlms/catalog/models/digits_cnn.yaml, seed 0).
 ZOO_TOP1 = 0.9806
 
 

@@ -1,4 +1,4 @@
-"""The digits split that ships with mlms (``mlms/zoo/data/digits_split.npz``) is
+"""The digits split that ships with mlms (``mlms/assets/data/digits_split.npz``) is
 scikit-learn's: its bundled digits, 20 % held out, stratified, seed 0.
 
 ``python tests/test_digits_split.py`` writes the file again from scikit-learn (the one place
@@ -12,7 +12,7 @@ from dataclasses import fields
 
 import numpy as np
 
-from mlms.zoo.digits import SPLIT_FILE, TEST_FRACTION, DigitsSplit, load_split
+from mlms.assets.digits import SPLIT_FILE, TEST_FRACTION, DigitsSplit, load_split
 
 
 def scikit_learn_split() -> DigitsSplit:
@@ -39,7 +39,7 @@ def test_the_shipped_split_is_scikit_learns() -> None:
 
 def test_reading_the_split_does_not_import_scikit_learn() -> None:
     code = (
-        "import sys; from mlms.zoo.digits import load_split; load_split(); "
+        "import sys; from mlms.assets.digits import load_split; load_split(); "
         "assert 'sklearn' not in sys.modules, sorted(m for m in sys.modules if 'sklearn' in m)"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -18,6 +18,8 @@ from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
 from mlms.agent.process import SERVICE_NAME, Agent, AgentConfig
+from mlms.assets.manager import AssetManager
+from mlms.catalog.zoo import get_model
 from mlms.config import mlms_home
 from mlms.errors import Unavailable
 from mlms.protos.mlms.v2 import calls_pb2, predictor_pb2, predictor_pb2_grpc, types_pb2
@@ -29,8 +31,6 @@ from mlms.server.agents import AgentChannels
 from mlms.server.dispatch import Dispatcher
 from mlms.server.fleet import Fleet
 from mlms.server.jobs import Jobs
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model
 from tests.processes import free_port, wait_for
 
 SPEC = types_pb2.ModelSpec(model="digits_cnn", framework="torch", hw="cpu")

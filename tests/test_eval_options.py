@@ -13,6 +13,8 @@ from click.testing import CliRunner
 from pydantic import ValidationError
 
 from mlms.analysis.compare import run_options
+from mlms.assets.manager import AssetManager
+from mlms.catalog.zoo import get_model
 from mlms.cli.main import cli
 from mlms.errors import InvalidArgument
 from mlms.evaluation.feed import ON_DEVICE, PINNED, Feed, placement
@@ -25,8 +27,6 @@ from mlms.predictors.onnxruntime_predictor import OnnxRuntimePredictor
 from mlms.tracer.archive import read_table
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.tracer import Tracer
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model
 
 
 def _request(**changes: Any) -> EvaluationRequest:

@@ -328,7 +328,7 @@ def test_min_seconds_is_a_lower_bound_on_the_measured_run(store) -> None:
 def test_dataset_input_runs_digits_on_its_held_out_split(store) -> None:
     from sklearn.datasets import load_digits
 
-    from mlms.zoo.digits import TEST_FRACTION
+    from mlms.assets.digits import TEST_FRACTION
 
     record = evaluate(
         _request(framework="torch", inputs=["dataset"], batch_sizes=[4], iterations=3),

@@ -17,25 +17,25 @@ import numpy as np
 import pytest
 
 from mlms import errors
+from mlms.assets.digits import load_split
+from mlms.assets.file_models import ModelOptions, parse_input_shape
+from mlms.assets.formats import file_sha256
+from mlms.assets.manager import AssetManager
+from mlms.assets.transformers_import import import_transformers
+from mlms.catalog.resolve import resolve_model
+from mlms.catalog.zoo import get_model
 from mlms.client import EmbeddedClient
 from mlms.evaluation.record import EvaluationRequest
 from mlms.predictors.base import PredictorOptions
 from mlms.predictors.registry import predictor_class
 from mlms.protos.mlms.v2 import evaluator_pb2, evaluator_pb2_grpc
 from mlms.store.local import LocalStore
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model
-from mlms.zoo.digits import load_split
-from mlms.zoo.file_models import ModelOptions, parse_input_shape
-from mlms.zoo.formats import file_sha256
-from mlms.zoo.resolve import resolve_model
-from mlms.zoo.transformers_import import import_transformers
 
 DIGITS = ["color=L", "resize=8", "crop=8", "scale=16"]
 
 
 def _digits_options(name: str, **extra) -> ModelOptions:
-    from mlms.zoo.file_models import parse_preprocess
+    from mlms.assets.file_models import parse_preprocess
 
     return ModelOptions(name=name, preprocess=parse_preprocess(DIGITS), **extra)
 
@@ -46,7 +46,7 @@ def artifacts(tmp_path_factory, store) -> dict[str, Path]:
     format."""
     import torch
 
-    from mlms.zoo.exporters import export_onnx
+    from mlms.assets.exporters import export_onnx
 
     folder = tmp_path_factory.mktemp("artifacts")
     manifest = get_model("digits_cnn")
@@ -422,7 +422,7 @@ def test_a_hub_id_is_fetched_once_and_then_offline(tmp_path, client, monkeypatch
 def write_keras_models(folder: Path) -> None:
     """A small seeded Keras CNN (channels last), saved as .keras and exported as a SavedModel.
     Runs in a process of its own: TensorFlow must not load in the test process."""
-    from mlms.zoo.keras_models import import_tensorflow
+    from mlms.assets.keras_models import import_tensorflow
 
     import_tensorflow()
     import keras

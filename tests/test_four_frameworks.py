@@ -18,14 +18,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mlms.assets.digits import load_split
+from mlms.assets.manager import AssetManager
+from mlms.catalog.zoo import get_model
 from mlms.frameworks import own_interpreter
 from mlms.isolation import call_in_own_process
 from mlms.predictors.base import PredictorOptions
 from mlms.predictors.registry import predictor_class
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model
-from mlms.zoo.digits import load_split
-from mlms.zoo.preprocess import preprocess
+from mlms.tasks.preprocess import preprocess
 
 IN_PROCESS = ("torch", "onnxruntime")
 MXNET_SCRIPT = """
@@ -34,7 +34,7 @@ import numpy as np
 from mlms.isolation import call_in_own_process
 from mlms.predictors.base import PredictorOptions
 from mlms.predictors.mxnet_predictor import MXNetPredictor
-from mlms.zoo.catalog import get_model
+from mlms.catalog.zoo import get_model
 asset, batch_file = sys.argv[1:]
 with MXNetPredictor(get_model("digits_cnn"), asset, PredictorOptions()) as predictor:
     labels = predictor.predict(np.load(batch_file)).argmax(axis=1)

@@ -63,6 +63,8 @@ import mlms
 from mlms import hardware
 from mlms.agent.process import Agent, AgentConfig
 from mlms.agent.service import MAX_BATCH_PIXELS, MAX_IMAGE_PIXELS
+from mlms.assets.manager import AssetManager
+from mlms.catalog.zoo import BUILTIN_DIR, LABELS_DIR, get_model
 from mlms.config import mlms_home
 from mlms.datasets.index import parse_reference
 from mlms.errors import InvalidArgument, ManifestError, MlmsError
@@ -78,6 +80,7 @@ from mlms.evaluation.record import (
 )
 from mlms.evaluation.runner import leveled_runs
 from mlms.evaluation.sweep import SweepSpec
+from mlms.manifest import MAX_SAMPLE_VALUES, UrlSource, load_manifest
 from mlms.protos.mlms.v2 import (
     advice_pb2,
     bound_pb2,
@@ -95,9 +98,6 @@ from mlms.rpc.options import MAX_MESSAGE_BYTES
 from mlms.rpc.payloads import bound_request, evaluation_request
 from mlms.server import jobs
 from mlms.server.process import Server, ServerConfig
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import BUILTIN_DIR, LABELS_DIR, get_model
-from mlms.zoo.manifest import MAX_SAMPLE_VALUES, UrlSource, load_manifest
 from tests.processes import wait_for
 
 # PIL warns about the decompression bombs these tests send on purpose (the agent refuses them).

@@ -23,14 +23,14 @@ from pathlib import Path
 import psutil
 import pytest
 
+from mlms.assets.manager import AssetManager
+from mlms.catalog.zoo import get_model
 from mlms.config import mlms_home
 from mlms.evaluation.record import EvaluationRequest
 from mlms.registry.base import AgentRecord
 from mlms.registry.factory import registry_from_url
 from mlms.remote_client import RemoteClient
 from mlms.rpc.payloads import evaluate_message
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model
 from tests.fake_gpus import child_env
 from tests.processes import MlmsProcess, free_port, port_held, wait_for
 

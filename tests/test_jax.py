@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from mlms.catalog.zoo import get_model
 from mlms.errors import InvalidArgument
 from mlms.isolation import call_in_own_process
 from mlms.predictors.base import PredictorOptions
@@ -27,7 +28,6 @@ from mlms.predictors.jax_predictor import JaxPredictor
 from mlms.store.base import ObjectStore
 from mlms.tracer.archive import read_spans
 from mlms.tracer.hlo_join import UNATTRIBUTED
-from mlms.zoo.catalog import get_model
 from tests.framework_checks import VOCABULARY, nested_layers
 
 

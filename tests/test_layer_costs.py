@@ -19,6 +19,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from mlms.assets.manager import AssetManager
+from mlms.catalog.zoo import get_model
 from mlms.evaluation.record import EvaluationRequest
 from mlms.evaluation.runner import evaluate
 from mlms.predictors.base import PredictorOptions
@@ -28,8 +30,6 @@ from mlms.predictors.torch_layer_hooks import HookedLayers
 from mlms.predictors.torch_predictor import TorchPredictor
 from mlms.tracer.archive import read_spans
 from mlms.tracer.levels import TraceLevel
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model
 
 #: Model -> (multiply-adds per image in G, parameters): torchvision's published figures.
 PUBLISHED = {

@@ -21,6 +21,9 @@ import pytest
 
 from mlms import errors
 from mlms.agent.service import Load, PredictorService
+from mlms.assets.file_models import ModelOptions
+from mlms.assets.model_store import add_model
+from mlms.assets.transformers_import import import_transformers
 from mlms.evaluation.record import EvaluationRequest
 from mlms.library_errors import TRACEBACKS, library_failures, library_reason
 from mlms.protos.mlms.v2 import predictor_pb2, predictor_pb2_grpc, types_pb2
@@ -29,9 +32,6 @@ from mlms.rpc.otlp import process_provider
 from mlms.rpc.payloads import evaluate_message
 from mlms.rpc.serving import Service, start_server
 from mlms.rpc.status import error_from_rpc
-from mlms.zoo.file_models import ModelOptions
-from mlms.zoo.model_store import add_model
-from mlms.zoo.transformers_import import import_transformers
 
 #: What every report of the failure says, whatever the transformers version.
 REASON = r"transformers \d+\.\d+\S*: KeyError: 'no_such_activation'"

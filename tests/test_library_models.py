@@ -17,6 +17,9 @@ from pathlib import Path
 import grpc
 import pytest
 
+from mlms.catalog.library_models import library_manifest, refused_architectures
+from mlms.catalog.resolve import resolve_model
+from mlms.catalog.zoo import all_models
 from mlms.client import EmbeddedClient
 from mlms.errors import InvalidArgument, UnknownModel
 from mlms.evaluation.record import EvaluationRequest
@@ -24,9 +27,6 @@ from mlms.evaluation.sweep import SweepSpec
 from mlms.protos.mlms.v2 import calls_pb2, evaluator_pb2, evaluator_pb2_grpc
 from mlms.remote_client import RemoteClient
 from mlms.server.process import Server, ServerConfig
-from mlms.zoo.catalog import all_models
-from mlms.zoo.library_models import library_manifest, refused_architectures
-from mlms.zoo.resolve import resolve_model
 
 TIMM = "timm:test_resnet"
 TORCHVISION = "torchvision:shufflenet_v2_x0_5"

@@ -88,12 +88,12 @@ def test_other_scenarios_run(store, target, scenario: str, tmp_path: Path) -> No
 
 def test_single_stream_through_a_server(store, tmp_path: Path) -> None:
     from mlms.agent.process import Agent, AgentConfig
+    from mlms.assets.manager import AssetManager
+    from mlms.catalog.zoo import get_model
     from mlms.config import mlms_home
     from mlms.registry.factory import registry_from_url
     from mlms.remote_client import RemoteClient
     from mlms.server.process import Server, ServerConfig
-    from mlms.zoo.assets import AssetManager
-    from mlms.zoo.catalog import get_model
 
     # Built here first: building it inside the first predict could outlast the call's deadline.
     AssetManager(store, mlms_home() / "cache").ensure(get_model("digits_cnn"), "torch")

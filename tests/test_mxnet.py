@@ -17,18 +17,18 @@ import grpc
 import numpy as np
 import pytest
 
+from mlms.assets.digits import load_split
+from mlms.assets.manager import AssetManager
+from mlms.catalog.zoo import get_model
 from mlms.client import EmbeddedClient
 from mlms.errors import InvalidArgument, UnsupportedFramework
 from mlms.evaluation.record import EvaluationRequest
 from mlms.frameworks import own_interpreter
 from mlms.predictors.mxnet_predictor import BULK, GraphNode, OpEvent, align
 from mlms.protos.mlms.v2 import predictor_pb2, predictor_pb2_grpc
+from mlms.tasks.preprocess import preprocess
 from mlms.tracer.archive import read_spans
 from mlms.tracer.layer_kinds import normalise_kind
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model
-from mlms.zoo.digits import load_split
-from mlms.zoo.preprocess import preprocess
 from tests.framework_checks import nested_layers
 from tests.processes import MlmsProcess, wait_for
 
@@ -39,7 +39,7 @@ import json, sys
 import numpy as np
 from mlms.predictors.base import PredictorOptions
 from mlms.predictors.mxnet_predictor import MXNetPredictor
-from mlms.zoo.catalog import get_model
+from mlms.catalog.zoo import get_model
 model, asset, batch_file = sys.argv[1:]
 batch = np.load(batch_file)
 with MXNetPredictor(get_model(model), asset, PredictorOptions()) as predictor:

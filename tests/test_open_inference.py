@@ -22,6 +22,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from mlms.agent.open_inference import SERVICE_NAME, OpenInferenceService, add_to_server
+from mlms.assets.manager import AssetManager
+from mlms.catalog.zoo import get_model
 from mlms.config import mlms_home
 from mlms.predictors.base import PredictorOptions
 from mlms.predictors.registry import predictor_class
@@ -32,8 +34,6 @@ from mlms.rpc.options import CHANNEL_OPTIONS
 from mlms.rpc.serving import Service, start_server
 from mlms.security.ca import issue, make_ca
 from mlms.security.tls import TlsFiles
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model
 from tests.otlp_receiver import Receiver
 from tests.processes import MlmsProcess, wait_for
 

@@ -1,5 +1,5 @@
 """Frameworks import without the packages they load only because those are installed
-(``mlms.zoo.optional_imports``), and those packages import as usual afterwards."""
+(``mlms.assets.optional_imports``), and those packages import as usual afterwards."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from mlms.zoo.optional_imports import without
+from mlms.assets.optional_imports import without
 
 
 def test_a_hidden_package_is_not_installed_inside_and_imports_after(monkeypatch) -> None:
@@ -25,9 +25,12 @@ def test_a_hidden_package_is_not_installed_inside_and_imports_after(monkeypatch)
 @pytest.mark.parametrize(
     ("framework", "hidden"),
     [
-        ("from mlms.zoo.keras_models import import_tensorflow as load", "sklearn jax matplotlib"),
+        (
+            "from mlms.assets.keras_models import import_tensorflow as load",
+            "sklearn jax matplotlib",
+        ),
         ("from mlms.predictors.jax_predictor import import_keras as load", "sklearn matplotlib"),
-        ("from mlms.zoo.transformers_import import import_transformers as load", "sklearn"),
+        ("from mlms.assets.transformers_import import import_transformers as load", "sklearn"),
     ],
 )
 def test_a_framework_loads_without_its_extras(framework: str, hidden: str) -> None:

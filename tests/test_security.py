@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 
 from mlms import errors
 from mlms.agent.process import Agent, AgentConfig
+from mlms.assets.manager import AssetManager
+from mlms.catalog.zoo import get_model
 from mlms.config import mlms_home
 from mlms.protos.mlms.v2 import calls_pb2, predictor_pb2, predictor_pb2_grpc, types_pb2
 from mlms.registry.factory import registry_from_url
@@ -34,8 +36,6 @@ from mlms.security.tls import TlsFiles
 from mlms.security.tokens import Tokens
 from mlms.server.process import Server, ServerConfig
 from mlms.store.local import LocalStore
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model
 from tests.processes import wait_for
 
 HOSTS = ["127.0.0.1", "localhost"]

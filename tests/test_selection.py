@@ -10,12 +10,12 @@ from functools import partial
 
 import pytest
 
+from mlms.catalog.zoo import get_model
 from mlms.errors import HardwareNotFound, InvalidArgument, Unavailable, UnsupportedFramework
 from mlms.hardware import GpuInfo, HardwareInfo
 from mlms.registry.base import AgentRecord
 from mlms.server.fleet import Pending
 from mlms.server.selection import choose, parse_framework
-from mlms.zoo.catalog import get_model
 
 RESNET = get_model("resnet50")
 

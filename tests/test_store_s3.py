@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from minio import Minio
 
+from mlms.assets.manager import AssetManager, asset_prefix
+from mlms.catalog.zoo import get_model
 from mlms.errors import ChecksumMismatch, InvalidArgument, StoreError, Unavailable
 from mlms.store.base import ObjectStore
 from mlms.store.factory import store_from_url
 from mlms.store.local import LocalStore
 from mlms.store.s3 import S3Store
-from mlms.zoo.assets import AssetManager, asset_prefix
-from mlms.zoo.catalog import get_model
 from tests.processes import free_port
 from tests.services import S3Server
 

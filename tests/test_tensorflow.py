@@ -19,19 +19,19 @@ import numpy as np
 import pytest
 
 from mlms.analysis.compare import run_options
+from mlms.assets.digits import load_split
+from mlms.assets.manager import AssetManager
+from mlms.catalog.zoo import get_model
 from mlms.client import EmbeddedClient
 from mlms.errors import InvalidArgument, UnsupportedFramework
 from mlms.evaluation.record import EvaluationRequest
 from mlms.predictors.base import PredictorOptions
 from mlms.store.base import ObjectStore
+from mlms.tasks.preprocess import preprocess
 from mlms.tracer.archive import read_spans
 from mlms.tracer.layer_kinds import normalise_kind
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.spans import TimedEvent
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model
-from mlms.zoo.digits import load_split
-from mlms.zoo.preprocess import preprocess
 from tests.framework_checks import nested_layers
 
 
@@ -47,7 +47,7 @@ def _keras_and_torch_logits(store: ObjectStore, cache: Path) -> tuple[np.ndarray
     """Logits of the Keras twin of digits and of its torch module, on 64 held-out images."""
     import torch
 
-    from mlms.zoo.keras_models import keras_model
+    from mlms.assets.keras_models import keras_model
 
     manifest = get_model("digits_cnn")
     module = AssetManager(store, cache).canonical_module(manifest)
@@ -148,8 +148,8 @@ def test_keras_applications_model_runs_with_layer_events(
 
 def _gpu_request_error(store: ObjectStore, cache: Path) -> str | None:
     """The error a cuda:0 predictor raises; None where this TensorFlow sees a GPU."""
+    from mlms.assets.keras_models import import_tensorflow
     from mlms.predictors.tensorflow_predictor import TensorFlowPredictor
-    from mlms.zoo.keras_models import import_tensorflow
 
     if import_tensorflow().config.list_physical_devices("GPU"):
         return None

@@ -1,7 +1,7 @@
 """Every transformer of the zoo on the transformers installed here (4.57 or 5.x, each through
 what that version offers): built from its configuration with its seeded weights, one forward
 of the full-size network, and its stored weights taken back by the loading path
-(``mlms.zoo.architectures.with_weights``: the meta device, or a build without initialising)
+(``mlms.assets.architectures.with_weights``: the meta device, or a build without initialising)
 giving the very same logits."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from mlms.assets.architectures import build, from_transformers, with_weights
+from mlms.catalog.zoo import all_models, get_model, labels_of
 from mlms.tracer.layer_kinds import normalise_kind
-from mlms.zoo.architectures import build, from_transformers, with_weights
-from mlms.zoo.catalog import all_models, get_model, labels_of
 
 TRANSFORMERS = sorted(
     m.name
@@ -56,9 +56,9 @@ def test_attention_modules_of_both_majors_are_one_kind(name: str) -> None:
 
 
 def test_a_record_names_the_transformers_release_that_built_the_model(store) -> None:
+    from mlms.assets.transformers_import import import_transformers
     from mlms.evaluation.record import EvaluationRequest
     from mlms.evaluation.runner import evaluate
-    from mlms.zoo.transformers_import import import_transformers
 
     request = EvaluationRequest(
         model="llama_mini", framework="torch", iterations=1, warmup=0, min_seconds=0.0, seq_len=8

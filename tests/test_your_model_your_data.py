@@ -14,19 +14,19 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from mlms.assets.digits import load_split
+from mlms.assets.file_models import ModelOptions, parse_preprocess
+from mlms.assets.manager import AssetManager
+from mlms.catalog.zoo import get_model
 from mlms.client import EmbeddedClient
 from mlms.datasets.ingest import add_dataset
 from mlms.evaluation.record import EvaluationRequest
 from mlms.remote_client import RemoteClient
 from mlms.store.factory import store_from_url
 from mlms.store.local import LocalStore
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import get_model
-from mlms.zoo.digits import load_split
-from mlms.zoo.file_models import ModelOptions, parse_preprocess
 from tests.loopback_fleet import running_fleet
 
-#: digits_cnn's top-1 on its held-out split (mlms/zoo/models/digits_cnn.yaml, seed 0).
+#: digits_cnn's top-1 on its held-out split (mlms/catalog/models/digits_cnn.yaml, seed 0).
 ZOO_TOP1 = 0.9806
 FORMATS = {"onnx": "onnxruntime", "pt2": "torch", "keras": "tensorflow"}
 DATASETS = ("png", "npz")
@@ -38,7 +38,7 @@ def artifacts(tmp_path_factory, store, mlms_home: Path) -> dict[str, Path]:
     converted layer by layer from the same torch weights; the session store's, read only)."""
     import torch
 
-    from mlms.zoo.exporters import export_onnx
+    from mlms.assets.exporters import export_onnx
 
     folder = tmp_path_factory.mktemp("digits_artifacts")
     assets = AssetManager(store, mlms_home / "cache")

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from mlms.assets.manager import AssetManager
+from mlms.catalog.zoo import all_models, get_model, labels_of
 from mlms.errors import ManifestError, UnknownModel
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import all_models, get_model, labels_of
-from mlms.zoo.manifest import FrameworkConstraint, load_manifest
+from mlms.manifest import FrameworkConstraint, load_manifest
 
 REQUIRED = {
     "alexnet",
@@ -63,13 +63,13 @@ def test_unknown_model_names_close_matches() -> None:
     [
         ("name: bad\nversion: 1.0.0\ntask: image_classification\n", "frameworks"),
         (
-            (Path(__file__).parent.parent / "mlms/zoo/models/resnet18.yaml")
+            (Path(__file__).parent.parent / "mlms/catalog/models/resnet18.yaml")
             .read_text()
             .replace("shape: [3, 224, 224]", "shape: [3, -1, 224]"),
             "inputs.0.shape",
         ),
         (
-            (Path(__file__).parent.parent / "mlms/zoo/models/resnet18.yaml")
+            (Path(__file__).parent.parent / "mlms/catalog/models/resnet18.yaml")
             .read_text()
             .replace('version: ">=2.0"', 'version: "at least two"'),
             "frameworks.0.version",
@@ -102,8 +102,8 @@ def test_framework_constraints_ignore_local_build_labels() -> None:
 
 _BUILD_DIGITS = (
     "import sys; import tensorflow; from pathlib import Path; "
-    "from mlms.store.local import LocalStore; from mlms.zoo.assets import AssetManager; "
-    "from mlms.zoo.catalog import get_model; "
+    "from mlms.store.local import LocalStore; from mlms.assets.manager import AssetManager; "
+    "from mlms.catalog.zoo import get_model; "
     "home = Path(sys.argv[1]); assets = AssetManager(LocalStore(home), home / 'cache'); "
     "manifest = get_model('digits_cnn'); assets.ensure(manifest, 'onnxruntime'); "
     "print(assets.ensure(manifest, 'torch').sha256)"

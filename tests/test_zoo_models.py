@@ -15,17 +15,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from mlms.assets.keras_models import TRANSFORMERS
+from mlms.assets.manager import AssetManager
+from mlms.catalog.zoo import BUILTIN_DIR, get_model, labels_of
 from mlms.evaluation.inputs import open_inputs
 from mlms.isolation import call_in_own_process
+from mlms.manifest import ModelManifest
 from mlms.predictors.base import PredictorOptions
 from mlms.predictors.registry import predictor_class
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import BUILTIN_DIR, get_model, labels_of
-from mlms.zoo.keras_models import TRANSFORMERS
-from mlms.zoo.manifest import ModelManifest
 
 #: The transformers' TensorFlow twins are KerasHub backbones; scripts/setup.sh installs KerasHub
-#: outside the tensorflow extra (mlms.zoo.keras_models says why).
+#: outside the tensorflow extra (mlms.assets.keras_models says why).
 HAS_KERAS_HUB = importlib.util.find_spec("keras_hub") is not None
 
 

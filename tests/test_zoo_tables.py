@@ -1,4 +1,4 @@
-"""The zoo's tables (``mlms/zoo/tables``): every model they list builds and gives outputs of its
+"""The zoo's tables (``mlms/catalog/tables``): every model they list builds and gives outputs of its
 task's shape, and a bad table is one clear error.
 
 Building on the meta device checks every network's construction and forward shapes without
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from mlms.assets.architectures import architecture_of
+from mlms.catalog.zoo import all_models, labels_of, merged, table_manifests
 from mlms.errors import ManifestError
-from mlms.zoo.architectures import architecture_of
-from mlms.zoo.catalog import all_models, labels_of, merged, table_manifests
-from mlms.zoo.manifest import TASKS, ModelManifest
+from mlms.manifest import TASKS, ModelManifest
 
 #: Boxes a two-stage detector keeps in this test (100 as the zoo runs them).
 KEPT = 4
@@ -122,7 +122,7 @@ def test_bad_table_is_one_error_naming_file_and_model(
 
 @pytest.mark.parametrize("builder", ["timm.nope", "detection.nope", "transformers.nope"])
 def test_unknown_builder_is_one_error_naming_it(builder: str) -> None:
-    from mlms.zoo.architectures import architecture
+    from mlms.assets.architectures import architecture
 
     with pytest.raises(ManifestError, match=rf"unknown builder {builder}: .* no network 'nope'"):
         architecture(builder)

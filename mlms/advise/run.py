@@ -24,6 +24,7 @@ from mlms.advise.record import (
 )
 from mlms.advise.space import Space, build_space
 from mlms.bounds.record import BoundRecord
+from mlms.catalog.resolve import resolve_model, resolve_served
 from mlms.errors import MlmsError, NotMeasurable
 from mlms.evaluation.query import EvaluationQuery
 from mlms.evaluation.query_terms import MAX_PAGE_SIZE
@@ -32,7 +33,6 @@ from mlms.evaluation.record_store import load_record
 from mlms.hardware import HardwareInfo, gpus_of, resolve
 from mlms.store.base import ObjectStore
 from mlms.tracer.levels import TraceLevel
-from mlms.zoo.resolve import resolve_model, resolve_served
 
 log = logging.getLogger(__name__)
 

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from mlms.advise.record import NO_COMPILE, AdviceRequest, Config
 from mlms.errors import InvalidArgument
 from mlms.frameworks import FRAMEWORKS, installed_frameworks, runs_apart
+from mlms.manifest import ModelManifest
 from mlms.predictors.registry import predictor_class
-from mlms.zoo.manifest import ModelManifest
 
 #: Compile modes tried unless named: each framework's as shipped, and the one mode most
 #: likely to pay off. The others are left out by default, each for its reason.

@@ -25,20 +25,20 @@ from pathlib import Path
 import grpc
 from opentelemetry import context as otel_context
 
+from mlms.assets.manager import AssetManager
+from mlms.catalog.resolve import resolve_model
 from mlms.config import mlms_home
 from mlms.errors import Unavailable, UnsupportedFramework
 from mlms.evaluation.progress import ProgressCallback
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.frameworks import own_interpreter, runs_apart
+from mlms.manifest import ModelManifest
 from mlms.protos.mlms.v2 import predictor_pb2_grpc
 from mlms.rpc.options import CHANNEL_OPTIONS
 from mlms.rpc.payloads import evaluate_message, record_from_events
 from mlms.rpc.propagation import outgoing_metadata
 from mlms.rpc.status import error_from_rpc
 from mlms.store.base import ObjectStore
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.manifest import ModelManifest
-from mlms.zoo.resolve import resolve_model
 
 #: An agent imports its framework and registers within seconds; a cold disk cache may be slow.
 START_TIMEOUT_S = 120.0

@@ -31,10 +31,14 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import Span, SpanKind
 
 from mlms import __version__, hardware
+from mlms.assets.manager import AssetManager
+from mlms.catalog.resolve import resolve_served
+from mlms.catalog.zoo import labels_of
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument, NotFound
 from mlms.evaluation.device_lock import exclusive_device
 from mlms.evaluation.record import MAX_BATCH_SIZE
+from mlms.manifest import ModelManifest
 from mlms.predictors.base import Predictor, PredictorOptions
 from mlms.predictors.registry import choose_framework, predictor_class
 from mlms.protos.inference import grpc_service_pb2 as oip
@@ -43,10 +47,6 @@ from mlms.protos.inference import model_config_pb2 as triton_config
 from mlms.reasons import short_numbers
 from mlms.rpc.propagation import incoming_context
 from mlms.store.base import ObjectStore
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.catalog import labels_of
-from mlms.zoo.manifest import ModelManifest
-from mlms.zoo.resolve import resolve_served
 
 SERVICE_NAME = oip.DESCRIPTOR.services_by_name["GRPCInferenceService"].full_name
 add_to_server = oip_grpc.add_GRPCInferenceServiceServicer_to_server

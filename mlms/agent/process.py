@@ -21,6 +21,7 @@ from pathlib import Path
 from mlms import hardware
 from mlms.agent import open_inference
 from mlms.agent.service import Load, PredictorService
+from mlms.catalog.zoo import all_models
 from mlms.errors import MlmsError, UnsupportedFramework
 from mlms.frameworks import installed_version
 from mlms.protos.mlms.v2 import predictor_pb2, predictor_pb2_grpc
@@ -39,7 +40,6 @@ from mlms.rpc.serving import (
 from mlms.security.auth import PeerRoleInterceptor
 from mlms.security.tls import TlsFiles, check_plaintext_allowed
 from mlms.store.factory import store_from_url
-from mlms.zoo.catalog import all_models
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,9 @@ from opentelemetry.sdk.trace import TracerProvider
 from PIL import Image, UnidentifiedImageError
 
 from mlms import hardware
+from mlms.assets.manager import AssetManager
 from mlms.bounds.record import BoundRecord
+from mlms.catalog.resolve import resolve_served
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument, NotFound, UnsupportedFramework
 from mlms.evaluation.device_lock import exclusive_device
@@ -49,8 +51,6 @@ from mlms.rpc.otlp import otlp_sinks
 from mlms.rpc.payloads import bound_request, evaluation_request, record_event
 from mlms.rpc.propagation import incoming_context
 from mlms.store.base import ObjectStore
-from mlms.zoo.assets import AssetManager
-from mlms.zoo.resolve import resolve_served
 
 log = logging.getLogger(__name__)
 

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+from mlms.assets.digits import digits_network, train_digits_cnn
 from mlms.errors import ManifestError
-from mlms.zoo.digits import digits_network, train_digits_cnn
-from mlms.zoo.manifest import BuildSource, ModelManifest
+from mlms.manifest import BuildSource, ModelManifest
 
 TORCHVISION = (
     "alexnet",
@@ -81,7 +81,7 @@ def _timm(name: str) -> Any:
 
 
 def _configured(name: str) -> Any:
-    from mlms.zoo.transformer_models import CONFIGURED, configured
+    from mlms.assets.transformer_models import CONFIGURED, configured
 
     if name not in CONFIGURED:
         raise _unknown("transformers", name, list(CONFIGURED))
@@ -99,7 +99,7 @@ def _vision(library: str, name: str) -> Any:
         raise _unknown(library, name, known)
     if library == "torchvision":
         return _torchvision(name)()
-    from mlms.zoo.vision_tasks import Detector, Segmenter
+    from mlms.tasks.vision_tasks import Detector, Segmenter
 
     return Detector(name) if library == "detection" else Segmenter(name)
 
@@ -149,7 +149,7 @@ def architecture(builder: str, *, initialise: bool = True) -> Any:
 
 
 def _uninitialised() -> contextlib.AbstractContextManager:
-    from mlms.zoo.transformer_models import uninitialised
+    from mlms.assets.transformer_models import uninitialised
 
     return uninitialised()
 

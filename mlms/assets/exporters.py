@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from mlms.zoo.manifest import ModelManifest
+from mlms.manifest import ModelManifest
 
 Exporter = Callable[[Any, ModelManifest, Path], str]
 
@@ -55,17 +55,17 @@ def export_onnx(module: Any, manifest: ModelManifest, folder: Path) -> str:
 
 
 def export_tensorflow(module: Any, manifest: ModelManifest, folder: Path) -> str:
-    """A Keras model (see ``mlms.zoo.keras_models``: torch weights where the layers map)."""
-    from mlms.zoo.keras_models import keras_model
+    """A Keras model (see ``mlms.assets.keras_models``: torch weights where the layers map)."""
+    from mlms.assets.keras_models import keras_model
 
     keras_model(module, manifest).save(folder / "model.keras")
     return "model.keras"
 
 
 def export_mxnet(module: Any, manifest: ModelManifest, folder: Path) -> str:
-    """Gluon parameters as .npz (see ``mlms.zoo.gluon_models``: torch weights where the layers
+    """Gluon parameters as .npz (see ``mlms.assets.gluon_models``: torch weights where the layers
     map, else the seeded Gluon model zoo network, built in MXNet's own interpreter)."""
-    from mlms.zoo.gluon_models import export_parameters
+    from mlms.assets.gluon_models import export_parameters
 
     return export_parameters(module, manifest, folder)
 

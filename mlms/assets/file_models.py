@@ -18,9 +18,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from mlms.assets.formats import Artifact
+from mlms.assets.signatures import Signature, TensorInfo
 from mlms.errors import InvalidArgument
-from mlms.zoo.formats import Artifact
-from mlms.zoo.manifest import (
+from mlms.manifest import (
     FileSource,
     FrameworkConstraint,
     InputShape,
@@ -29,7 +30,6 @@ from mlms.zoo.manifest import (
     OutputSpec,
     Preprocessing,
 )
-from mlms.zoo.signatures import Signature, TensorInfo
 
 #: A name a user gives a model: it becomes part of store keys, so no path separators.
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")

@@ -25,7 +25,7 @@ FRAMEWORKS_OF: dict[str, tuple[str, ...]] = {
     "torchscript": ("torch",),
     "keras": ("tensorflow",),
     "saved_model": ("tensorflow",),
-    # ONNX Runtime runs it through torch.onnx's exporter (mlms.zoo.file_exports).
+    # ONNX Runtime runs it once torch.onnx has exported it (``manager.export_file_artifact``).
     "hf_folder": ("torch", "onnxruntime"),
 }
 EXPECTED = (

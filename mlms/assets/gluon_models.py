@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from mlms.errors import AssetError
-from mlms.zoo.manifest import BuildSource, ModelManifest
+from mlms.manifest import BuildSource, ModelManifest
 
 #: zoo builder -> Gluon model zoo name (seeded weights, not the torch weights).
 MODEL_ZOO = {
@@ -80,7 +80,7 @@ def _write_in_mxnet_interpreter(arguments: list[str]) -> None:
             f"building the MXNet asset needs MXNet's virtualenv ({python}); run scripts/setup.sh"
         )
     result = subprocess.run(
-        [str(python), "-m", "mlms.zoo.gluon_models", *arguments],
+        [str(python), "-m", "mlms.assets.gluon_models", *arguments],
         capture_output=True,
         text=True,
         check=False,
@@ -203,7 +203,7 @@ def parameters(weights: Any) -> dict[str, np.ndarray]:
 
 
 def main(argv: list[str]) -> None:
-    """``python -m mlms.zoo.gluon_models BUILDER SEED C,H,W OUT.npz`` (in MXNet's virtualenv)."""
+    """``python -m mlms.assets.gluon_models BUILDER SEED C,H,W OUT.npz`` (in MXNet's virtualenv)."""
     builder, seed, shape, out = argv
     write_seeded(builder, int(seed), tuple(int(d) for d in shape.split(",")), Path(out))
 

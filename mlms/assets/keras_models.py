@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
+from mlms.assets.optional_imports import without
 from mlms.errors import AssetError
-from mlms.zoo.manifest import BuildSource, ModelManifest
-from mlms.zoo.optional_imports import without
+from mlms.manifest import BuildSource, ModelManifest
 
 #: zoo builder -> keras.applications constructor (seeded weights, not the torch weights).
 APPLICATIONS = {

@@ -23,16 +23,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mlms.assets.architectures import build, with_weights
+from mlms.assets.exporters import EXPORTERS
+from mlms.assets.formats import listing_sha256, open_artifact
 from mlms.errors import AssetError, ChecksumMismatch, UnsupportedFramework
 from mlms.frameworks import asset_framework
 from mlms.isolation import call_in_own_process
 from mlms.library_errors import calling
+from mlms.manifest import BuildSource, FileSource, ModelManifest, UrlSource
 from mlms.store.base import ObjectStore
 from mlms.store.local import LocalStore
-from mlms.zoo.architectures import build, with_weights
-from mlms.zoo.exporters import EXPORTERS
-from mlms.zoo.formats import listing_sha256, open_artifact
-from mlms.zoo.manifest import BuildSource, FileSource, ModelManifest, UrlSource
 
 CHUNK = 1 << 20
 
@@ -324,7 +324,7 @@ def canonical_module(manifest: ModelManifest, weights: Path | None) -> Any:
 def export_file_artifact(manifest: ModelManifest, framework: str, path: Path, folder: Path) -> str:
     """Write ``framework``'s artifact of a user's model into ``folder`` from its torch module
     (loaded from ``path``); the file's name. Runs in the exporter's own process."""
-    from mlms.zoo.torch_files import eval_mode, load_torch_module
+    from mlms.assets.torch_files import eval_mode, load_torch_module
 
     return EXPORTERS[framework](
         eval_mode(load_torch_module(manifest, path).layers), manifest, folder

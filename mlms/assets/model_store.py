@@ -15,12 +15,12 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from mlms.assets.file_models import ModelOptions, check_name, manifest_for
+from mlms.assets.formats import Artifact, open_artifact
+from mlms.assets.signatures import read_signature
 from mlms.errors import AlreadyExists, InvalidArgument, MlmsError, UnknownModel
+from mlms.manifest import ModelManifest, dump_manifest, parse_manifest
 from mlms.store.base import ObjectStore
-from mlms.zoo.file_models import ModelOptions, check_name, manifest_for
-from mlms.zoo.formats import Artifact, open_artifact
-from mlms.zoo.manifest import ModelManifest, dump_manifest, parse_manifest
-from mlms.zoo.signatures import read_signature
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ def _put_artifact(
     store: ObjectStore, manifest: ModelManifest, artifact: Artifact, written: list[str]
 ) -> None:
     # Here, not at the top: the assets module loads numpy, which resolving a name must not.
-    from mlms.zoo.assets import asset_prefix
+    from mlms.assets.manager import asset_prefix
 
     source = manifest.file_source
     assert source is not None  # manifest_for always names the file
@@ -155,7 +155,7 @@ def _put_artifact(
 
 def remove_model(store: ObjectStore, name: str, version: str | None = None) -> list[str]:
     """Delete an added model (every version, or ``version``): the versions removed."""
-    from mlms.zoo.assets import model_prefix  # as in _put_artifact: numpy only when needed
+    from mlms.assets.manager import model_prefix  # as in _put_artifact: numpy only when needed
 
     check_name(name)
     versions = stored_versions(store, name)

@@ -4,8 +4,8 @@ Keras loads scikit-learn, pandas and matplotlib, TensorFlow Lite's converter JAX
 transformers' generation utilities scikit-learn, each for features mlms does not use, and
 together they are half of ``import tensorflow`` here and a quarter of importing a transformers
 model (``python -X importtime``), paid again by every agent and asset builder that imports one.
-The names each framework is imported without live beside its import (``mlms.zoo.keras_models``,
-``mlms.zoo.transformers_import``).
+The names each framework is imported without live beside its import (``mlms.assets.keras_models``,
+``mlms.assets.transformers_import``).
 """
 
 from __future__ import annotations

@@ -139,7 +139,7 @@ def _torchscript(path: Path) -> Signature:
 
 
 def _keras(path: Path) -> Signature:
-    from mlms.zoo.keras_models import import_tensorflow
+    from mlms.assets.keras_models import import_tensorflow
 
     import_tensorflow()
     import keras
@@ -153,7 +153,7 @@ def _keras(path: Path) -> Signature:
 
 
 def _saved_model(path: Path) -> Signature:
-    from mlms.zoo.keras_models import import_tensorflow
+    from mlms.assets.keras_models import import_tensorflow
 
     tf = import_tensorflow()
     loaded = tf.saved_model.load(str(path))

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from mlms.errors import InvalidArgument, UnsupportedFramework
-from mlms.zoo.manifest import ModelManifest
+from mlms.manifest import ModelManifest
 
 
 class TorchModules(NamedTuple):
@@ -42,7 +42,7 @@ def load_torch_module(manifest: ModelManifest, path: Path) -> TorchModules:
                 scripted = torch.jit.load(str(path), map_location="cpu")
             return TorchModules(scripted, scripted)
         if source.format == "hf_folder":
-            from mlms.zoo.transformer_models import pretrained_module
+            from mlms.assets.transformer_models import pretrained_module
 
             network = pretrained_module(str(path), manifest.task)
             return TorchModules(network, network)

@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
+from mlms.assets.transformers_import import import_transformers
 from mlms.errors import UnsupportedFramework
-from mlms.zoo.transformers_import import import_transformers
 
 
 class SequenceClassifier(torch.nn.Module):
@@ -242,7 +242,7 @@ NO_INIT_WEIGHTS = ("transformers.initialization", "transformers.modeling_utils")
 
 def uninitialised() -> contextlib.AbstractContextManager:
     """transformers' switch that leaves new weights as allocated, for the whole process while it
-    is on (``mlms.zoo.architectures`` builds one network at a time): a model built inside it
+    is on (``mlms.assets.architectures`` builds one network at a time): a model built inside it
     holds uninitialised memory until its stored weights are loaded."""
     transformers = import_transformers()
     for module in NO_INIT_WEIGHTS:

@@ -5,14 +5,14 @@ import of it goes through here.
 
 It also imports scikit-learn when installed (generation's assisted decoding, which mlms does not
 use), 1-1.5 s of each process that builds a transformers model; it decides once, on import,
-whether scikit-learn is there (``mlms.zoo.optional_imports``)."""
+whether scikit-learn is there (``mlms.assets.optional_imports``)."""
 
 from __future__ import annotations
 
 import os
 from types import ModuleType
 
-from mlms.zoo.optional_imports import without
+from mlms.assets.optional_imports import without
 
 #: Packages transformers loads only because they are installed.
 TRANSFORMERS_EXTRAS = ("sklearn",)

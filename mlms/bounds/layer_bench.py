@@ -158,8 +158,8 @@ def _child(task: BenchTask, results: Any) -> None:
 def benchmark(task: BenchTask) -> Iterator[LayerBench]:
     import torch
 
-    from mlms.zoo.architectures import architecture_of
-    from mlms.zoo.resolve import resolve_model
+    from mlms.assets.architectures import architecture_of
+    from mlms.catalog.resolve import resolve_model
 
     torch.manual_seed(0)
     network = architecture_of(resolve_model(task.model)).eval()

@@ -34,6 +34,7 @@ from mlms.bounds.layer_bench import (
 from mlms.bounds.lower_bound import Measured, batch_bound, framework_precisions, occurrence_keys
 from mlms.bounds.perfdb import PerfDB
 from mlms.bounds.record import BoundRecord, BoundRequest, save_bound
+from mlms.catalog.resolve import resolve_model
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument, UnsupportedFramework
 from mlms.evaluation.device_lock import exclusive_device, free_gpus
@@ -44,12 +45,11 @@ from mlms.evaluation.runner import evaluate
 from mlms.frameworks import loaded_apart, runs_apart
 from mlms.hardware import HardwareInfo
 from mlms.isolation import call_in_own_process
+from mlms.manifest import ModelManifest
 from mlms.predictors.registry import choose_framework
 from mlms.store.base import ObjectStore
 from mlms.tracer.carrier import context_from_pairs, context_pairs
 from mlms.tracer.levels import TraceLevel
-from mlms.zoo.manifest import ModelManifest
-from mlms.zoo.resolve import resolve_model
 
 #: Told what the bound is doing now (a line for the terminal).
 StepCallback = Callable[[str], None]
@@ -200,7 +200,7 @@ def _benchmark_layers(
     the perfdb where it has one, else run in a child process and kept in the perfdb."""
     import torch
 
-    from mlms.zoo.architectures import architecture_of
+    from mlms.assets.architectures import architecture_of
 
     precisions = _precisions(torch, request, device)
     input_shape = tuple(manifest.inputs[0].shape)

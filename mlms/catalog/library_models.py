@@ -29,9 +29,9 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+from mlms.catalog import zoo
 from mlms.errors import InvalidArgument, UnknownModel
-from mlms.zoo import catalog
-from mlms.zoo.manifest import BuildSource, ModelManifest, manifest_from_data
+from mlms.manifest import BuildSource, ModelManifest, manifest_from_data
 
 #: The libraries whose architectures are named ``LIBRARY:NAME``.
 LIBRARIES = ("timm", "torchvision")
@@ -278,7 +278,7 @@ def _classifier_data(
 def _zoo_rows() -> dict[str, ModelManifest]:
     """The zoo's models by their builder (``detection.NAME``, ...)."""
     rows = {}
-    for manifest in catalog.all_models():
+    for manifest in zoo.all_models():
         source = next((s for s in manifest.sources if isinstance(s, BuildSource)), None)
         if source is not None:
             rows.setdefault(source.builder, manifest)

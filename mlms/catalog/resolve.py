@@ -15,14 +15,14 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from mlms.assets.file_models import NAME, ModelOptions, manifest_for
+from mlms.assets.formats import open_artifact
+from mlms.assets.model_store import stored_manifest, stored_manifests
+from mlms.assets.signatures import read_signature
+from mlms.catalog import hub, library_models, zoo
 from mlms.errors import InvalidArgument, UnknownModel
+from mlms.manifest import InputShape, ModelManifest
 from mlms.store.base import ObjectStore
-from mlms.zoo import catalog, hub, library_models
-from mlms.zoo.file_models import NAME, ModelOptions, manifest_for
-from mlms.zoo.formats import open_artifact
-from mlms.zoo.manifest import InputShape, ModelManifest
-from mlms.zoo.model_store import stored_manifest, stored_manifests
-from mlms.zoo.signatures import read_signature
 
 
 def is_path(name: str) -> bool:
@@ -47,9 +47,9 @@ def resolve_model(
     input_shapes: Sequence[InputShape] = (),
 ) -> ModelManifest:
     """The manifest ``name`` stands for; ``UnknownModel`` naming the close matches."""
-    zoo = {m.name: m for m in catalog.all_models()}
-    if name in zoo:
-        return zoo[name]
+    zoo_models = {m.name: m for m in zoo.all_models()}
+    if name in zoo_models:
+        return zoo_models[name]
     if library_models.is_library_name(name):
         return library_models.library_manifest(name)
     if hub.is_hub_id(name):
@@ -63,7 +63,9 @@ def resolve_model(
         manifest = stored_manifest(store, base, version or None)
         if manifest is not None:
             return manifest
-    known = list(zoo) + ([m.name for m in stored_manifests(store)] if store is not None else [])
+    known = list(zoo_models)
+    if store is not None:
+        known += [m.name for m in stored_manifests(store)]
     close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else "; run 'mlms models' for the list"
     raise UnknownModel(
@@ -88,7 +90,7 @@ def plausible_model(name: str) -> bool:
     """Whether ``name`` may name a model (zoo, library, added, path or Hub id), checked without
     a store or a library's import."""
     if (
-        name in {m.name for m in catalog.all_models()}
+        name in {m.name for m in zoo.all_models()}
         or library_models.is_library_name(name)
         or hub.is_hub_id(name)
         or is_path(name)
@@ -103,7 +105,7 @@ def all_models(store: ObjectStore | None, *, libraries: bool = False) -> list[Mo
     those added to the store."""
     added = stored_manifests(store) if store is not None else []
     named = library_models.library_manifests() if libraries else []
-    return [*catalog.all_models(), *named, *added]
+    return [*zoo.all_models(), *named, *added]
 
 
 def _stamp(path: Path) -> tuple[int, int]:

@@ -1,5 +1,5 @@
-"""The model zoo: every manifest under ``mlms/zoo/models`` (and ``$MLMS_ZOO_PATH`` folders),
-and every row of the tables under ``mlms/zoo/tables``.
+"""The model zoo: every manifest under ``mlms/catalog/models`` (and ``$MLMS_ZOO_PATH`` folders),
+and every row of the tables under ``mlms/catalog/tables``.
 
 A table is a family of models as data: ``defaults`` (a partial manifest) and ``models`` (rows,
 each a partial manifest merged over the defaults: mappings key by key, a one-item list such as
@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 
 from mlms.errors import ManifestError, UnknownModel
-from mlms.zoo.manifest import ModelManifest, load_manifest, load_yaml, manifest_from_data
+from mlms.manifest import ModelManifest, load_manifest, load_yaml, manifest_from_data
 
 BUILTIN_DIR = Path(__file__).parent / "models"
 TABLES_DIR = Path(__file__).parent / "tables"

@@ -35,10 +35,10 @@ from mlms.frameworks import FRAMEWORKS
 @store_option
 def assets(frameworks: tuple[str, ...], models: tuple[str, ...], store: str | None) -> None:
     """Build model assets into a store, or verify the ones already there."""
+    from mlms.assets.manager import AssetManager
+    from mlms.catalog.resolve import all_models, resolve_model
     from mlms.config import mlms_home
     from mlms.store.factory import store_from_url
-    from mlms.zoo.assets import AssetManager
-    from mlms.zoo.resolve import all_models, resolve_model
 
     target = store_from_url(store)
     manager = AssetManager(target, mlms_home() / "cache")

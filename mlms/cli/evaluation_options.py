@@ -55,7 +55,7 @@ def run_options(command: F) -> F:
 
 def run_fields(values: dict[str, Any]) -> dict[str, Any]:
     """Takes the options' values out of a command's keyword arguments."""
-    from mlms.zoo.file_models import parse_input_shape
+    from mlms.assets.file_models import parse_input_shape
 
     fields = {name: values.pop(name) for name in FIELDS}
     fields["input_shapes"] = [parse_input_shape(text) for text in fields["input_shapes"]]

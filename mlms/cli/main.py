@@ -107,7 +107,7 @@ def main() -> None:
     os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # torch.profiler's C++ start/stop chatter
     # TensorFlow's C++ info lines, for whichever process this one starts loads it (an asset
     # builder or exporter, a child agent), not only those that import it through
-    # mlms.zoo.keras_models, which says the same before its import.
+    # mlms.assets.keras_models, which says the same before its import.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     # mlms uses no pydantic plugin; looking for them reads the metadata of every installed
     # distribution when the first model class is built (a tenth of a second at start-up).

@@ -9,7 +9,7 @@ import click
 
 from mlms.cli.common_options import client_for, server_option
 from mlms.cli.render import out, rows_table
-from mlms.zoo.manifest import ModelManifest
+from mlms.manifest import ModelManifest
 
 TASKS = ("image_classification", "text_classification", "text_generation")
 
@@ -125,13 +125,13 @@ def add(
 ) -> None:
     """Add a model file or folder (ONNX, .pt2, TorchScript .pt, .keras, SavedModel, Hugging
     Face save_pretrained) to the store, so that 'mlms eval --model NAME' runs it."""
-    from mlms.user_input import validated
-    from mlms.zoo.file_models import (
+    from mlms.assets.file_models import (
         ModelOptions,
         parse_input_shape,
         parse_preprocess,
         read_labels,
     )
+    from mlms.user_input import validated
 
     options = validated(
         ModelOptions,

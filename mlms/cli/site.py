@@ -27,10 +27,10 @@ def site(sweep_id: str, output: Path) -> None:
     model. The pages share one plotly.js and fetch nothing from the network."""
     if output.exists() and not output.is_dir():
         raise InvalidArgument(f"--output {str(output)!r} is a file: expected a folder")
+    from mlms.catalog.resolve import resolve_model
     from mlms.client import EmbeddedClient
     from mlms.evaluation.sweep import load_sweep
     from mlms.report.site import write_site  # plotly loads only for this command
-    from mlms.zoo.resolve import resolve_model
 
     client = EmbeddedClient()
     sweep = load_sweep(client.store, sweep_id)

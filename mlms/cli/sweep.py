@@ -43,7 +43,7 @@ def parse_names(text: str, what: str) -> list[str]:
 def select_models(text: str, client: Client) -> list[str]:
     """``--models``: names (zoo, ``timm:NAME``, added, ...) and selectors, ``zoo`` (every zoo
     model) and ``task:TASK`` (every zoo model of the task), each model once, in order."""
-    from mlms.zoo.manifest import TASKS
+    from mlms.manifest import TASKS
 
     items = parse_names(text, "model")
     if not any(item == ZOO or item.startswith(TASK) for item in items):

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
+from mlms.catalog.zoo import labels_of
 from mlms.datasets.index import DatasetIndex
 from mlms.errors import InvalidArgument
-from mlms.zoo.catalog import labels_of
-from mlms.zoo.manifest import InputSpec, ModelManifest
+from mlms.manifest import InputSpec, ModelManifest
 
 #: The token id short sequences are padded with where the model brings no tokenizer ([PAD]
 #: of BERT's vocabularies).
@@ -205,7 +205,7 @@ def _tokenizer(index: DatasetIndex, manifest: ModelManifest) -> Any:
             "(a 'tokenizer' folder among its attributes): add the data set with 'input_ids' "
             "instead of 'text'"
         )
-    from mlms.zoo.transformers_import import import_transformers
+    from mlms.assets.transformers_import import import_transformers
 
     try:
         return import_transformers().AutoTokenizer.from_pretrained(folder, local_files_only=True)

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from mlms.assets.manager import sha256_of
 from mlms.datasets.index import (
     DEFAULT_VERSION,
     INDEX,
@@ -41,7 +42,6 @@ from mlms.datasets.index import (
 )
 from mlms.errors import AlreadyExists, InvalidArgument, MlmsError
 from mlms.store.base import ObjectStore
-from mlms.zoo.assets import sha256_of
 
 SHARD_SAMPLES = 4096
 SHARD_BYTES = 32 * 2**20

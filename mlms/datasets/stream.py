@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from mlms.assets.manager import sha256_of
 from mlms.datasets.index import DatasetIndex, Shard
 from mlms.errors import ChecksumMismatch
 from mlms.store.base import ObjectStore
-from mlms.zoo.assets import sha256_of
 
 
 class DatasetStream:

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
+from mlms.catalog.resolve import resolve_model
 from mlms.predictors.base import PredictorOptions
 from mlms.predictors.registry import predictor_class
 from mlms.tracer.ncu import MARK
-from mlms.zoo.resolve import resolve_model
 
 
 def main(argv: list[str]) -> None:

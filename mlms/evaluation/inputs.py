@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from mlms.errors import InvalidArgument
-from mlms.zoo.manifest import InputSpec, ModelManifest
-from mlms.zoo.preprocess import read_image
+from mlms.manifest import InputSpec, ModelManifest
+from mlms.tasks.preprocess import read_image
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def dataset_split(manifest: ModelManifest) -> tuple[np.ndarray, np.ndarray]:
         raise InvalidArgument(
             f"model {manifest.name!r} has no data set; use --input synthetic or image files"
         )
-    from mlms.zoo.digits import load_split
+    from mlms.assets.digits import load_split
 
     split = load_split()
     return split.test_images, split.test_labels

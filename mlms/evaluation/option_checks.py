@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from mlms.errors import InvalidArgument
 from mlms.evaluation.record import EvaluationRequest
+from mlms.manifest import ModelManifest
 from mlms.predictors.base import Predictor
 from mlms.tracer.levels import TraceLevel
-from mlms.zoo.manifest import ModelManifest
 
 
 def compile_mode(request: EvaluationRequest, cls: type[Predictor]) -> str | None:

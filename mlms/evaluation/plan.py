@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mlms.catalog.resolve import resolve_model, resolve_served
 from mlms.evaluation.option_checks import check_options, compile_mode
 from mlms.evaluation.record import EvaluationRequest
+from mlms.manifest import ModelManifest
 from mlms.predictors.base import Predictor
 from mlms.predictors.registry import choose_framework, predictor_class
 from mlms.store.base import ObjectStore
-from mlms.zoo.manifest import ModelManifest
-from mlms.zoo.resolve import resolve_model, resolve_served
 
 
 @dataclass(frozen=True)

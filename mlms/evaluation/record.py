@@ -13,9 +13,9 @@ from mlms.evaluation.listed_options import FIELDS as RUN_OPTIONS
 from mlms.evaluation.listed_options import RunOptions
 from mlms.evaluation.precisions import PRECISIONS
 from mlms.hardware import GpuInfo, HardwareInfo
+from mlms.manifest import InputShape
 from mlms.reasons import short_numbers
 from mlms.tracer.levels import TraceLevel
-from mlms.zoo.manifest import InputShape
 
 #: Upper limits of a request's numbers: a request past them is a mistake or an attack (a
 #: batch of 10**9 samples or 10**30 iterations would hold a device, and its memory, forever).

@@ -25,6 +25,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 
 import mlms
 from mlms import hardware
+from mlms.assets.manager import Asset, AssetManager
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument
 from mlms.evaluation.dataset_run import DatasetInputs, Pass, TopK
@@ -49,13 +50,12 @@ from mlms.evaluation.record import (
 )
 from mlms.evaluation.record_store import RecordIndex, save_record, stored_winner
 from mlms.library_errors import library_failures
+from mlms.manifest import ModelManifest
 from mlms.predictors.base import Predictor, PredictorOptions
 from mlms.store.base import ObjectStore
 from mlms.tracer.archive import to_table, write_table
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.tracer import Tracer
-from mlms.zoo.assets import Asset, AssetManager
-from mlms.zoo.manifest import ModelManifest
 
 if TYPE_CHECKING:
     import pyarrow as pa

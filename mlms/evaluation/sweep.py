@@ -16,6 +16,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from mlms.catalog.resolve import plausible_model
 from mlms.errors import InvalidArgument, MlmsError
 from mlms.evaluation.record import (
     MAX_ITERATIONS,
@@ -31,7 +32,6 @@ from mlms.hardware import GPU_ALIASES, parse_hw
 from mlms.reasons import short
 from mlms.store.base import ObjectStore
 from mlms.store.json_records import JsonRecords
-from mlms.zoo.resolve import plausible_model
 
 PREFIX = "sweeps/"
 #: Cells of one sweep at most: each is an evaluation of seconds to minutes.

@@ -38,7 +38,7 @@ from mlms.config import mlms_home
 from mlms.errors import InvalidArgument, RankFailed
 from mlms.evaluation.progress import Progress, ProgressCallback
 from mlms.evaluation.record import EvaluationRequest
-from mlms.zoo.manifest import ModelManifest
+from mlms.manifest import ModelManifest
 
 #: The module each rank runs.
 RANK_PROGRAM = "mlms.evaluation.tensor_parallel_rank"
@@ -53,7 +53,7 @@ class RankSpec(BaseModel):
 
     request: EvaluationRequest
     manifest: ModelManifest
-    #: The model's asset (``mlms.zoo.assets.Asset``'s fields), verified by the launcher.
+    #: The model's asset (``mlms.assets.manager.Asset``'s fields), verified by the launcher.
     asset: dict[str, Any]
     devices: list[str]
     port: int

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from mlms.assets.manager import Asset
 from mlms.errors import MlmsError
 from mlms.evaluation.progress import Progress
 from mlms.evaluation.runner import measure_rank
@@ -23,7 +24,6 @@ from mlms.evaluation.tensor_parallel import RankSpec
 from mlms.tracer.archive import to_parquet, to_table
 from mlms.tracer.carrier import context_from_pairs
 from mlms.tracer.tracer import Tracer
-from mlms.zoo.assets import Asset
 
 #: How long a rank waits for the others to join (they load the same model meanwhile).
 JOIN_TIMEOUT = timedelta(minutes=10)

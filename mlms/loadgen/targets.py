@@ -42,14 +42,14 @@ class EmbeddedTarget:
 
     def __init__(self, model: str, framework: str | None, hw: str) -> None:
         from mlms import hardware
+        from mlms.assets.manager import AssetManager
+        from mlms.catalog.resolve import resolve_model
         from mlms.config import mlms_home
         from mlms.evaluation.device_lock import exclusive_device, free_gpus
         from mlms.frameworks import runs_apart
         from mlms.predictors.base import PredictorOptions
         from mlms.predictors.registry import choose_framework, predictor_class
         from mlms.store.factory import default_store
-        from mlms.zoo.assets import AssetManager
-        from mlms.zoo.resolve import resolve_model
 
         store = default_store()
         manifest = resolve_model(model, store)

@@ -3,7 +3,7 @@
 A predictor owns one loaded model on one device. The evaluation loop calls ``predict`` on
 preprocessed batches; ``profile_layers`` wraps a stretch of predict calls with the framework's
 own profiler and hands back FRAMEWORK-level events on the host clock. Preprocessing and top-k
-are shared (``mlms.zoo.preprocess``) so that every framework sees the same input tensor.
+are shared (``mlms.tasks.preprocess``) so that every framework sees the same input tensor.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 from mlms.errors import InvalidArgument
+from mlms.manifest import ModelManifest
 from mlms.predictors.ranks import SOLO, Ranks
+from mlms.tasks.postprocess import Step, no_step, postprocess
+from mlms.tasks.preprocess import preprocess
 from mlms.tracer.spans import TimedEvent
-from mlms.zoo.manifest import ModelManifest
-from mlms.zoo.postprocess import Step, no_step, postprocess
-from mlms.zoo.preprocess import preprocess
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ class Predictor(ABC):
         self, outputs: np.ndarray, k: int = 5, step: Step = no_step
     ) -> tuple[np.ndarray, np.ndarray]:
         """The k best classes (or detections) per sample and their scores; ``step`` opens
-        each post-processing step (``mlms.zoo.postprocess``)."""
+        each post-processing step (``mlms.tasks.postprocess``)."""
         return postprocess(self.manifest, outputs, k, step)
 
     @contextmanager

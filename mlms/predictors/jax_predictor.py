@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from mlms.assets.keras_models import import_keras_on_jax
 from mlms.errors import UnsupportedFramework
 from mlms.predictors.base import InputCopy, LayerCapture, PredictAnchor, Predictor, anchor
 from mlms.tracer.hlo_join import (
@@ -43,7 +44,6 @@ from mlms.tracer.hlo_join import (
 from mlms.tracer.layer_kinds import normalise_kind
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.spans import TimedEvent
-from mlms.zoo.keras_models import import_keras_on_jax
 
 MARK = "mlms::predict"
 PRECISION = "highest"

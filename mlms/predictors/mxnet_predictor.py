@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
+from mlms.assets.gluon_models import network, parameters
 from mlms.errors import UnsupportedFramework
 from mlms.predictors.alignment import framework_events
 from mlms.predictors.base import LayerCapture, PredictAnchor, Predictor, anchor
 from mlms.tracer.layer_kinds import normalise_kind
-from mlms.zoo.gluon_models import network, parameters
 
 MARK = "mlms::predict"
 BULK = "ImperativeBulk"

@@ -7,8 +7,8 @@ import importlib
 
 from mlms.errors import UnsupportedFramework
 from mlms.frameworks import FRAMEWORKS, TABLE, installed_frameworks
+from mlms.manifest import ModelManifest
 from mlms.predictors.base import Predictor
-from mlms.zoo.manifest import ModelManifest
 
 
 def choose_framework(manifest: ModelManifest, requested: str | None) -> tuple[str, str]:

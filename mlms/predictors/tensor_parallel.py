@@ -17,11 +17,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from mlms.assets.architectures import architecture_of
 from mlms.errors import InvalidArgument
+from mlms.manifest import ModelManifest
 from mlms.predictors.ranks import ProcessGroupRanks
 from mlms.predictors.torch_predictor import TorchPredictor
-from mlms.zoo.architectures import architecture_of
-from mlms.zoo.manifest import ModelManifest
 
 #: Base model class -> its layers' split, for families that transformers gives no plan.
 ENCODER_PLANS: dict[str, dict[str, str]] = {

@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
+from mlms.assets.keras_models import import_tensorflow
 from mlms.errors import UnsupportedFramework
 from mlms.predictors.alignment import framework_events
 from mlms.predictors.base import LayerCapture, PredictAnchor, Predictor, anchor
 from mlms.tracer.layer_kinds import normalise_kind
-from mlms.zoo.keras_models import import_tensorflow
 
 MARK = "mlms::predict"
 #: Graph nodes that move no data through the model (variable reads, arguments, control).

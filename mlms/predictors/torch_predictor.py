@@ -28,6 +28,8 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
+from mlms.assets.architectures import with_weights
+from mlms.assets.torch_files import eval_mode, load_torch_module
 from mlms.errors import UnsupportedFramework
 from mlms.predictors.alignment import per_predict
 from mlms.predictors.base import InputCopy, LayerCapture, PredictAnchor, Predictor, anchor
@@ -37,8 +39,6 @@ from mlms.tracer.communication import COMMUNICATION, is_communication
 from mlms.tracer.layer_kinds import normalise_kind
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.spans import TimedEvent
-from mlms.zoo.architectures import with_weights
-from mlms.zoo.torch_files import eval_mode, load_torch_module
 
 MARK = "mlms::predict"
 LEAF = "mlms.layer::"

@@ -22,8 +22,10 @@ from google.protobuf.message import Message
 from opentelemetry import context as otel_context
 
 from mlms.bounds.record import BoundRequest
+from mlms.catalog.resolve import resolve_served
 from mlms.errors import MlmsError, Unavailable
 from mlms.evaluation.record import EvaluationRequest
+from mlms.manifest import ModelManifest
 from mlms.protos.mlms.v2 import calls_pb2, predictor_pb2, types_pb2
 from mlms.registry.base import AgentRecord
 from mlms.rpc.payloads import bound_message, evaluate_message
@@ -34,8 +36,6 @@ from mlms.server.fleet import Fleet, Pending
 from mlms.server.jobs import Jobs, Kind
 from mlms.server.selection import choose, parse_framework
 from mlms.store.base import ObjectStore
-from mlms.zoo.manifest import ModelManifest
-from mlms.zoo.resolve import resolve_served
 
 log = logging.getLogger(__name__)
 

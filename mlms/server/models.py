@@ -3,7 +3,7 @@
 The header comes first; the bytes that follow are written to a temporary file, never past the
 size the header declared nor the server's limit, and hashed on the way; a mismatch with the
 header's sha256 stores nothing. The artifact is then added as ``mlms models add`` adds a local
-file (``mlms.zoo.model_store``), named by the upload's file name, never by a path on the server.
+file (``mlms.assets.model_store``), named by the upload's file name, never by a path on the server.
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from mlms.assets.file_models import ModelOptions
+from mlms.assets.model_store import add_model
+from mlms.assets.packing import unpack
+from mlms.catalog import zoo
 from mlms.errors import InvalidArgument
+from mlms.manifest import ModelManifest
 from mlms.protos.mlms.v2 import evaluator_pb2
 from mlms.rpc.convert import from_proto
 from mlms.store.base import ObjectStore
-from mlms.zoo import catalog
-from mlms.zoo.file_models import ModelOptions
-from mlms.zoo.manifest import ModelManifest
-from mlms.zoo.model_store import add_model
-from mlms.zoo.packing import unpack
 
 #: The largest artifact a server takes unless configured otherwise.
 DEFAULT_MAX_UPLOAD_BYTES = 8 << 30
@@ -92,7 +92,7 @@ def receive_model(
             options.model_options(),
             replace=header.replace,
             source=filename,
-            taken=frozenset(m.name for m in catalog.all_models()),
+            taken=frozenset(m.name for m in zoo.all_models()),
             sha256=None if header.archive else header.sha256,
         )
 

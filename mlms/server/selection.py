@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from mlms.catalog.library_models import is_library_name
 from mlms.errors import HardwareNotFound, InvalidArgument, Unavailable, UnsupportedFramework
+from mlms.manifest import ModelManifest
 from mlms.registry.base import AgentRecord
-from mlms.zoo.library_models import is_library_name
-from mlms.zoo.manifest import ModelManifest
 
 _WANTED = re.compile(r"^\s*([a-z_]+)\s*(.*?)\s*$")
 

@@ -16,7 +16,9 @@ from opentelemetry.trace import set_span_in_context
 
 from mlms.advise.record import AdviceRecord, AdviceRequest, list_advice
 from mlms.analysis.catalog import analyze_stored, to_ipc
+from mlms.assets.model_store import remove_model
 from mlms.bounds.record import BoundRequest, list_bounds
+from mlms.catalog.resolve import all_models, resolve_served
 from mlms.database.index import EvaluationIndex
 from mlms.database.keeper import index_sweep
 from mlms.errors import (
@@ -56,8 +58,6 @@ from mlms.server.models import DEFAULT_MAX_UPLOAD_BYTES, receive_model
 from mlms.server.sweeps import FleetCells, SweepRun
 from mlms.store.base import ObjectStore
 from mlms.tracer.archive import archive_key
-from mlms.zoo.model_store import remove_model
-from mlms.zoo.resolve import all_models, resolve_served
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 The bucket is created on first use. Files go up in parts of ``part_size`` bytes (multipart
 upload), so memory stays at a few parts whatever the file's size; downloads are streamed to a
 temporary file that replaces the target at the end. Checksums are not this layer's business:
-``mlms.zoo.assets`` hashes every asset it loads. Every minio/urllib3 exception becomes a
+``mlms.assets.manager`` hashes every asset it loads. Every minio/urllib3 exception becomes a
 ``StoreError`` (the store answered: no such key, access denied, ...) or ``Unavailable`` (it did
 not answer, or its TLS certificate did not verify), naming the endpoint, bucket and key.
 

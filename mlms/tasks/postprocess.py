@@ -6,7 +6,7 @@ every task.
 Whatever the task, the answer is ``(classes, scores)``, the ``k`` best per sample, best first:
 
 - classification and next-token logits: the top-k classes and their softmax probabilities;
-- detection (``mlms.zoo.vision_tasks``): one-stage detectors' candidates decoded into boxes on
+- detection (``mlms.tasks.vision_tasks``): one-stage detectors' candidates decoded into boxes on
   their anchors with the network's own box coder ("box decoding"), then torchvision's batched
   NMS ("nms"), ``detections_per_img`` kept; two-stage detectors decoded and suppressed inside,
   their padding dropped ("score filter") and Mask R-CNN's masks of the returned detections
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from mlms.zoo.manifest import BuildSource, ModelManifest
-from mlms.zoo.preprocess import top_k
+from mlms.manifest import BuildSource, ModelManifest
+from mlms.tasks.preprocess import top_k
 
 #: Opens one named step of the post-processing (a span, or nothing).
 Step = Callable[[str], AbstractContextManager[Any]]
@@ -65,7 +65,7 @@ def _detections(
 ) -> tuple[np.ndarray, np.ndarray]:
     import torch
 
-    from mlms.zoo.vision_tasks import ONE_STAGE, family_of
+    from mlms.tasks.vision_tasks import ONE_STAGE, family_of
 
     name = _builder(manifest)
     raw = torch.from_numpy(np.ascontiguousarray(outputs, dtype=np.float32))
@@ -107,7 +107,7 @@ class OneStageDecoder:
         import torch
         from torchvision.models.detection.image_list import ImageList
 
-        from mlms.zoo.vision_tasks import detection_network, family_of
+        from mlms.tasks.vision_tasks import detection_network, family_of
 
         # Built on the meta device: only its anchor generator, coder and settings are used,
         # and the backbone's feature map shapes, which the meta device computes for free.

@@ -13,7 +13,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from mlms.errors import InvalidArgument
-from mlms.zoo.manifest import InputSpec
+from mlms.manifest import InputSpec
 
 
 def read_image(path: Path) -> np.ndarray:

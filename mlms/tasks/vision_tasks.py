@@ -3,8 +3,8 @@ preprocessed images in, one tensor out, the task's post-processing left to the p
 
 torchvision's own ``forward`` resizes and normalises inside the model (its
 ``GeneralizedRCNNTransform``) and, for one-stage detectors, decodes the boxes and runs NMS there
-too; here the pipeline does the first (``mlms.zoo.preprocess``, with the model's mean and std in
-its manifest) and the last (``mlms.zoo.postprocess``), so that each shows as a step of its own
+too; here the pipeline does the first (``mlms.tasks.preprocess``, with the model's mean and std in
+its manifest) and the last (``mlms.tasks.postprocess``), so that each shows as a step of its own
 (XSP's model-level view: input pre-process, inference, post-process).
 
 - One-stage detectors (SSD, SSDlite, RetinaNet, FCOS) score every anchor and class (SSD: a
@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-#: Families whose heads' raw outputs leave the network (``mlms.zoo.postprocess`` decodes them).
+#: Families whose heads' raw outputs leave the network (``mlms.tasks.postprocess`` decodes them).
 ONE_STAGE = ("ssd", "ssdlite", "retinanet", "fcos")
 
 

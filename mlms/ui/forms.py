@@ -8,8 +8,8 @@ from collections.abc import Mapping, Sequence
 from mlms.errors import InvalidArgument, UnknownModel
 from mlms.evaluation.record import EvaluationRequest
 from mlms.frameworks import FRAMEWORKS
+from mlms.manifest import ModelManifest
 from mlms.user_input import parse_batch_sizes, validated
-from mlms.zoo.manifest import ModelManifest
 
 FIELDS = ("model", "framework", "hw", "batch_sizes", "trace_level", "iterations", "warmup",
           "min_seconds")  # fmt: skip

@@ -10,6 +10,7 @@ from mlms.analysis.record_ranks import record_ranks
 from mlms.client import Evaluations
 from mlms.evaluation.record import EvaluationRecord
 from mlms.frameworks import FRAMEWORKS
+from mlms.manifest import ModelManifest
 from mlms.report.evaluations import hardware, label
 from mlms.server.jobs import Job
 from mlms.tracer.levels import TraceLevel
@@ -17,7 +18,6 @@ from mlms.ui.fleet import Machine
 from mlms.ui.html import e, link, message, number, table
 from mlms.ui.runs import Run
 from mlms.ui.search import Filters
-from mlms.zoo.manifest import ModelManifest
 
 #: Rows a page of the evaluations table shows; the next page is a link.
 SHOWN = 200
