@@ -12,6 +12,7 @@ from mlms.evaluation.precisions import check_precisions
 from mlms.evaluation.record import (
     MAX_ITERATIONS,
     MAX_SECONDS,
+    MAX_TENSOR_PARALLEL,
     MAX_THREADS,
     EvaluationRequest,
     check_batch_sizes,
@@ -75,6 +76,9 @@ class AdviceRequest(BaseModel):
     probe_min_seconds: float = Field(default=0.2, ge=0, le=MAX_SECONDS, allow_inf_nan=False)
     #: Use stored evaluations of the model on this hardware as observations.
     use_stored: bool = True
+    #: Every evaluation runs the model split over this many devices of ``hw``
+    #: (``EvaluationRequest.tensor_parallel``): the space holds what a split runs.
+    tensor_parallel: int = Field(default=1, ge=1, le=MAX_TENSOR_PARALLEL)
 
     @field_validator("objective")
     @classmethod
@@ -126,6 +130,11 @@ class AdviceRequest(BaseModel):
         # The dataset's name is checked as an evaluation request checks it.
         if self.dataset is not None:
             EvaluationRequest(model=self.model, dataset=self.dataset)
+            if self.tensor_parallel > 1:
+                raise ValueError(
+                    f"--dataset with --tensor-parallel {self.tensor_parallel}: a split model "
+                    "runs synthetic inputs; expected one or the other"
+                )
         return self
 
     @property

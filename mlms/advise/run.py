@@ -30,7 +30,7 @@ from mlms.evaluation.query import EvaluationQuery
 from mlms.evaluation.query_terms import MAX_PAGE_SIZE
 from mlms.evaluation.record import BatchResult, EvaluationRecord, EvaluationRequest
 from mlms.evaluation.record_store import load_record
-from mlms.hardware import HardwareInfo, gpus_of, resolve
+from mlms.hardware import HardwareInfo, gpus_of, resolve_group
 from mlms.store.base import ObjectStore
 from mlms.tracer.levels import TraceLevel
 
@@ -105,11 +105,15 @@ def advise(
     started = time.monotonic()
     say = step or (lambda _line: None)
     manifest = (resolve_served if served else resolve_model)(request.model, store)
-    device = resolve(request.hw, hardware)
+    # A split names as many devices of the kind as ranks (one line where the host has fewer).
+    devices = resolve_group(request.hw, request.tensor_parallel, hardware)
+    device = devices[0]
     gpu = next(iter(gpus_of([device], hardware)), None)
     capability = tuple(int(p) for p in gpu.compute_capability.split(".")[:2]) if gpu else None
     space = build_space(request, manifest, capability, hardware.cpu_cores_logical)  # type: ignore[arg-type]
     say(f"{len(space.configs)} configurations in the space; {len(space.left_out)} left out")
+    if request.tensor_parallel > 1:
+        say(f"every evaluation splits the model over {len(devices)} ranks: {', '.join(devices)}")
     session = _Session(request, space, run, say, started)
     evidence: list[str] = []
     if request.use_stored and stored is not None:
@@ -227,7 +231,7 @@ class _Session:
         used = 0
         for record in records:
             for result in record.results:
-                config = _config_of(record, result.batch_size)
+                config = _config_of(record, result.batch_size, self.request.tensor_parallel)
                 if config in self.in_space and self._observe(record, config, "stored", 0.0):
                     used += 1
         if used:
@@ -501,12 +505,14 @@ def _rivals(row: AdviceRow, first: AdviceRow, lower_is_better: bool) -> bool:
     return row.low <= first.high if lower_is_better else row.high >= first.low
 
 
-def _config_of(record: EvaluationRecord, batch_size: int) -> Config | None:
+def _config_of(record: EvaluationRecord, batch_size: int, tensor_parallel: int) -> Config | None:
     """The configuration a stored evaluation measured, if it is one advise could have run:
-    default inputs and sequence length, no generation, inputs staged as advise stages them."""
+    default inputs and sequence length, no generation, inputs staged as advise stages them,
+    the model split as ``tensor_parallel`` asks (a split's latency is not the whole model's)."""
     asked = record.request
     if (
-        asked.generate is not None
+        asked.tensor_parallel != tensor_parallel
+        or asked.generate is not None
         or asked.seq_len is not None
         or asked.input_on_device
         or asked.inputs not in (["synthetic"], ["dataset"])
@@ -543,6 +549,7 @@ def _request(
         precision=config.precision,
         compile=config.compile,
         channels_last=config.channels_last,
+        tensor_parallel=request.tensor_parallel,
     )
 
 

@@ -11,6 +11,7 @@ from mlms.advise.record import NO_COMPILE, AdviceRequest, Config
 from mlms.errors import InvalidArgument
 from mlms.frameworks import FRAMEWORKS, installed_frameworks, runs_apart
 from mlms.manifest import ModelManifest
+from mlms.predictors.base import Predictor
 from mlms.predictors.registry import predictor_class
 
 #: Compile modes tried unless named: each framework's as shipped, and the one mode most
@@ -24,6 +25,8 @@ WHY_NOT_BY_DEFAULT = {
     "all": "is what onnxruntime runs as shipped (none)",
 }
 CPU_BATCH_SIZES = [1, 8, 32]
+#: The framework whose models split by tensor parallelism (``mlms.predictors.tensor_parallel``).
+SPLIT_FRAMEWORK = "torch"
 GPU_BATCH_SIZES = [1, 16, 64, 256]
 
 
@@ -55,6 +58,13 @@ def build_space(
     """The space for ``request`` on a device (``capability``: a GPU's compute capability, None
     for the CPU, with ``cores`` logical cores)."""
     left: list[str] = []
+    ranks = request.tensor_parallel
+    if ranks > 1:
+        from mlms.predictors.tensor_parallel import check_split_model
+
+        check_split_model(manifest, ranks)
+        # Each rank's threads come from its share of the cores (the launcher's default).
+        cores = max(1, cores // ranks)
     frameworks = _frameworks(request, manifest, left)
     on_cpu = capability is None
     image = manifest.inputs[0].layout == "CHW" and len(manifest.inputs[0].shape) == 3
@@ -71,7 +81,7 @@ def build_space(
     else:
         batch_sizes = request.batch_sizes or (CPU_BATCH_SIZES if on_cpu else GPU_BATCH_SIZES)
     if request.compile_modes is not None:
-        known = {m for name in frameworks for m in predictor_class(name).compile_modes}
+        known = {m for name in frameworks for m in _predictor(name, ranks).compile_modes}
         unknown = [m for m in request.compile_modes if m != NO_COMPILE and m not in known]
         if unknown:
             raise InvalidArgument(
@@ -80,7 +90,13 @@ def build_space(
             )
     configs: list[Config] = []
     for name in frameworks:
-        cls = predictor_class(name)
+        cls = _predictor(name, ranks)
+        dropped = [m for m in predictor_class(name).compile_modes if m not in cls.compile_modes]
+        if dropped:
+            left.append(
+                f"compile {', '.join(dropped)} on {name}: a split model compiles in "
+                f"{', '.join(cls.compile_modes)} only"
+            )
         precisions = _precisions(request, cls.precisions(capability), name, on_cpu, left)
         modes = _modes(request, cls.compile_modes, name, on_cpu, left)
         layouts = [False]
@@ -107,6 +123,16 @@ def build_space(
     return Space(configs, frameworks, list(dict.fromkeys(left)))
 
 
+def _predictor(name: str, ranks: int) -> type[Predictor]:
+    """The class that runs framework ``name``'s evaluations: a split model's over ``ranks``
+    processes (torch only, see ``_frameworks``), else the framework's own."""
+    if ranks > 1:
+        from mlms.predictors.tensor_parallel import SplitTorchPredictor
+
+        return SplitTorchPredictor
+    return predictor_class(name)
+
+
 def _frameworks(request: AdviceRequest, manifest: ModelManifest, left: list[str]) -> dict[str, str]:
     installed = installed_frameworks()
     wanted = request.frameworks or [
@@ -118,7 +144,12 @@ def _frameworks(request: AdviceRequest, manifest: ModelManifest, left: list[str]
         version = installed.get(name)
         if name not in FRAMEWORKS:
             raise InvalidArgument(f"framework {name!r}: expected some of {', '.join(FRAMEWORKS)}")
-        if constraint is None:
+        if request.tensor_parallel > 1 and name != SPLIT_FRAMEWORK:
+            why = (
+                f"does not split models here (--tensor-parallel {request.tensor_parallel} "
+                f"takes {SPLIT_FRAMEWORK})"
+            )
+        elif constraint is None:
             why = f"model {manifest.name} does not support it"
         elif version is None:
             why = "not installed here"
@@ -182,10 +213,11 @@ def _modes(
         as_shipped: list[str | None] = [None]
         return as_shipped + named if NO_COMPILE in request.compile_modes or not named else named
     defaults = [m for m in DEFAULT_MODES.get(name, ()) if m in modes]
-    if on_cpu and name == "torch":
-        left.append("compile reduce-overhead on torch: CUDA graphs: it pays off on a GPU only")
-    elif not on_cpu and name == "torch":
-        defaults.append("reduce-overhead")
+    if name == "torch" and "reduce-overhead" in modes:
+        if on_cpu:
+            left.append("compile reduce-overhead on torch: CUDA graphs: it pays off on a GPU only")
+        else:
+            defaults.append("reduce-overhead")
     for mode in modes:
         if (
             mode not in defaults

@@ -39,7 +39,7 @@ def facts(record: AdviceRecord) -> pd.DataFrame:
     request = record.request
     items = {
         "model": record.model,
-        "device": record.device_name,
+        "device": record.device_name + split_label(record, "; the model split over {} ranks"),
         "objective": f"{request.objective} ({request.unit})"
         + (
             f", p{request.percentile:g} <= {request.slo_ms:g} ms"
@@ -64,9 +64,18 @@ def facts(record: AdviceRecord) -> pd.DataFrame:
             f"{100 * (record.coverage or 0):.0f}% achieved inside the interval"
         ),
         "recommendation": (
-            record.recommendation.config.label() if record.recommendation else "none"
+            record.recommendation.config.label() + split_label(record)
+            if record.recommendation
+            else "none"
         )
         + f": {record.why}",
         "advice id": record.id,
     }
     return pd.DataFrame({"": list(items), "value": list(items.values())})
+
+
+def split_label(record: AdviceRecord, words: str = ", tensor parallel {}") -> str:
+    """``words`` with the ranks where every evaluation of the advice split the model, else
+    nothing."""
+    ranks = record.request.tensor_parallel
+    return words.format(ranks) if ranks > 1 else ""

@@ -86,6 +86,10 @@ def _counts(text: str | None) -> list[int] | None:
 @click.option("--probe-iterations", type=int, default=5, show_default=True)
 @click.option("--probe-min-seconds", type=float, default=0.2, show_default=True)
 @click.option("--no-stored", is_flag=True, help="Ignore stored evaluations of the model.")
+@click.option(
+    "--tensor-parallel", type=int, default=1, show_default=True, metavar="N",
+    help="Every evaluation splits the model over N devices of --hw's kind (torch; see mlms eval).",
+)  # fmt: skip
 @click.option("--top", type=int, default=10, show_default=True, help="Configurations shown.")
 @click.option("--list", "listing", is_flag=True, help="List the stored advice instead.")
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON, nothing else.")
@@ -111,6 +115,7 @@ def advise(
     probe_iterations: int,
     probe_min_seconds: float,
     no_stored: bool,
+    tensor_parallel: int,
     top: int,
     listing: bool,
     as_json: bool,
@@ -122,11 +127,16 @@ def advise(
     predicted verified by evaluations within the budget; the recommendation is the best
     achieved whose accuracy holds against fp32. Stored as advice/<id>.json."""
     from mlms.advise.record import AdviceRequest
+    from mlms.advise.tables import advice_table, facts, split_label
 
     client = client_for(server)
     if listing:
         for record in client.list_advice():
-            chosen = record.recommendation.config.label() if record.recommendation else "none"
+            chosen = (
+                record.recommendation.config.label() + split_label(record)
+                if record.recommendation
+                else "none"
+            )
             out.print(
                 f"{record.id}  {record.created_at:%Y-%m-%d %H:%M}  {record.model} on "
                 f"{record.device_name}, {record.request.objective}: {chosen}"
@@ -156,13 +166,12 @@ def advise(
         probe_iterations=probe_iterations,
         probe_min_seconds=probe_min_seconds,
         use_stored=not no_stored,
+        tensor_parallel=tensor_parallel,
     )
     record = client.advise(request, None if as_json else err.print)
     if as_json:
         click.echo(record.model_dump_json(indent=2))
         return
-    from mlms.advise.tables import advice_table, facts
-
     out.print(frame_table(facts(record), "Advice"))
     out.print(frame_table(advice_table(record, top), f"Configurations (top {top} and verified)"))
     out.print(

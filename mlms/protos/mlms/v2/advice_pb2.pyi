@@ -12,7 +12,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class AdviceSpec(_message.Message):
-    __slots__ = ("model", "hw", "objective", "frameworks", "precisions", "compile_modes", "channels_last", "threads", "batch_sizes", "slo_ms", "percentile", "dataset", "max_accuracy_drop", "budget_minutes", "verify", "iterations", "min_seconds", "probe_iterations", "probe_min_seconds", "use_stored")
+    __slots__ = ("model", "hw", "objective", "frameworks", "precisions", "compile_modes", "channels_last", "threads", "batch_sizes", "slo_ms", "percentile", "dataset", "max_accuracy_drop", "budget_minutes", "verify", "iterations", "min_seconds", "probe_iterations", "probe_min_seconds", "use_stored", "tensor_parallel")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     HW_FIELD_NUMBER: _ClassVar[int]
     OBJECTIVE_FIELD_NUMBER: _ClassVar[int]
@@ -33,6 +33,7 @@ class AdviceSpec(_message.Message):
     PROBE_ITERATIONS_FIELD_NUMBER: _ClassVar[int]
     PROBE_MIN_SECONDS_FIELD_NUMBER: _ClassVar[int]
     USE_STORED_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_PARALLEL_FIELD_NUMBER: _ClassVar[int]
     model: str
     hw: str
     objective: str
@@ -53,7 +54,8 @@ class AdviceSpec(_message.Message):
     probe_iterations: int
     probe_min_seconds: float
     use_stored: bool
-    def __init__(self, model: _Optional[str] = ..., hw: _Optional[str] = ..., objective: _Optional[str] = ..., frameworks: _Optional[_Union[_types_pb2.StringList, _Mapping]] = ..., precisions: _Optional[_Union[_types_pb2.StringList, _Mapping]] = ..., compile_modes: _Optional[_Union[_types_pb2.StringList, _Mapping]] = ..., channels_last: _Optional[bool] = ..., threads: _Optional[_Union[_types_pb2.Int64List, _Mapping]] = ..., batch_sizes: _Optional[_Union[_types_pb2.Int64List, _Mapping]] = ..., slo_ms: _Optional[float] = ..., percentile: _Optional[float] = ..., dataset: _Optional[str] = ..., max_accuracy_drop: _Optional[float] = ..., budget_minutes: _Optional[float] = ..., verify: _Optional[int] = ..., iterations: _Optional[int] = ..., min_seconds: _Optional[float] = ..., probe_iterations: _Optional[int] = ..., probe_min_seconds: _Optional[float] = ..., use_stored: _Optional[bool] = ...) -> None: ...
+    tensor_parallel: int
+    def __init__(self, model: _Optional[str] = ..., hw: _Optional[str] = ..., objective: _Optional[str] = ..., frameworks: _Optional[_Union[_types_pb2.StringList, _Mapping]] = ..., precisions: _Optional[_Union[_types_pb2.StringList, _Mapping]] = ..., compile_modes: _Optional[_Union[_types_pb2.StringList, _Mapping]] = ..., channels_last: _Optional[bool] = ..., threads: _Optional[_Union[_types_pb2.Int64List, _Mapping]] = ..., batch_sizes: _Optional[_Union[_types_pb2.Int64List, _Mapping]] = ..., slo_ms: _Optional[float] = ..., percentile: _Optional[float] = ..., dataset: _Optional[str] = ..., max_accuracy_drop: _Optional[float] = ..., budget_minutes: _Optional[float] = ..., verify: _Optional[int] = ..., iterations: _Optional[int] = ..., min_seconds: _Optional[float] = ..., probe_iterations: _Optional[int] = ..., probe_min_seconds: _Optional[float] = ..., use_stored: _Optional[bool] = ..., tensor_parallel: _Optional[int] = ...) -> None: ...
 
 class AdviceConfig(_message.Message):
     __slots__ = ("framework", "precision", "compile", "channels_last", "threads", "batch_size")
