@@ -10,9 +10,13 @@ import click
 
 from mlms.cli.common_options import connect, server_option
 from mlms.cli.render import err, out
+from mlms.errors import InvalidArgument
 
 if TYPE_CHECKING:
+    from mlms.loadgen.concurrency import SweepSettings
     from mlms.loadgen.record import CurvePoint, LoadRecord
+    from mlms.loadgen.scenarios import ScenarioSettings
+    from mlms.store.base import ObjectStore
 
 SCENARIO_NAMES = ["single-stream", "multi-stream", "server", "offline"]
 
@@ -78,6 +82,11 @@ SCENARIO_NAMES = ["single-stream", "multi-stream", "server", "offline"]
     show_default=True,
     help="Sweep: windows per level before giving up on stability.",
 )
+@click.option(
+    "--tensor-parallel", type=int, default=1, show_default=True, metavar="N",
+    help="Split the model over N devices of --hw's kind (torch; see mlms eval): LoadGen runs in "
+         "rank 0, which sends each batch to the other ranks; one query at a time.",
+)  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON, nothing else.")
 @server_option
 def loadgen(
@@ -95,6 +104,7 @@ def loadgen(
     concurrency: str | None,
     window: float,
     max_windows: int,
+    tensor_parallel: int,
     as_json: bool,
     server: str | None,
 ) -> None:
@@ -102,7 +112,7 @@ def loadgen(
 
     Without --server the model is loaded here; with it, every query is a predict through the
     server to an agent. LoadGen's logs and the mlms record go to the local store, under
-    loadgen/<id>/.
+    loadgen/<id>/. With --tensor-parallel the model's ranks run here, one process each.
     """
     from mlms.loadgen.concurrency import SweepSettings, parse_levels
     from mlms.loadgen.run import run_loadgen, run_sweep
@@ -124,6 +134,10 @@ def loadgen(
             batch_size=batch_size,
             workers=workers,
         )
+    run_settings = settings if concurrency is not None else scenario_settings
+    if tensor_parallel != 1:
+        _split(model, framework, hw, tensor_parallel, run_settings, store, as_json, server)
+        return
     target = open_target(model, framework, hw, connect(server) if server else None)
     try:
         if concurrency is not None:
@@ -147,10 +161,51 @@ def loadgen(
     if as_json:
         click.echo(record.model_dump_json(indent=2))
         return
+    _report(record, store.url)
+
+
+def _split(
+    model: str,
+    framework: str | None,
+    hw: str,
+    tensor_parallel: int,
+    settings: ScenarioSettings | SweepSettings,
+    store: ObjectStore,
+    as_json: bool,
+    server: str | None,
+) -> None:
+    """The run on the model split over ``tensor_parallel`` ranks, here."""
+    from mlms.evaluation.record import EvaluationRequest
+    from mlms.loadgen.split import run_split
+    from mlms.user_input import validated
+
+    request = validated(
+        EvaluationRequest, model=model, framework=framework, hw=hw, tensor_parallel=tensor_parallel
+    )
+    if server is not None:
+        raise InvalidArgument(
+            f"--tensor-parallel {tensor_parallel} with --server: an agent answers predicts in "
+            "one process, which holds a whole model; run the split here, without --server"
+        )
+    split = run_split(request, settings, store)
+    if as_json:
+        click.echo(split.record.model_dump_json(indent=2))
+        return
+    if split.summary is not None:
+        out.print(split.summary, markup=False, highlight=False)
+    else:
+        out.print(_curve_header())
+        for point in split.record.curve:
+            out.print(_row(point))
+    _report(split.record, store.url)
+
+
+def _report(record: LoadRecord, store_url: str) -> None:
+    """mlms's numbers, then where the record went."""
     _print_mlms(record)
     stored = "record and LoadGen's logs" if record.logs else "record"
     # One line however narrow the terminal: the location is copied, not read.
-    err.print(f"{stored}: {store.url}/loadgen/{record.id}/", soft_wrap=True, highlight=False)
+    err.print(f"{stored}: {store_url}/loadgen/{record.id}/", soft_wrap=True, highlight=False)
 
 
 def _print_mlms(record: LoadRecord) -> None:

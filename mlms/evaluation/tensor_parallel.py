@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
@@ -49,7 +49,12 @@ STOP_SECONDS = 5.0
 
 
 class RankSpec(BaseModel):
-    """What every rank is told (the same for all; its rank comes on its command line)."""
+    """What every rank is told (the same for all; its rank comes on its command line). Another
+    kind of run on the ranks (``mlms.loadgen.split``) extends it with what it needs and names
+    its own ``program``."""
+
+    #: The module each rank runs (``python -m PROGRAM SPEC RANK OUT``).
+    program: ClassVar[str] = RANK_PROGRAM
 
     request: EvaluationRequest
     manifest: ModelManifest
@@ -141,7 +146,7 @@ def _start(spec: RankSpec, spec_path: Path, rank: int, out: Path) -> _Rank:
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // len(spec.devices))))
     with open(log, "w") as errors:
         process = subprocess.Popen(
-            [sys.executable, "-m", RANK_PROGRAM, str(spec_path), str(rank), str(out)],
+            [sys.executable, "-m", spec.program, str(spec_path), str(rank), str(out)],
             stdout=subprocess.PIPE,
             stderr=errors,
             stdin=subprocess.DEVNULL,

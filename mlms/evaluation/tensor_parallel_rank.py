@@ -3,16 +3,22 @@ joins the ranks' process group, loads its shard and runs the measured loop like 
 then leaves its results (``rankN.json``) and spans (``rankN.parquet``, every span with its rank)
 in ``OUT`` for the launcher (``mlms.evaluation.tensor_parallel``). Rank 0 prints progress as JSON
 lines on stdout; an error ends the rank with one line on stderr and exit code 1.
+
+``rank_main`` and ``joined`` are what every rank program shares (a load run's ranks,
+``mlms.loadgen.split_rank``, run another body in the same frame).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import sys
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import TypeVar
 
 import pyarrow as pa
 
@@ -28,20 +34,29 @@ from mlms.tracer.tracer import Tracer
 #: How long a rank waits for the others to join (they load the same model meanwhile).
 JOIN_TIMEOUT = timedelta(minutes=10)
 
+Spec = TypeVar("Spec", bound=RankSpec)
 
-def main(argv: list[str]) -> int:
-    spec = RankSpec.model_validate_json(Path(argv[0]).read_text())
+
+def rank_main(
+    argv: list[str], spec_type: type[Spec], body: Callable[[Spec, int, Path], None]
+) -> int:
+    """``SPEC RANK OUT`` read and ``body`` run on them; an mlms error is one line on stderr
+    (the launcher quotes it) and exit code 1."""
+    spec = spec_type.model_validate_json(Path(argv[0]).read_text())
     rank, out = int(argv[1]), Path(argv[2])
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     try:
-        run(spec, rank, out)
+        body(spec, rank, out)
     except MlmsError as exc:
         print(f"mlms: error: {exc}", file=sys.stderr, flush=True)
         return 1
     return 0
 
 
-def run(spec: RankSpec, rank: int, out: Path) -> None:
+@contextlib.contextmanager
+def joined(spec: RankSpec, rank: int) -> Iterator[str]:
+    """This rank's device, with the ranks' default process group set up on it (NCCL between
+    GPUs, gloo on the CPU) until the block ends."""
     import torch
     import torch.distributed as dist
 
@@ -58,6 +73,16 @@ def run(spec: RankSpec, rank: int, out: Path) -> None:
         device_id=torch.device(device) if on_gpu else None,
     )
     try:
+        yield device
+    finally:
+        dist.destroy_process_group()
+
+
+def run(spec: RankSpec, rank: int, out: Path) -> None:
+    import torch
+
+    with joined(spec, rank) as device:
+        on_gpu = device.startswith("cuda")
         tracer = Tracer(
             spec.request.trace_level,
             resource={"mlms.evaluation_id": spec.evaluation_id, "mlms.rank": str(rank)},
@@ -66,7 +91,7 @@ def run(spec: RankSpec, rank: int, out: Path) -> None:
         measured = measure_rank(
             spec.request,
             spec.manifest,
-            Asset(**spec.asset | {"path": Path(spec.asset["path"])}),
+            asset_of(spec),
             device,
             rank,
             tracer,
@@ -84,8 +109,11 @@ def run(spec: RankSpec, rank: int, out: Path) -> None:
         (out / f"rank{rank}.json").write_text(
             json.dumps({"measured": measured.to_json(), "peak_memory_bytes": peak})
         )
-    finally:
-        dist.destroy_process_group()
+
+
+def asset_of(spec: RankSpec) -> Asset:
+    """The model's asset as the launcher verified it."""
+    return Asset(**spec.asset | {"path": Path(spec.asset["path"])})
 
 
 def _progress(event: Progress) -> None:
@@ -104,4 +132,4 @@ def _resident_peak() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(rank_main(sys.argv[1:], RankSpec, run))

@@ -17,7 +17,7 @@ import numpy as np
 
 from mlms.errors import InvalidArgument
 from mlms.loadgen.record import CurvePoint
-from mlms.loadgen.targets import PredictTarget
+from mlms.loadgen.targets import PredictTarget, synthetic_samples
 
 STABLE_WINDOWS = 3
 STABILITY = 0.10
@@ -83,12 +83,8 @@ def sweep(
     settings: SweepSettings,
     on_point: Callable[[CurvePoint], None] = lambda _point: None,
 ) -> list[CurvePoint]:
-    info = target.info
-    pool = (
-        np.random.default_rng(settings.seed)
-        .standard_normal((settings.samples, 1, *info.input_shape))
-        .astype(info.input_dtype)
-    )
+    # Each sample a batch of one.
+    pool = synthetic_samples(target.info, settings.samples, settings.seed)[:, None]
     points = []
     for level in settings.levels:
         point = _measure(target, pool, level, settings)

@@ -61,6 +61,10 @@ class LoadRecord(BaseModel):
     framework_version: str
     device: str
     where: str  # "embedded" or "server HOST:PORT"
+    #: The model split over this many ranks (``mlms.loadgen.split``), on ``devices``, rank by
+    #: rank; one process: 1 and none.
+    tensor_parallel: int = 1
+    devices: list[str] = Field(default_factory=list)
     #: A LoadGen scenario, or "concurrency" for a closed-loop sweep.
     scenario: str
     #: What the run was given and derived (LoadGen's settings, workers, windows, ...).

@@ -81,4 +81,6 @@ def _target_fields(target: PredictTarget) -> dict[str, object]:
         "framework_version": info.framework_version,
         "device": info.device,
         "where": info.where,
+        "tensor_parallel": info.tensor_parallel,
+        "devices": list(info.devices),
     }

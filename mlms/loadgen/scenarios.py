@@ -20,7 +20,7 @@ import mlperf_loadgen as lg
 import numpy as np
 
 from mlms.errors import InvalidArgument
-from mlms.loadgen.targets import PredictTarget
+from mlms.loadgen.targets import PredictTarget, synthetic_samples
 
 SCENARIOS = {
     "single-stream": lg.TestScenario.SingleStream,
@@ -74,7 +74,7 @@ class ScenarioRun:
 
 def run_scenario(target: PredictTarget, settings: ScenarioSettings, log_dir: Path) -> ScenarioRun:
     """Run LoadGen (performance mode) on ``target``; its logs go to ``log_dir``."""
-    pool = _samples(target, settings)
+    pool = synthetic_samples(target.info, settings.samples, settings.seed)
     calibration_ns = _calibrate(target, pool)
     run = ScenarioRun(settings, log_dir, calibration_ns / 1e6, _effective(settings, calibration_ns))
     sut = _Sut(target, pool, settings, run.latencies_ns)
@@ -147,12 +147,6 @@ class _Sut:
 
 def _no_op(_indices: Sequence[int]) -> None:
     """The sample library is in memory from the start: nothing to load or unload."""
-
-
-def _samples(target: PredictTarget, settings: ScenarioSettings) -> np.ndarray:
-    info = target.info
-    generator = np.random.default_rng(settings.seed)
-    return generator.standard_normal((settings.samples, *info.input_shape)).astype(info.input_dtype)
 
 
 def _calibrate(target: PredictTarget, pool: np.ndarray) -> int:

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 
 from mlms.errors import UnsupportedFramework
+from mlms.evaluation.inputs import open_inputs
+from mlms.manifest import ModelManifest
 
 if TYPE_CHECKING:
     from mlms.protos.mlms.v2 import calls_pb2
@@ -22,8 +24,16 @@ class TargetInfo:
     framework_version: str
     device: str  # "cpu", "cuda:0"; what the server's agent resolved, over a server
     where: str  # "embedded" or "server HOST:PORT"
-    input_shape: tuple[int, ...]  # one sample, no batch axis
-    input_dtype: str
+    manifest: ModelManifest  # its input is what the samples are made as
+    #: A split model's ranks and their devices, rank by rank (one process: 1 and none).
+    tensor_parallel: int = 1
+    devices: tuple[str, ...] = ()
+
+
+def synthetic_samples(info: TargetInfo, count: int, seed: int) -> np.ndarray:
+    """``count`` distinct synthetic samples (no batch axis), made as an evaluation's are: token
+    ids below the vocabulary for a token model, normal values for a tensor's."""
+    return open_inputs(info.manifest, ["synthetic"], seed=seed, pool=count).take(0, count).tensor
 
 
 class PredictTarget(Protocol):
@@ -66,10 +76,7 @@ class EmbeddedTarget:
         self._predictor = self._held.enter_context(
             predictor_class(framework)(manifest, asset.path, PredictorOptions(device))
         )
-        spec = manifest.inputs[0]
-        self.info = TargetInfo(
-            manifest.name, framework, version, device, "embedded", tuple(spec.shape), spec.dtype
-        )
+        self.info = TargetInfo(manifest.name, framework, version, device, "embedded", manifest)
 
     def predict(self, batch: np.ndarray) -> None:
         self._predictor.predict(batch)
@@ -94,8 +101,7 @@ class ServerTarget:
             "",
             f"{hw} on agent {reply.agent_id}",
             f"server {client.address}",
-            tuple(spec.shape),
-            spec.dtype,
+            manifest,
         )
 
     def predict(self, batch: np.ndarray) -> None:
