@@ -108,7 +108,10 @@ def test_a_predicts_latency_is_the_slowest_ranks(store, split: EvaluationRecord)
         per_rank = [[ms for rank, ms in rows if rank == r] for r in (0, 1)]
         slowest = np.maximum(*map(np.array, per_rank))
         assert result.latency_ms.p50 <= float(np.median(slowest)) * 1.001
-        assert result.latency_ms.p50 >= float(np.median(np.minimum(*map(np.array, per_rank))))
+        # A span also holds its own bookkeeping around the timed call (tens of microseconds):
+        # the faster rank's spans bound the slowest rank's timed calls from below, nearly.
+        faster = float(np.median(np.minimum(*map(np.array, per_rank))))
+        assert result.latency_ms.p50 >= faster * 0.995
 
 
 def test_a_bert_encoder_splits_by_mlms_plan_and_predicts_as_the_whole_one(store) -> None:
