@@ -7,7 +7,8 @@ the same model again before its agents start.
 
 from __future__ import annotations
 
-from mlms.assets.manager import AssetManager, asset_prefix
+from mlms.assets.keys import asset_prefix
+from mlms.assets.manager import AssetManager
 from mlms.catalog.zoo import get_model
 from mlms.config import mlms_home
 from mlms.store.base import ObjectStore

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mlms.assets.manager import AssetManager, asset_prefix
+from mlms.assets.keys import asset_prefix
+from mlms.assets.manager import AssetManager
 from mlms.catalog.zoo import get_model
 from mlms.errors import AssetError, ChecksumMismatch
 from mlms.manifest import ModelManifest

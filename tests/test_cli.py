@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mlms.assets.manager import asset_prefix
+from mlms.assets.keys import asset_prefix
 from mlms.catalog.zoo import get_model
 
 

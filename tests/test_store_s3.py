@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from minio import Minio
 
-from mlms.assets.manager import AssetManager, asset_prefix
+from mlms.assets.keys import asset_prefix
+from mlms.assets.manager import AssetManager
 from mlms.catalog.zoo import get_model
 from mlms.errors import ChecksumMismatch, InvalidArgument, StoreError, Unavailable
 from mlms.store.base import ObjectStore

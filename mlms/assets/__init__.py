@@ -15,6 +15,7 @@ a user has, and kept in the object store, sha256-verified.
     torch_files.py        a user's torch artifact as a module
     packing.py            an artifact as the bytes of an upload, and back
     model_store.py        models users add to the store: artifact, ``asset.json``, manifest
+    keys.py               every store key of a model (``models/``, ``manifests/``)
     optional_imports.py,  frameworks imported without the packages they load only because they
     transformers_import.py  are installed
 """

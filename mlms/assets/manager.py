@@ -26,6 +26,7 @@ from typing import Any
 from mlms.assets.architectures import build, with_weights
 from mlms.assets.exporters import EXPORTERS
 from mlms.assets.formats import listing_sha256, open_artifact
+from mlms.assets.keys import ASSET_INFO, asset_key, asset_prefix, info_key
 from mlms.errors import AssetError, ChecksumMismatch, UnsupportedFramework
 from mlms.frameworks import asset_framework
 from mlms.isolation import call_in_own_process
@@ -58,15 +59,6 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def model_prefix(name: str, version: str) -> str:
-    """Where every framework's asset of one version of a model lies."""
-    return f"models/{name}/{version}/"
-
-
-def asset_prefix(manifest: ModelManifest, framework: str) -> str:
-    return f"{model_prefix(manifest.name, manifest.version)}{framework}"
-
-
 class AssetManager:
     """Finds, builds or downloads assets; ``cache_dir`` holds local copies of remote objects."""
 
@@ -82,10 +74,10 @@ class AssetManager:
         if original is not None and original.path:
             return self._in_place(manifest, framework, original)
         prefix = asset_prefix(manifest, framework)
-        if not self.store.exists(f"{prefix}/asset.json"):
+        if not self.store.exists(info_key(prefix)):
             with _building(self.store, prefix):
                 # Another process sharing the store may have made it while this one waited.
-                if not self.store.exists(f"{prefix}/asset.json"):
+                if not self.store.exists(info_key(prefix)):
                     self._make(manifest, framework)
         return self.load(manifest, framework)
 
@@ -123,7 +115,7 @@ class AssetManager:
             return Asset(manifest.name, manifest.version, framework, path, actual, source.size,
                          f"file:{source.path}")  # fmt: skip
         target = self.cache_dir / "exports" / source.sha256 / framework
-        done = target / "asset.json"
+        done = target / ASSET_INFO
         if not done.is_file():
             with self._export_file(manifest, framework, path) as (folder, name):
                 target.mkdir(parents=True, exist_ok=True)
@@ -157,8 +149,8 @@ class AssetManager:
 
     def load(self, manifest: ModelManifest, framework: str) -> Asset:
         prefix = asset_prefix(manifest, framework)
-        info = json.loads(self.store.get_bytes(f"{prefix}/asset.json"))
-        key = f"{prefix}/{info['file']}"
+        info = json.loads(self.store.get_bytes(info_key(prefix)))
+        key = asset_key(prefix, info["file"])
         if "files" in info:
             path = self._folder(key, info)
             actual = listing_sha256({n: sha256_of(path / n) for n in info["files"]})
@@ -188,7 +180,7 @@ class AssetManager:
         for name, digest in info["files"].items():
             local = folder / name
             if not local.is_file() or sha256_of(local) != digest:
-                self.store.get_file(f"{key}/{name}", local)
+                self.store.get_file(asset_key(key, name), local)
         return folder
 
     def _store(self, manifest: ModelManifest, framework: str, path: Path, source: str) -> None:
@@ -201,9 +193,9 @@ class AssetManager:
             "size": path.stat().st_size,
             "source": source,
         }
-        self.store.put_file(f"{prefix}/{path.name}", path, move=True)
+        self.store.put_file(asset_key(prefix, path.name), path, move=True)
         # asset.json last: its presence says the asset is complete.
-        self.store.put_bytes(f"{prefix}/asset.json", json.dumps(info, indent=1).encode())
+        self.store.put_bytes(info_key(prefix), json.dumps(info, indent=1).encode())
 
     def _build(self, manifest: ModelManifest, framework: str, source: BuildSource) -> None:
         """Export ``framework``'s artifact from the canonical torch weights, in a process of its
@@ -228,7 +220,7 @@ class AssetManager:
             )
         torch_prefix = asset_prefix(manifest, "torch")
         with _building(self.store, torch_prefix), tempfile.TemporaryDirectory() as tmp:
-            if self.store.exists(f"{torch_prefix}/asset.json"):
+            if self.store.exists(info_key(torch_prefix)):
                 weights = self.load(manifest, "torch").path
                 name = self._in_builder(export_artifact, manifest, framework, weights, Path(tmp))
             else:

@@ -17,6 +17,15 @@ from packaging.version import InvalidVersion, Version
 
 from mlms.assets.file_models import ModelOptions, check_name, manifest_for
 from mlms.assets.formats import Artifact, open_artifact
+from mlms.assets.keys import (
+    MANIFESTS,
+    asset_key,
+    asset_prefix,
+    info_key,
+    manifest_key,
+    manifests_prefix,
+    model_prefix,
+)
 from mlms.assets.signatures import read_signature
 from mlms.errors import AlreadyExists, InvalidArgument, MlmsError, UnknownModel
 from mlms.manifest import ModelManifest, dump_manifest, parse_manifest
@@ -24,16 +33,10 @@ from mlms.store.base import ObjectStore
 
 log = logging.getLogger(__name__)
 
-MANIFESTS = "manifests"
-
-
-def manifest_key(name: str, version: str) -> str:
-    return f"{MANIFESTS}/{name}/{version}.yaml"
-
 
 def stored_versions(store: ObjectStore, name: str) -> list[str]:
     """The versions of ``name`` in the store, oldest first."""
-    prefix = f"{MANIFESTS}/{name}/"
+    prefix = manifests_prefix(name)
     versions = [key[len(prefix) : -len(".yaml")] for key in store.list(prefix)]
     return sorted((v for v in versions if "/" not in v), key=_order)
 
@@ -60,9 +63,7 @@ def stored_manifest(
 
 def stored_manifests(store: ObjectStore) -> list[ModelManifest]:
     """The newest version of every added model, by name."""
-    names = sorted(
-        {key.split("/")[1] for key in store.list(f"{MANIFESTS}/") if key.count("/") == 2}
-    )
+    names = sorted({key.split("/")[1] for key in store.list(MANIFESTS) if key.count("/") == 2})
     found = []
     for name in names:
         try:
@@ -127,9 +128,6 @@ def add_model(
 def _put_artifact(
     store: ObjectStore, manifest: ModelManifest, artifact: Artifact, written: list[str]
 ) -> None:
-    # Here, not at the top: the assets module loads numpy, which resolving a name must not.
-    from mlms.assets.manager import asset_prefix
-
     source = manifest.file_source
     assert source is not None  # manifest_for always names the file
     prefix = asset_prefix(manifest, source.framework)
@@ -141,22 +139,20 @@ def _put_artifact(
     }
     if artifact.files:
         for relative in artifact.files:
-            key = f"{prefix}/{source.filename}/{relative}"
+            key = asset_key(prefix, source.filename, relative)
             written.append(key)
             store.put_file(key, artifact.path / relative)
         info["files"] = artifact.files
     else:
-        key = f"{prefix}/{source.filename}"
+        key = asset_key(prefix, source.filename)
         written.append(key)
         store.put_file(key, artifact.path)
-    written.append(f"{prefix}/asset.json")
-    store.put_bytes(f"{prefix}/asset.json", json.dumps(info, indent=1).encode())
+    written.append(info_key(prefix))
+    store.put_bytes(info_key(prefix), json.dumps(info, indent=1).encode())
 
 
 def remove_model(store: ObjectStore, name: str, version: str | None = None) -> list[str]:
     """Delete an added model (every version, or ``version``): the versions removed."""
-    from mlms.assets.manager import model_prefix  # as in _put_artifact: numpy only when needed
-
     check_name(name)
     versions = stored_versions(store, name)
     if version is not None:
