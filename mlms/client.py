@@ -324,21 +324,23 @@ class EmbeddedClient:
         sweep_id: str | None,
         changed: Callable[[SweepState], None],
     ) -> SweepState:
-        """One cell at a time: every framework here shares this machine's devices."""
+        """One group of cells (one evaluation) at a time: every framework here shares this
+        machine's devices."""
         from mlms.evaluation.record_store import is_stored, load_record
         from mlms.evaluation.sweep import load_sweep, new_sweep
         from mlms.server.sweeps import SweepRun
 
-        def run_cell(cell, request, _assigned) -> EvaluationRecord:
-            if is_stored(self.store, cell.evaluation_id):
-                return load_record(self.store, cell.evaluation_id)
-            return self.evaluate(request, evaluation_id=cell.evaluation_id)
+        def run_group(group, _assigned) -> EvaluationRecord:
+            if is_stored(self.store, group.evaluation_id):
+                return load_record(self.store, group.evaluation_id)
+            return self.evaluate(group.request, evaluation_id=group.evaluation_id)
 
         from mlms.database.keeper import index_sweep
 
         sweep = load_sweep(self.store, sweep_id) if sweep_id else new_sweep(spec)
-        index_sweep(self.index, sweep)  # before its cells run: the sweep filter finds them
-        run = SweepRun(sweep, self.store, run_cell).start()
+        run = SweepRun(sweep, self.store, run_group)
+        index_sweep(self.index, run.sweep)  # before its cells run: the sweep filter finds them
+        run.start()
         try:
             for state in run.updates():
                 changed(state)

@@ -34,7 +34,8 @@ def site(sweep_id: str, output: Path) -> None:
 
     client = EmbeddedClient()
     sweep = load_sweep(client.store, sweep_id)
-    done = [cell.evaluation_id for cell in sweep.cells if cell.state == "completed"]
+    # A group's cells share one evaluation: each record once.
+    done = dict.fromkeys(cell.evaluation_id for cell in sweep.cells if cell.state == "completed")
     records = [client.get_evaluation(evaluation_id) for evaluation_id in done]
     tasks = {}
     for name in dict.fromkeys(cell.model for cell in sweep.cells):

@@ -1,5 +1,6 @@
-"""``mlms sweep``: models x frameworks x batch sizes x hardware, one evaluation a cell, in
-parallel over the fleet (with ``--server``), resumable by the sweep's id."""
+"""``mlms sweep``: models x frameworks x precisions x batch sizes x hardware, one evaluation
+for the batch sizes of each model, framework, precision and hardware, in parallel over the
+fleet (with ``--server``), resumable by the sweep's id."""
 
 from __future__ import annotations
 
@@ -33,9 +34,9 @@ def parse_names(text: str, what: str) -> list[str]:
     """``"resnet50,vgg16"`` -> ["resnet50", "vgg16"]; an empty or repeated name is an error."""
     names = [part.strip() for part in text.split(",")]
     if not all(names) or len(set(names)) != len(names):
+        example = {"model": "resnet50,vgg16", "precision": "fp32,bf16"}.get(what, "cpu,h100")
         raise InvalidArgument(
-            f"bad {what} list {text!r}: expected distinct comma-separated names, e.g. "
-            f"{'resnet50,vgg16' if what == 'model' else 'cpu,h100'}"
+            f"bad {what} list {text!r}: expected distinct comma-separated names, e.g. {example}"
         )
     return names
 
@@ -78,6 +79,12 @@ def select_models(text: str, client: Client) -> list[str]:
     "--batch-size", "-b", "batch_sizes", default="1", show_default=True, help="e.g. 1,8,32."
 )
 @click.option("--hw", default="cpu", show_default=True, help="Comma-separated, e.g. cpu,h100.")
+@click.option(
+    "--precisions",
+    default=None,
+    help="Comma-separated, e.g. fp32,bf16 (default: fp32, as mlms eval). Of fp32, tf32, fp16, "
+    "bf16.",
+)
 @click.option("--iterations", "-n", default=20, show_default=True, type=int)
 @click.option("--warmup", default=3, show_default=True, type=int)
 @click.option("--min-seconds", default=1.0, show_default=True, type=float)
@@ -102,6 +109,7 @@ def sweep(
     frameworks: str | None,
     batch_sizes: str,
     hw: str,
+    precisions: str | None,
     iterations: int,
     warmup: int,
     min_seconds: float,
@@ -110,14 +118,17 @@ def sweep(
     report: Path | None,
     server: str | None,
 ) -> None:
-    """Evaluate every combination of models, frameworks, batch sizes and hardware: in
-    parallel over the server's agents (one evaluation an agent at a time) with --server, one
-    after another here without. The sweep is stored as it goes; after a crash of this command
-    or of the server, --resume ID runs what is left (nothing twice)."""
+    """Evaluate every combination of models, frameworks, precisions, batch sizes and hardware:
+    one evaluation (one model load) for the batch sizes of each model, framework, precision and
+    hardware, in parallel over the server's agents (one evaluation an agent at a time) with
+    --server, one after another here without. The sweep is stored as it goes; after a crash of
+    this command or of the server, --resume ID runs what is left (nothing twice)."""
     from mlms.evaluation.sweep import SweepSpec
 
     spec = None
     client = client_for(server)
+    # Unset: the spec's own default (the evaluation's).
+    chosen = {} if precisions is None else {"precisions": parse_names(precisions, "precision")}
     if resume is None:
         if models is None or frameworks is None:
             raise InvalidArgument("mlms sweep needs --models and --frameworks, or --resume ID")
@@ -131,11 +142,12 @@ def sweep(
             warmup=warmup,
             min_seconds=min_seconds,
             tensor_parallel=tensor_parallel,
+            **chosen,
         )
-    elif models is not None or frameworks is not None:
+    elif models is not None or frameworks is not None or precisions is not None:
         raise InvalidArgument(
-            f"--resume {resume} runs the stored sweep as it was given: expected no --models "
-            "or --frameworks with it"
+            f"--resume {resume} runs the stored sweep as it was given: expected no --models, "
+            "--frameworks or --precisions with it"
         )
     if report is not None:
         writable(report)  # checked before the evaluations, which take minutes
@@ -150,7 +162,7 @@ def sweep(
     failed = final.count("failed")
     if failed:
         raise click.ClickException(
-            f"{failed} of {len(final.cells)} evaluations failed; "
+            f"{failed} of {len(final.cells)} cells failed; "
             f"'mlms sweep --resume {final.id}' runs them again"
         )
 
@@ -168,7 +180,8 @@ def sweep_progress() -> Iterator[Callable[[SweepState], None]]:
             if not announced:
                 announced.append(state.id)
                 err.print(
-                    f"sweep {state.id}: {len(state.cells)} evaluations "
+                    f"sweep {state.id}: {len(state.cells)} cells in "
+                    f"{len(set(c.evaluation_id for c in state.cells))} evaluations "
                     f"(resume with: mlms sweep --resume {state.id})"
                 )
             running = [c.describe() for c in state.cells if c.state == "running"]
@@ -187,13 +200,14 @@ def summary(state: SweepState) -> Table:
         title=f"sweep {state.id}",
         caption=f"'mlms evals --sweep {state.id}' lists its evaluations",
     )
-    for column in ("model", "framework", "batch", "hw", "state", "p50 (ms)", "inputs/s",
-                   "J/inference", "agent", "evaluation"):  # fmt: skip
+    for column in ("model", "framework", "precision", "batch", "hw", "state", "p50 (ms)",
+                   "inputs/s", "J/inference", "agent", "evaluation"):  # fmt: skip
         table.add_column(column)
     for cell in state.cells:
         table.add_row(
             cell.model,
             cell.framework,
+            cell.precision,
             str(cell.batch_size),
             cell.hw,
             cell.state if cell.error is None else f"{cell.state}: {cell.error}",

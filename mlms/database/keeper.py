@@ -100,7 +100,7 @@ def rebuild(
             except (MlmsError, ValueError) as exc:
                 log.warning("rebuild: skipping unreadable sweep %s: %s", key, exc)
                 continue
-            index.add_sweep(sweep.id, [c.evaluation_id for c in sweep.cells])
+            index.add_sweep(sweep.id, sweep.evaluation_ids())
             sweeps += 1
     if indexed:
         index.analyze()
@@ -160,10 +160,10 @@ def _rows_of(store: ObjectStore, batch: list[str]) -> Rows:
 
 
 def index_sweep(index: EvaluationIndex, sweep: SweepState) -> None:
-    """Remember the sweep's cells; with the index down the sweep runs all the same, and
-    ``mlms db rebuild`` indexes its cells later (they are in the stored sweep)."""
+    """Remember the evaluations the sweep's cells may be in; with the index down the sweep runs
+    all the same, and ``mlms db rebuild`` indexes them later (they are in the stored sweep)."""
     try:
-        index.add_sweep(sweep.id, [c.evaluation_id for c in sweep.cells])
+        index.add_sweep(sweep.id, sweep.evaluation_ids())
     except MlmsError as exc:
         log.warning("sweep %s: its cells are not indexed now: %s", sweep.id, exc)
 

@@ -43,7 +43,8 @@ def hardware(record: EvaluationRecord) -> str:
 
 def evaluations_section(records: Sequence[EvaluationRecord]) -> Section:
     """Which evaluations are these? One column each: model, framework, device and hardware,
-    date, trace level, batch sizes, accuracy and id; then each one's settings and software."""
+    date, precision, trace level, batch sizes, accuracy and id; then each one's settings and
+    software."""
     section = Section("Evaluations", "evaluations")
     fields = {
         "evaluation": [r.id for r in records],
@@ -52,6 +53,7 @@ def evaluations_section(records: Sequence[EvaluationRecord]) -> Section:
         "device": [r.device for r in records],
         "hardware": [hardware(r) for r in records],
         "date (UTC)": [r.created_at.strftime("%Y-%m-%d %H:%M:%S") for r in records],
+        "precision": [r.request.precision for r in records],
         "trace level": [r.trace_level for r in records],
         "batch sizes": [", ".join(str(b.batch_size) for b in r.results) for r in records],
         "status": [r.status for r in records],

@@ -1,7 +1,8 @@
 """A static results site of one sweep (``mlms site``): what a reader opens without running
 anything.
 
-    index.html          every model of the sweep: its throughput-vs-batch curve, peak
+    index.html          every model of the sweep (a row per framework, precision and
+                        hardware): its throughput-vs-batch curve, peak
                         throughput and the batch it peaks at, latency at batch 1, energy per
                         inference where the records have it; filterable by task
     models/<name>.html  one page a model: its evaluations' report (``build_report``)
@@ -33,11 +34,12 @@ PLOTLY = "plotly.min.js"
 
 @dataclass(frozen=True)
 class ModelRow:
-    """One model on one framework and hardware: its sweep cells' numbers."""
+    """One model on one framework, precision and hardware: its sweep cells' numbers."""
 
     model: str
     task: str
     framework: str
+    precision: str
     hw: str
     #: (batch size, inputs per second, p50 ms, joules per inference or None), by batch size.
     points: list[tuple[int, float, float, float | None]]
@@ -63,12 +65,14 @@ class ModelRow:
 
 
 def model_rows(sweep: SweepState, tasks: dict[str, str]) -> list[ModelRow]:
-    """The sweep's cells grouped by model, framework and hardware, in the sweep's order."""
-    groups: dict[tuple[str, str, str], ModelRow] = {}
+    """The sweep's cells grouped by model, framework, precision and hardware, in the sweep's
+    order."""
+    groups: dict[tuple[str, str, str, str], ModelRow] = {}
     for cell in sweep.cells:
-        key = (cell.model, cell.framework, cell.hw)
+        task = tasks.get(cell.model, "")
         row = groups.setdefault(
-            key, ModelRow(cell.model, tasks.get(cell.model, ""), cell.framework, cell.hw, [], [])
+            cell.group_key,
+            ModelRow(cell.model, task, cell.framework, cell.precision, cell.hw, [], []),
         )
         if cell.state == "completed" and cell.throughput is not None:
             row.points.append(
@@ -138,7 +142,8 @@ def index_page(sweep: SweepState, rows: Sequence[ModelRow]) -> str:
     head = "".join(
         f"<th{' class=num' if numeric else ''}>{escape(title)}</th>"
         for title, numeric in (
-            ("model", False), ("task", False), ("framework", False), ("hardware", False),
+            ("model", False), ("task", False), ("framework", False), ("precision", False),
+            ("hardware", False),
             ("throughput vs batch size", False), ("peak (inputs/s)", True),
             ("at batch", True), ("p50 at batch 1 (ms)", True),
             ("energy at peak (J/inference)", True), ("failed cells", False),
@@ -159,7 +164,7 @@ def index_page(sweep: SweepState, rows: Sequence[ModelRow]) -> str:
     done = sum(cell.state == "completed" for cell in sweep.cells)
     made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     subtitle = (
-        f"sweep {sweep.id} on {hardware}: {done} of {len(sweep.cells)} evaluations completed; "
+        f"sweep {sweep.id} on {hardware}: {done} of {len(sweep.cells)} cells completed; "
         f"mlms {__version__}, made {made}"
     )
     text = page("mlms results", subtitle, [overview], plotly_src=PLOTLY)
@@ -177,7 +182,7 @@ def _curves(rows: Sequence[ModelRow]) -> go.Figure:
             x=[p[0] for p in row.points],
             y=[p[1] for p in row.points],
             mode="lines+markers",
-            name=f"{row.model} ({row.framework}, {row.hw})",
+            name=f"{row.model} ({row.framework}, {row.precision}, {row.hw})",
             meta=row.task,
             hovertemplate="batch %{x}: %{y:.1f} inputs/s<extra>%{fullData.name}</extra>",
         )
@@ -198,6 +203,7 @@ def _row_html(row: ModelRow) -> str:
         f"<td>{link}</td>",
         f"<td>{escape(row.task)}</td>",
         f"<td>{escape(row.framework)}</td>",
+        f"<td>{escape(row.precision)}</td>",
         f"<td>{escape(row.hw)}</td>",
         f"<td>{_sparkline(row.points)}</td>",
         _number(peak[1] if peak else None, "{:,.1f}"),

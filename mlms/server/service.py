@@ -320,9 +320,9 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
             sweep = load_sweep(self.store, request.sweep_id)
         else:
             sweep = new_sweep(from_proto(request.spec, SweepSpec, "sweep request"))
-        index_sweep(self.index, sweep)  # before its cells run: the sweep filter finds them
         run = SweepRun(sweep, self.store, self.cells.run, self.cells.lane, self.cells.width)
-        # When the caller goes away, the cells running finish (and are stored); no more start.
+        index_sweep(self.index, run.sweep)  # before its cells run: the sweep filter finds them
+        # When the caller goes away, the groups running finish (and are stored); no more start.
         context.add_callback(run.stop)
         for state in run.start().updates():
             yield to_proto(state, sweep_pb2.SweepState)

@@ -1,15 +1,22 @@
 """Run a sweep's cells in parallel, each evaluated at most once to completion.
 
-Cells are grouped in lanes (on a server: framework and hardware; embedded: one lane), and each
-lane runs as many cells at a time as it has agents, each worker taking the lane's next cell
-when its evaluation ends, so a lane's agents stay busy until its cells run out however long
+The cells left to run are grouped (``SweepState.groups``: one model, framework, precision and
+hardware), and each group is one evaluation over its batch sizes, so the model loads once for
+all of them; each cell takes its batch size's result. An evaluation fails whole when one batch
+size fails (out of memory at the largest, say), so a group whose evaluation failed runs its
+cells one by one: the others keep their results.
+
+Groups are put in lanes (on a server: framework and hardware; embedded: one lane), and each
+lane runs as many groups at a time as it has agents, each worker taking the lane's next group
+when its evaluation ends, so a lane's agents stay busy until its groups run out however long
 each one takes. The dispatcher's load counts spread a lane's evaluations over its agents.
 
 Every change of a cell is stored (``sweeps/<id>.json``) and reported to the caller. ``stop``
-lets running cells finish (they are stored) and starts no more: that is what a caller that
-went away gets. A cell asked for again looks for its evaluation first (``FleetCells``): a
+lets running groups finish (they are stored) and starts no more: that is what a caller that
+went away gets. A group asked for again looks for its evaluation first (``FleetCells``): a
 stored record is taken as it is, an evaluation still in flight is waited for, and only then
-is it dispatched, under the cell's own evaluation id.
+is it dispatched, under the group's evaluation id (derived from the cells it covers, so a run
+resumed with the same cells left finds it).
 """
 
 from __future__ import annotations
@@ -23,9 +30,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mlms.errors import MlmsError, Unavailable
-from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
+from mlms.evaluation.record import EvaluationRecord
 from mlms.evaluation.record_store import is_stored, load_record
-from mlms.evaluation.sweep import SweepCell, SweepState, load_sweep, save_sweep
+from mlms.evaluation.sweep import CellGroup, SweepCell, SweepState, load_sweep, save_sweep
 from mlms.library_errors import TRACEBACKS, log_traceback
 from mlms.registry.base import Registry
 from mlms.rpc.convert import from_proto
@@ -36,8 +43,8 @@ from mlms.store.base import ObjectStore
 
 log = logging.getLogger(__name__)
 
-#: Evaluates one cell: (cell, its request, told the agent's id once one is chosen) -> record.
-CellRunner = Callable[[SweepCell, EvaluationRequest, Callable[[str], None]], EvaluationRecord]
+#: Evaluates one group of cells: (the group, told the agent's id once one is chosen) -> record.
+GroupRunner = Callable[[CellGroup, Callable[[str], None]], EvaluationRecord]
 
 #: How often a cell whose evaluation another dispatch owns looks for its record.
 POLL_S = 0.5
@@ -48,12 +55,14 @@ class SweepRun:
         self,
         sweep: SweepState,
         store: ObjectStore,
-        run_cell: CellRunner,
+        run_group: GroupRunner,
         lane: Callable[[SweepCell], Hashable] = lambda _cell: "here",
         width: Callable[[Hashable], int] = lambda _lane: 1,
     ) -> None:
-        # A cell left running or failed by an earlier run is asked for again.
-        self.sweep = sweep.model_copy(
+        # A cell left running or failed by an earlier run is asked for again, in a group of
+        # the cells left with it: each names that group's evaluation before any runs, so the
+        # caller indexes the sweep's evaluations (``SweepState.evaluation_ids``) from here.
+        sweep = sweep.model_copy(
             update={
                 "cells": [
                     c if c.state == "completed" else c.model_copy(update={"state": "pending"})
@@ -61,8 +70,10 @@ class SweepRun:
                 ]
             }
         )
+        self._groups = sweep.groups()
+        self.sweep = sweep.with_groups(self._groups)
         self.store = store
-        self.run_cell = run_cell
+        self.run_group = run_group
         self._lane = lane
         self._width = width
         self._changed = threading.Condition()
@@ -71,25 +82,25 @@ class SweepRun:
         self._stop = threading.Event()
 
     def start(self) -> SweepRun:
-        lanes: dict[Hashable, queue.SimpleQueue[int]] = {}
-        for index, cell in enumerate(self.sweep.cells):
-            if cell.state != "completed":
-                lanes.setdefault(self._lane(cell), queue.SimpleQueue()).put(index)
+        lanes: dict[Hashable, queue.SimpleQueue[tuple[int, ...]]] = {}
+        for indices in self._groups:
+            lane = self._lane(self.sweep.cells[indices[0]])
+            lanes.setdefault(lane, queue.SimpleQueue()).put(indices)
         save_sweep(self.store, self.sweep)
         with self._changed:
-            for lane, cells in lanes.items():
-                for slot in range(max(1, min(self._width(lane), cells.qsize()))):
+            for lane, groups in lanes.items():
+                for slot in range(max(1, min(self._width(lane), groups.qsize()))):
                     self._workers += 1
                     threading.Thread(
                         target=self._work,
-                        args=(cells,),
+                        args=(groups,),
                         name=f"sweep-{self.sweep.id[:8]}-{slot}",
                         daemon=True,
                     ).start()
         return self
 
     def stop(self) -> None:
-        """Start no more cells; those running finish."""
+        """Start no more groups; those running finish."""
         self._stop.set()
 
     def updates(self) -> Iterator[SweepState]:
@@ -103,64 +114,82 @@ class SweepRun:
             if not left:
                 return
 
-    def _work(self, cells: queue.SimpleQueue[int]) -> None:
+    def _work(self, groups: queue.SimpleQueue[tuple[int, ...]]) -> None:
         try:
             while not self._stop.is_set():
                 try:
-                    index = cells.get_nowait()
+                    indices = groups.get_nowait()
                 except queue.Empty:
                     return
-                self._run(index)
+                self._run(indices)
         finally:
             with self._changed:
                 self._workers -= 1
                 self._version += 1
                 self._changed.notify_all()
 
-    def _run(self, index: int) -> None:
-        cell = self.sweep.cells[index]
-        self._update(index, state="running", started_at=_now(), finished_at=None, error=None)
+    def _run(self, indices: tuple[int, ...]) -> None:
+        group = self.sweep.group(indices)
+        self._update(_each(indices, state="running", started_at=_now(), finished_at=None,
+                           error=None, evaluation_id=group.evaluation_id))  # fmt: skip
         try:
-            record = self.run_cell(
-                cell,
-                cell.request(self.sweep.spec),
-                lambda agent: self._update(index, agent_id=agent),
+            record = self.run_group(
+                group, lambda agent: self._update(_each(indices, agent_id=agent))
             )
-        except MlmsError as exc:
-            log_traceback(exc)
-            self._update(index, state="failed", finished_at=_now(), error=str(exc))
-        except Exception as exc:  # a bug: the cell fails, the sweep goes on
-            TRACEBACKS.exception("sweep %s: %s failed", self.sweep.id, cell.describe())
-            self._update(index, state="failed", finished_at=_now(), error=type(exc).__name__)
+            done = {i: self.sweep.cells[i].completed(record).model_dump() for i in indices}
+        except Exception as exc:
+            if len(indices) == 1:
+                self._failed(group, exc)
+                return
+            log.info("sweep %s: %s failed (%s); its cells run one by one", self.sweep.id,
+                     group.describe(), exc)  # fmt: skip
+            for index in indices:
+                if self._stop.is_set():  # left to the resumed run, as a group not started
+                    self._update(_each((index,), state="pending", started_at=None))
+                else:
+                    self._run((index,))
         else:
-            self._update(index, **self.sweep.cells[index].completed(record).model_dump())
+            self._update(done)
 
-    def _update(self, index: int, **changes: Any) -> None:
+    def _failed(self, group: CellGroup, exc: Exception) -> None:
+        if isinstance(exc, MlmsError):
+            log_traceback(exc)
+            error = str(exc)
+        else:  # a bug: the cell fails, the sweep goes on
+            TRACEBACKS.exception("sweep %s: %s failed", self.sweep.id, group.describe())
+            error = type(exc).__name__
+        self._update(_each(group.indices, state="failed", finished_at=_now(), error=error))
+
+    def _update(self, changes: dict[int, dict[str, Any]]) -> None:
+        """Each cell of ``changes`` (by index) changed; stored and reported as one change."""
         with self._changed:
             cells = list(self.sweep.cells)
-            cells[index] = cells[index].model_copy(update=changes)
+            for index, change in changes.items():
+                cells[index] = cells[index].model_copy(update=change)
             self.sweep = self.sweep.model_copy(update={"cells": cells})
             self._version += 1
             try:
-                self._store(index)
+                self._store(list(changes))
             except MlmsError as exc:  # the next change stores it again
                 log.warning("sweep %s: could not store its state: %s", self.sweep.id, exc)
             self._changed.notify_all()
 
-    def _store(self, index: int) -> None:
-        """The whole sweep; once stopped, only this cell into what is stored: a resumed run
+    def _store(self, indices: list[int]) -> None:
+        """The whole sweep; once stopped, only these cells into what is stored: a resumed run
         may be storing the rest by now, and this run's view of it is stale."""
         if not self._stop.is_set():
             save_sweep(self.store, self.sweep)
             return
         stored = load_sweep(self.store, self.sweep.id)
         cells = list(stored.cells)
-        cells[index] = self.sweep.cells[index]
+        for index in indices:
+            cells[index] = self.sweep.cells[index]
         save_sweep(self.store, stored.model_copy(update={"cells": cells}))
 
 
 class FleetCells:
-    """Cells evaluated through a server's dispatcher, each at most once to completion."""
+    """Groups of cells evaluated through a server's dispatcher, each at most once to
+    completion."""
 
     def __init__(
         self, dispatcher: Dispatcher, fleet: Fleet, registry: Registry, store: ObjectStore
@@ -175,16 +204,14 @@ class FleetCells:
         return (cell.framework, cell.hw)
 
     def width(self, lane: Hashable) -> int:
-        """The live agents that can take the lane's cells (its parallelism)."""
+        """The live agents that can take the lane's groups (its parallelism)."""
         framework, hw = lane  # type: ignore[misc]
         return sum(
             agent.framework == framework and agent.serves_hw(hw) for agent in self.fleet.agents()
         )
 
-    def run(
-        self, cell: SweepCell, request: EvaluationRequest, assigned: Callable[[str], None]
-    ) -> EvaluationRecord:
-        evaluation_id = cell.evaluation_id
+    def run(self, group: CellGroup, assigned: Callable[[str], None]) -> EvaluationRecord:
+        evaluation_id = group.evaluation_id
         record = self._stored(evaluation_id)
         if record is not None:
             return record
@@ -194,13 +221,13 @@ class FleetCells:
             record = self._await(evaluation_id)
             if record is not None:
                 return record
-        for event in self.dispatcher.evaluate(request, evaluation_id=evaluation_id):
+        for event in self.dispatcher.evaluate(group.request, evaluation_id=evaluation_id):
             which = event.WhichOneof("event")
             if which == "assigned":
                 assigned(event.assigned.agent_id)
             elif which == "evaluation":
                 return from_proto(event.evaluation, EvaluationRecord, "record")
-        raise Unavailable(f"the evaluation of {cell.describe()} ended without a record")
+        raise Unavailable(f"the evaluation of {group.describe()} ended without a record")
 
     def _stored(self, evaluation_id: str) -> EvaluationRecord | None:
         if not is_stored(self.store, evaluation_id):
@@ -229,3 +256,8 @@ class FleetCells:
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _each(indices: tuple[int, ...], **changes: Any) -> dict[int, dict[str, Any]]:
+    """The same ``changes`` for each of the cells at ``indices`` (``SweepRun._update``)."""
+    return {index: dict(changes) for index in indices}

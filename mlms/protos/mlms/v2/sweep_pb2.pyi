@@ -24,7 +24,7 @@ CELL_STATE_COMPLETED: CellState
 CELL_STATE_FAILED: CellState
 
 class SweepSpec(_message.Message):
-    __slots__ = ("models", "frameworks", "batch_sizes", "hw", "iterations", "warmup", "min_seconds", "tensor_parallel")
+    __slots__ = ("models", "frameworks", "batch_sizes", "hw", "iterations", "warmup", "min_seconds", "tensor_parallel", "precisions")
     MODELS_FIELD_NUMBER: _ClassVar[int]
     FRAMEWORKS_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZES_FIELD_NUMBER: _ClassVar[int]
@@ -33,6 +33,7 @@ class SweepSpec(_message.Message):
     WARMUP_FIELD_NUMBER: _ClassVar[int]
     MIN_SECONDS_FIELD_NUMBER: _ClassVar[int]
     TENSOR_PARALLEL_FIELD_NUMBER: _ClassVar[int]
+    PRECISIONS_FIELD_NUMBER: _ClassVar[int]
     models: _containers.RepeatedScalarFieldContainer[str]
     frameworks: _containers.RepeatedScalarFieldContainer[str]
     batch_sizes: _containers.RepeatedScalarFieldContainer[int]
@@ -41,10 +42,11 @@ class SweepSpec(_message.Message):
     warmup: int
     min_seconds: float
     tensor_parallel: int
-    def __init__(self, models: _Optional[_Iterable[str]] = ..., frameworks: _Optional[_Iterable[str]] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., hw: _Optional[_Iterable[str]] = ..., iterations: _Optional[int] = ..., warmup: _Optional[int] = ..., min_seconds: _Optional[float] = ..., tensor_parallel: _Optional[int] = ...) -> None: ...
+    precisions: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, models: _Optional[_Iterable[str]] = ..., frameworks: _Optional[_Iterable[str]] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., hw: _Optional[_Iterable[str]] = ..., iterations: _Optional[int] = ..., warmup: _Optional[int] = ..., min_seconds: _Optional[float] = ..., tensor_parallel: _Optional[int] = ..., precisions: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SweepCell(_message.Message):
-    __slots__ = ("model", "framework", "batch_size", "hw", "evaluation_id", "state", "agent_id", "started_at", "finished_at", "error", "p50_ms", "throughput", "joules_per_inference")
+    __slots__ = ("model", "framework", "batch_size", "hw", "evaluation_id", "state", "agent_id", "started_at", "finished_at", "error", "p50_ms", "throughput", "joules_per_inference", "precision")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -58,6 +60,7 @@ class SweepCell(_message.Message):
     P50_MS_FIELD_NUMBER: _ClassVar[int]
     THROUGHPUT_FIELD_NUMBER: _ClassVar[int]
     JOULES_PER_INFERENCE_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
     model: str
     framework: str
     batch_size: int
@@ -71,7 +74,8 @@ class SweepCell(_message.Message):
     p50_ms: float
     throughput: float
     joules_per_inference: float
-    def __init__(self, model: _Optional[str] = ..., framework: _Optional[str] = ..., batch_size: _Optional[int] = ..., hw: _Optional[str] = ..., evaluation_id: _Optional[str] = ..., state: _Optional[_Union[CellState, str]] = ..., agent_id: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., p50_ms: _Optional[float] = ..., throughput: _Optional[float] = ..., joules_per_inference: _Optional[float] = ...) -> None: ...
+    precision: str
+    def __init__(self, model: _Optional[str] = ..., framework: _Optional[str] = ..., batch_size: _Optional[int] = ..., hw: _Optional[str] = ..., evaluation_id: _Optional[str] = ..., state: _Optional[_Union[CellState, str]] = ..., agent_id: _Optional[str] = ..., started_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., finished_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., p50_ms: _Optional[float] = ..., throughput: _Optional[float] = ..., joules_per_inference: _Optional[float] = ..., precision: _Optional[str] = ...) -> None: ...
 
 class SweepState(_message.Message):
     __slots__ = ("id", "created_at", "spec", "cells")
