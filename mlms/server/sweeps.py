@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 #: Evaluates one group of cells: (the group, told the agent's id once one is chosen) -> record.
 GroupRunner = Callable[[CellGroup, Callable[[str], None]], EvaluationRecord]
 
-#: How often a cell whose evaluation another dispatch owns looks for its record.
+#: How often a group whose evaluation another dispatch owns looks for its record.
 POLL_S = 0.5
 
 
