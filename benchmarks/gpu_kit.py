@@ -320,6 +320,9 @@ def run(args: argparse.Namespace) -> int:
             notes.append(f"etcd: {etcd}")
     home = machine / "home"
     env["MLMS_HOME"] = str(home)
+    # A plan may import mlms to list its cells: the kit then sees what the cells see.
+    os.environ.update(env)
+    sys.path[:0] = env["PYTHONPATH"].split(os.pathsep)
     # A dry run resumes within its own machine folder: it never marks the real plan's cells done.
     results = Path(args.results or (machine / "resume" if kit.dry else RESULTS / plan.results))
     (out / "env.txt").write_text(
