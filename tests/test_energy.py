@@ -365,26 +365,38 @@ def test_this_machines_record_says_why_it_has_no_energy(store) -> None:
 
 class KernelRapl:
     """The kernel's side of the fake powercap tree: package-0 drawing 45 W, its counter updated
-    every millisecond on a thread of its own, as the RAPL driver does, until stopped."""
+    every millisecond by a process of its own, as the RAPL driver does, until stopped (a thread
+    of the test's process waited for the GIL behind the evaluation on a loaded machine, and the
+    counter it left behind read 5 W)."""
+
+    SCRIPT = (
+        "import os, sys, time\n"
+        "path, watts, wrap = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])\n"
+        "start, began = int(open(path).read()), time.perf_counter()\n"
+        "print('ready', flush=True)\n"
+        "while True:\n"
+        "    drawn = int(watts * (time.perf_counter() - began) * 1e6)\n"
+        "    with open(path + '.new', 'w') as scratch:\n"
+        "        scratch.write(f'{(start + drawn) % wrap}\\n')\n"
+        "    os.replace(path + '.new', path)\n"
+        "    time.sleep(0.001)\n"
+    )
 
     def __init__(self, folder: Path, watts: float = 45.0) -> None:
-        self._folder, self._watts = folder, watts
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        start, began = int((self._folder / "energy_uj").read_text()), time.perf_counter()
-        while not self._stop.wait(0.001):
-            drawn = int(self._watts * (time.perf_counter() - began) * 1e6)
-            _set(self._folder, (start + drawn) % RANGE_UJ)
+        self._argv = [sys.executable, "-c", self.SCRIPT, str(folder / "energy_uj"), str(watts),
+                      str(RANGE_UJ)]  # fmt: skip
+        self._process: subprocess.Popen[str] | None = None
 
     def __enter__(self) -> KernelRapl:
-        self._thread.start()
+        self._process = subprocess.Popen(self._argv, stdout=subprocess.PIPE, text=True)
+        assert self._process.stdout is not None
+        assert self._process.stdout.readline().strip() == "ready"
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
+        assert self._process is not None
+        self._process.kill()
+        self._process.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
