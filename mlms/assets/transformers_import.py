@@ -5,7 +5,10 @@ import of it goes through here.
 
 It also imports scikit-learn when installed (generation's assisted decoding, which mlms does not
 use), 1-1.5 s of each process that builds a transformers model; it decides once, on import,
-whether scikit-learn is there (``mlms.assets.optional_imports``)."""
+whether scikit-learn is there (``mlms.assets.optional_imports``).
+
+Its progress bars (``Loading weights: 41/41``) stay off: mlms's own progress is on stderr, and
+a bar per load between its lines reads as noise."""
 
 from __future__ import annotations
 
@@ -23,4 +26,5 @@ def import_transformers() -> ModuleType:
     with without(TRANSFORMERS_EXTRAS):
         import transformers
 
+    transformers.utils.logging.disable_progress_bar()
     return transformers
