@@ -18,7 +18,6 @@ from mlms.advise.run import _config_of
 from mlms.advise.space import build_space
 from mlms.advise.tables import facts
 from mlms.catalog.zoo import get_model
-from mlms.client import EmbeddedClient
 from mlms.loadgen.record import LoadRecord, record_key
 from mlms.loadgen.targets import TargetInfo, synthetic_samples
 from mlms.protos.mlms.v2 import advice_pb2, evaluator_pb2_grpc
@@ -45,18 +44,44 @@ SPLIT = AdviceRequest(
 
 
 @pytest.fixture(scope="module")
-def advice(store) -> AdviceRecord:
-    return EmbeddedClient(store).advise(SPLIT)
+def server(store) -> Iterator[str]:
+    """An ``mlms server`` and a torch agent in this process, over a registry in memory."""
+    from mlms.agent.process import Agent, AgentConfig
+    from mlms.registry.factory import registry_from_url
+    from mlms.server.process import Server, ServerConfig
+
+    registry = registry_from_url("memory://")
+    agent = Agent(AgentConfig(framework="torch"), registry=registry).start()
+    running = Server(ServerConfig(), registry=registry).start()
+    try:
+        yield f"127.0.0.1:{running.port}"
+    finally:
+        running.stop(0)
+        agent.stop(0)
+        registry.close()
 
 
-def test_advise_splits_every_evaluation_it_runs(store, advice: AdviceRecord) -> None:
+@pytest.fixture(scope="module")
+def advice(server: str) -> AdviceRecord:
+    """The advice over gRPC (one run of the search serves every test of it: each of its
+    evaluations starts two rank processes)."""
+    from mlms.remote_client import RemoteClient
+
+    with RemoteClient(server) as client:
+        return client.advise(SPLIT)
+
+
+def test_advise_splits_every_evaluation_it_runs(server: str, advice: AdviceRecord) -> None:
+    from mlms.remote_client import RemoteClient
+
+    assert advice.request.tensor_parallel == 2
     assert advice.recommendation is not None and advice.recommendation.accuracy_holds
     assert advice.recommendation.config.label() == "torch, fp32, 1 threads, bs 1"
-    client = EmbeddedClient(store)
     ran = {o.evaluation_id for o in advice.observations} | set(advice.baselines.values())
     assert advice.recommendation.evaluation_id in ran and len(ran) >= 2
-    for evaluation_id in ran:
-        record = client.get_evaluation(evaluation_id)
+    with RemoteClient(server) as client:
+        records = [client.get_evaluation(evaluation_id) for evaluation_id in ran]
+    for record in records:
         assert record.request.tensor_parallel == 2
         assert [(r.rank, r.device) for r in record.ranks] == [(0, "cpu"), (1, "cpu")]
     shown = dict(zip(*facts(advice).to_dict("list").values(), strict=True))
@@ -82,9 +107,12 @@ def test_the_space_holds_what_a_split_runs() -> None:
     assert {c.threads for c in cpu.configs} == {1, 2, 4}
 
 
-def test_stored_evaluations_count_only_at_the_same_split(store, advice: AdviceRecord) -> None:
+def test_stored_evaluations_count_only_at_the_same_split(server: str, advice: AdviceRecord) -> None:
+    from mlms.remote_client import RemoteClient
+
     assert advice.recommendation is not None and advice.recommendation.evaluation_id
-    record = EmbeddedClient(store).get_evaluation(advice.recommendation.evaluation_id)
+    with RemoteClient(server) as client:
+        record = client.get_evaluation(advice.recommendation.evaluation_id)
     assert _config_of(record, 1, 2) == advice.recommendation.config
     assert _config_of(record, 1, 1) is None
 
@@ -112,34 +140,6 @@ def test_what_advise_cannot_split_is_one_line(
     lines = err.splitlines()
     assert status == 1 and len(lines) == 1 and lines[0].startswith("mlms: error:"), err
     assert fragment in lines[0]
-
-
-@pytest.fixture(scope="module")
-def server(store) -> Iterator[str]:
-    """An ``mlms server`` and a torch agent in this process, over a registry in memory."""
-    from mlms.agent.process import Agent, AgentConfig
-    from mlms.registry.factory import registry_from_url
-    from mlms.server.process import Server, ServerConfig
-
-    registry = registry_from_url("memory://")
-    agent = Agent(AgentConfig(framework="torch"), registry=registry).start()
-    running = Server(ServerConfig(), registry=registry).start()
-    try:
-        yield f"127.0.0.1:{running.port}"
-    finally:
-        running.stop(0)
-        agent.stop(0)
-        registry.close()
-
-
-def test_advise_over_grpc_carries_the_split(server: str) -> None:
-    from mlms.remote_client import RemoteClient
-
-    with RemoteClient(server) as client:
-        record = client.advise(SPLIT)
-        verified = client.get_evaluation(record.rows[0].evaluation_id)
-    assert record.request.tensor_parallel == 2 and record.recommendation is not None
-    assert verified.request.tensor_parallel == 2 and len(verified.ranks) == 2
 
 
 @pytest.mark.parametrize(
