@@ -38,6 +38,7 @@ from mlms.catalog.resolve import resolve_model
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument, UnsupportedFramework
 from mlms.evaluation.device_lock import exclusive_device, free_gpus
+from mlms.evaluation.plan import checked_plan
 from mlms.evaluation.precisions import PRECISIONS
 from mlms.evaluation.progress import Progress, ProgressCallback
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
@@ -46,7 +47,7 @@ from mlms.frameworks import loaded_apart, runs_apart
 from mlms.hardware import HardwareInfo
 from mlms.isolation import call_in_own_process
 from mlms.manifest import ModelManifest
-from mlms.predictors.registry import choose_framework
+from mlms.predictors.registry import choose_framework, predictor_class
 from mlms.store.base import ObjectStore
 from mlms.tracer.carrier import context_from_pairs, context_pairs
 from mlms.tracer.levels import TraceLevel
@@ -93,7 +94,7 @@ def bound(
             "has none: evaluate it with 'mlms eval' instead"
         )
     # A framework this machine cannot run fails now, not after minutes of benchmarks.
-    framework, _version = choose_framework(manifest, request.framework)
+    framework, version = choose_framework(manifest, request.framework)
     if apart is None and runs_apart(framework):
         raise UnsupportedFramework(
             f"framework {framework!r} runs in a process of its own (a child agent), which "
@@ -120,7 +121,8 @@ def bound(
     say(f"measuring {manifest.name} ({'hardware' if _on_gpu(device) else 'framework'} level)")
     evaluation = _measure(
         request,
-        framework,
+        manifest,
+        (framework, version),
         device,
         store,
         progress,
@@ -264,7 +266,8 @@ def _run_benchmarks(
 
 def _measure(
     request: BoundRequest,
-    framework: str,
+    manifest: ModelManifest,
+    framework: tuple[str, str],
     device: str,
     store: ObjectStore,
     progress: ProgressCallback | None,
@@ -275,10 +278,11 @@ def _measure(
 ) -> EvaluationRecord:
     """The measured evaluation of the bound's model, deep enough to time every layer:
     hardware level on a GPU (kernels), framework level on a CPU; through ``apart`` when given
-    (a framework that runs apart), else in this process."""
+    (a framework that runs apart, which plans it on its side), else in this process, planned
+    with the model and framework the bound resolved already."""
     measure = EvaluationRequest(
         model=request.model,
-        framework=framework,
+        framework=framework[0],
         hw=request.hw,
         batch_sizes=request.batch_sizes,
         iterations=request.iterations,
@@ -287,8 +291,9 @@ def _measure(
     )
     if apart is not None:
         return apart(measure, store, progress, parent)
+    plan = checked_plan(measure, manifest, framework, predictor_class(framework[0]))
     return evaluate(
-        measure, store=store, progress=progress, processors=processors, parent=parent, agent=agent
+        plan, store=store, progress=progress, processors=processors, parent=parent, agent=agent
     )
 
 
