@@ -19,7 +19,7 @@ not the speed-up.
 
 On the lent GPU machine (no etcd there): copy ``/usr/bin/etcd`` (it needs only libc) into an
 ignored folder, carry it, and give it as ``MLMS_ETCD_BIN``; mlms's pure-Python dependencies
-travel as wheels, as for ``benchmarks/zoo_sweep_gpu.sh``.
+travel as wheels: the GPU run kit's plan ``tensor_parallel`` does both (its ``agents`` cell).
 """
 
 from __future__ import annotations

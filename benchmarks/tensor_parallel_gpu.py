@@ -1,6 +1,6 @@
 """A model split over two GPUs (``--tensor-parallel 2``) against a bare torch loop with the same
-split, in one call (``benchmarks/tensor_parallel_gpu.sh`` on a 2-GPU host; ``--dry`` here, small,
-on the CPU with gloo).
+split: the cells of the GPU run kit's plan ``tensor_parallel`` on a 2-GPU host (``--dry`` here,
+small, on the CPU with gloo).
 
 Prints, and writes as JSON under ``--out``:
 1. mlms p50 / bare p50 of tinyllama_1b (bf16, 512 tokens, inputs on the device) at batch 1 and 16,

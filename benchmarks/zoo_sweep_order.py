@@ -1,4 +1,4 @@
-"""The zoo's models in the order benchmarks/zoo_sweep_gpu.sh sweeps them, comma-separated: one
+"""The zoo's models in the order the zoo_sweep plan sweeps them, comma-separated: one
 model of each family and task first (so that a sweep cut by its time budget still covers every
 task), then the others by name, the largest networks last. ``--table SWEEP.json`` prints a
 stored sweep's cells as a table instead.
