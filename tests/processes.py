@@ -145,3 +145,15 @@ class MlmsProcess(ChildProcess):
     def stop(self) -> None:
         self.terminate()
         self._handle.close()
+
+
+def run_mlms(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``mlms ARGS`` as a user runs it, in the home ``home`` (``env``: more variables), its
+    output kept."""
+    return subprocess.run(
+        [sys.executable, "-m", "mlms", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "MLMS_HOME": str(home), **env},
+    )

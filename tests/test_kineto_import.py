@@ -7,9 +7,7 @@ from __future__ import annotations
 import gc
 import gzip
 import json
-import os
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -21,6 +19,7 @@ from mlms.analysis.kineto_import import kineto_table, read_kineto
 from mlms.errors import InvalidArgument, NotFound
 from mlms.tracer.archive import SCHEMA, upgrade
 from mlms.tracer.levels import TraceLevel
+from tests.processes import run_mlms
 
 GPU_TRACE = Path(__file__).parent / "data" / "kineto_resnet18_h100.json.gz"
 KEPT = {"user_annotation", "cpu_op", "cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy"}
@@ -268,16 +267,6 @@ def test_real_gpu_trace_kernels_hang_off_their_launch_calls() -> None:
 # --- the command ---------------------------------------------------------------------------
 
 
-def _mlms(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mlms", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "MLMS_HOME": str(home)},
-    )
-
-
 def _one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) -> None:
     assert result.returncode == 1, result.stderr
     lines = result.stderr.splitlines()
@@ -291,11 +280,13 @@ def test_import_command_refuses_bad_input_in_one_line(tmp_path: Path, cpu_trace:
     not_json.write_text("not a trace")
     no_events = tmp_path / "empty.json"
     no_events.write_text('{"schemaVersion": 1}')
-    _one_line_error(_mlms(tmp_path, "import", "kineto", str(tmp_path / "gone.json")), "gone.json")
-    _one_line_error(_mlms(tmp_path, "import", "kineto", str(not_json)), "notes.json", "not JSON")
-    _one_line_error(_mlms(tmp_path, "import", "kineto", str(no_events)), "no traceEvents")
+    _one_line_error(
+        run_mlms(tmp_path, "import", "kineto", str(tmp_path / "gone.json")), "gone.json"
+    )
+    _one_line_error(run_mlms(tmp_path, "import", "kineto", str(not_json)), "notes.json", "not JSON")
+    _one_line_error(run_mlms(tmp_path, "import", "kineto", str(no_events)), "no traceEvents")
     for bad in ("0", "eight"):
-        result = _mlms(tmp_path, "import", "kineto", str(cpu_trace), "--batch-size", bad)
+        result = run_mlms(tmp_path, "import", "kineto", str(cpu_trace), "--batch-size", bad)
         _one_line_error(result, f"--batch-size {bad!r}", "positive integer")
 
 
@@ -326,9 +317,9 @@ def test_the_import_command_pauses_the_collector_and_turns_it_back_on(
 def test_imported_trace_is_an_evaluation_to_analyze_and_export(
     tmp_path: Path, cpu_trace: Path
 ) -> None:
-    result = _mlms(tmp_path, "import", "kineto", str(cpu_trace), "--model", "resnet18", "-h")
+    result = run_mlms(tmp_path, "import", "kineto", str(cpu_trace), "--model", "resnet18", "-h")
     assert result.returncode == 0 and "--batch-size" in result.stdout
-    result = _mlms(
+    result = run_mlms(
         tmp_path, "import", "kineto", str(cpu_trace), "--model", "resnet18", "--batch-size", "2"
     )
     assert result.returncode == 0, result.stderr
@@ -338,13 +329,13 @@ def test_imported_trace_is_an_evaluation_to_analyze_and_export(
     assert record["framework"]["name"] == "torch" and record["device"] == "cpu"
     assert record["trace_level"] == "framework" and record["agent"]["mode"] == "import"
     assert record["results"][0]["batch_size"] == 2 and record["results"][0]["iterations"] == 2
-    analyzed = _mlms(tmp_path, "analyze", evaluation)
+    analyzed = run_mlms(tmp_path, "analyze", evaluation)
     assert analyzed.returncode == 0, analyzed.stderr
     assert "slowest" in analyzed.stdout and "aten::conv2d" in analyzed.stdout
-    listed = _mlms(tmp_path, "evals")
+    listed = run_mlms(tmp_path, "evals")
     assert evaluation[:12] in listed.stdout and "resnet18" in listed.stdout
     exported = tmp_path / "trace.json"
-    result = _mlms(tmp_path, "trace", "export", evaluation, "-o", str(exported))
+    result = run_mlms(tmp_path, "trace", "export", evaluation, "-o", str(exported))
     assert result.returncode == 0, result.stderr
     assert len(json.loads(exported.read_text())["traceEvents"]) >= record["span_count"]
 
@@ -356,10 +347,12 @@ def test_a_trace_without_profiler_steps_says_the_batch_size_it_assumed(tmp_path:
     ]  # fmt: skip
     trace = tmp_path / "plain.json"
     trace.write_text(json.dumps({"traceEvents": events}))
-    result = _mlms(tmp_path, "import", "kineto", str(trace), "--model", "plain")
+    result = run_mlms(tmp_path, "import", "kineto", str(trace), "--model", "plain")
     assert result.returncode == 0, result.stderr
     assert "no ProfilerStep: the whole trace is one predict" in result.stdout
     assert "batch size 1 assumed for the trace's one predict" in result.stderr
     assert "--batch-size" in result.stderr
-    given = _mlms(tmp_path, "import", "kineto", str(trace), "--model", "plain", "--batch-size", "4")
+    given = run_mlms(
+        tmp_path, "import", "kineto", str(trace), "--model", "plain", "--batch-size", "4"
+    )
     assert given.returncode == 0 and "assumed" not in given.stderr, given.stderr

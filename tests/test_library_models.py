@@ -8,9 +8,6 @@ torchvision's smallest classifier, a few iterations each."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,19 +24,10 @@ from mlms.evaluation.sweep import SweepSpec
 from mlms.protos.mlms.v2 import calls_pb2, evaluator_pb2, evaluator_pb2_grpc
 from mlms.remote_client import RemoteClient
 from mlms.server.process import Server, ServerConfig
+from tests.processes import run_mlms
 
 TIMM = "timm:test_resnet"
 TORCHVISION = "torchvision:shufflenet_v2_x0_5"
-
-
-def mlms(*args: str, home: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mlms", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "MLMS_HOME": str(home)},
-    )
 
 
 def _request(model: str, **changes: object) -> EvaluationRequest:
@@ -125,19 +113,19 @@ def test_every_trace_level_runs(store) -> None:
 
 
 def test_models_all_lists_over_a_thousand_and_models_alone_none(mlms_home: Path) -> None:
-    listed = mlms("models", "--all", home=mlms_home)
+    listed = run_mlms(mlms_home, "models", "--all")
     assert listed.returncode == 0, listed.stderr
     count = listed.stdout.strip().splitlines()[-1]
     total = int(count.split(" models:")[0].replace(",", ""))
     assert total >= 1000, count
     assert f"{TIMM} " in listed.stdout and f"{TORCHVISION} " in listed.stdout
     assert "torchvision:raft_small" not in listed.stdout
-    plain = mlms("models", home=mlms_home)
+    plain = run_mlms(mlms_home, "models")
     assert plain.returncode == 0 and "timm:" not in plain.stdout
 
 
 def test_the_cli_says_an_unknown_name_in_one_line(mlms_home: Path) -> None:
-    result = mlms("eval", "--model", "timm:resnet181", "-n", "1", home=mlms_home)
+    result = run_mlms(mlms_home, "eval", "--model", "timm:resnet181", "-n", "1")
     assert result.returncode == 1, result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("mlms: error: unknown model 'timm:resnet181'")

@@ -15,7 +15,6 @@ import importlib.util
 import json
 import os
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -32,6 +31,7 @@ from mlms.tracer.communication import COMMUNICATION, is_communication
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.spans import SpanRecord
 from tests import gloo_ranks
+from tests.processes import run_mlms
 
 REPO = Path(__file__).resolve().parents[1]
 KEPT = {"user_annotation", "cpu_op", "cuda_runtime", "cuda_driver", "kernel", "gpu_memcpy"}
@@ -163,13 +163,7 @@ def test_bad_folders_are_one_line_naming_what_is_wrong(tmp_path: Path) -> None:
 
 
 def _mlms(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "mlms", *args],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "MLMS_HOME": str(home), "COLUMNS": "250"},
-        timeout=300,
-    )
+    return run_mlms(home, *args, COLUMNS="250")
 
 
 def test_import_and_analyze_commands_on_real_gloo_ranks(gloo_folder: Path, tmp_path: Path) -> None:
