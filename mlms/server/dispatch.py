@@ -113,12 +113,14 @@ class Dispatcher:
 
     @contextlib.contextmanager
     def _reserved(
-        self, request: EvaluationRequest | BoundRequest | types_pb2.ModelSpec, failures: Failures
+        self,
+        request: EvaluationRequest | BoundRequest | types_pb2.ModelSpec,
+        manifest: ModelManifest,
+        failures: Failures,
     ) -> Iterator[AgentRecord]:
-        """The next agent for ``request``, none of those that failed, counted as this server's
-        until the block ends; when none is left, the error names what happened to each one
-        tried ("no live agents" alone hid it)."""
-        manifest = self.model(request.model)
+        """The next agent for ``request`` (of model ``manifest``), none of those that failed,
+        counted as this server's until the block ends; when none is left, the error names
+        what happened to each one tried ("no live agents" alone hid it)."""
         framework = parse_framework(request.framework or None)
 
         def pick(pending: Mapping[str, int]) -> AgentRecord:
@@ -183,14 +185,14 @@ class Dispatcher:
         """Run ``method`` of the Predictor service on a chosen agent with ``message(request
         for that agent's framework, id)``, moving to another agent on a transport failure;
         the id (given to the agent, kept across attempts) is the job's in the registry."""
-        self.model(request.model)  # an unknown model fails before anything is recorded
+        manifest = self.model(request.model)  # unknown: fails before anything is recorded
         parse_framework(request.framework)
         job_id = job_id or uuid.uuid4().hex
         failures = Failures(f"{kind} {job_id}")
         job = None
         try:
             for attempt in range(1, MAX_ATTEMPTS + 1):
-                with self._reserved(request, failures) as agent:
+                with self._reserved(request, manifest, failures) as agent:
                     # Written once its agent is chosen: one registry write (an etcd commit) on
                     # the way to the agent instead of two.
                     job = (
@@ -238,8 +240,9 @@ class Dispatcher:
         self, request: calls_pb2.PredictRequest, parent: otel_context.Context | None = None
     ) -> calls_pb2.PredictResponse:
         failures = Failures("predict")
+        manifest = self.model(request.spec.model)
         for _attempt in range(MAX_ATTEMPTS):
-            with self._reserved(request.spec, failures) as agent:
+            with self._reserved(request.spec, manifest, failures) as agent:
                 try:
                     return self._predict_on(agent, request, parent)
                 except grpc.RpcError as exc:
