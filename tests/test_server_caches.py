@@ -1,9 +1,31 @@
-"""The server's caches of answers: records by id, listings by query and index generation."""
+"""The server's caches of answers (records by id; listings of evaluations, models and agents,
+each while its source is unchanged) and the registry read that listings share; the listings'
+invalidation on each kind of change, through real servers on one registry and store."""
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import onnx
+import pytest
+
+from mlms.assets.file_models import ModelOptions
+from mlms.catalog.resolve import all_models
+from mlms.errors import Unavailable
 from mlms.protos.mlms.v2 import evaluator_pb2
+from mlms.registry.agents import register_agent
+from mlms.registry.memory import MemoryRegistry
+from mlms.remote_client import RemoteClient
+from mlms.server import service as service_module
 from mlms.server.caches import ListingCache, record_cache
+from mlms.server.jobs import Jobs
+from mlms.server.process import Server, ServerConfig
+from mlms.server.shared_reads import SharedRead
+from tests.processes import wait_for
+from tests.test_selection import _agent
 
 
 def _page(total: int) -> evaluator_pb2.ListEvaluationsResponse:
@@ -43,3 +65,131 @@ def test_both_caches_are_bounded_least_recently_used_out_first() -> None:
     listings = ListingCache(size=0)
     listings.put(b"q", "g", _page(1))
     assert listings.get(b"q", "g") is None
+
+
+def test_a_shared_read_is_never_older_than_its_call() -> None:
+    """Calls that arrive while a read runs wait for the next read and share it; each gets a
+    read that began after it did."""
+    began = threading.Event()
+    release = threading.Event()
+    reads: list[int] = []
+
+    def read() -> int:
+        reads.append(len(reads) + 1)
+        if len(reads) == 1:
+            began.set()
+            release.wait(10)
+        return len(reads)
+
+    shared = SharedRead(read)
+    with ThreadPoolExecutor(max_workers=9) as pool:
+        first = pool.submit(shared.get)
+        assert began.wait(10)
+        later = [pool.submit(shared.get) for _ in range(8)]
+        release.set()
+        assert first.result(10) == 1
+        assert {f.result(10) for f in later} == {2}  # one read more, shared by all eight
+    assert reads == [1, 2]
+    assert shared.get() == 3  # alone: a read of its own
+
+
+def test_a_shared_read_hands_its_error_to_every_caller() -> None:
+    answers = iter([Unavailable("registry down"), 7])
+
+    def read() -> int:
+        answer = next(answers)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    shared = SharedRead(read)
+    with pytest.raises(Unavailable, match="registry down"):
+        shared.get()
+    assert shared.get() == 7
+
+
+@pytest.fixture
+def two_servers(tmp_path: Path) -> Iterator[tuple[Server, Server, MemoryRegistry]]:
+    """Two servers on one registry, store and index, as a fleet runs them."""
+    registry = MemoryRegistry()
+    config = ServerConfig(store=str(tmp_path / "store"))
+    servers = [Server(config, registry=registry).start() for _ in range(2)]
+    try:
+        yield servers[0], servers[1], registry
+    finally:
+        for server in servers:
+            server.stop(0)
+        registry.close()
+
+
+def _names(client: RemoteClient) -> set[str]:
+    return {m.name for m in client.list_models()}
+
+
+def test_models_are_listed_from_memory_until_any_server_changes_them(
+    two_servers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ListModels is built once per change of the added models: a model added through one
+    server is listed at once by it and, through the registry's watch, by the other; removed
+    through the other, it leaves both listings."""
+    first, second, _ = two_servers
+    built = []
+    monkeypatch.setattr(
+        service_module, "all_models", lambda *a, **k: built.append(1) or all_models(*a, **k)
+    )
+    model = tmp_path / "flat.onnx"
+    onnx.save(_flatten_model(), model)
+    with (
+        RemoteClient(f"127.0.0.1:{first.port}") as one,
+        RemoteClient(f"127.0.0.1:{second.port}") as other,
+    ):
+        zoo = _names(one)
+        assert _names(one) == zoo and _names(other) == zoo
+        assert len(built) == 2  # once a server
+        one.add_model(model, ModelOptions(name="flat"))
+        assert _names(one) == zoo | {"flat"}
+        wait_for(lambda: _names(other) == zoo | {"flat"}, 10, "the other server to list it")
+        assert other.remove_model("flat") == ["1"]
+        assert _names(other) == zoo
+        wait_for(lambda: _names(one) == zoo, 10, "the first server to drop it")
+        built.clear()
+        assert _names(one) == zoo and _names(other) == zoo
+        assert not built
+
+
+def test_agents_are_listed_from_memory_until_the_registry_changes(two_servers) -> None:
+    first, _, registry = two_servers
+    with RemoteClient(f"127.0.0.1:{first.port}") as client:
+        assert client.list_agents() == []
+        version = first.fleet.version()
+        assert client.list_agents() == [] and first.fleet.version() == version
+        registration = register_agent(registry, _agent("a", "torch", "2.14.1"), 10.0)
+        wait_for(lambda: [a.id for a in client.list_agents()] == ["a"], 10, "the agent listed")
+        registration.close()
+        wait_for(lambda: client.list_agents() == [], 10, "the agent gone from the listing")
+
+
+def test_a_job_leaves_the_listing_as_soon_as_it_leaves_the_registry(two_servers) -> None:
+    """The evaluations in flight come from a registry read that began after the call, never a
+    watch's lagging copy: a job removed is not listed by the next call."""
+    first, _, registry = two_servers
+    keeper = Jobs(registry, registry.lease(10.0), "server-x")
+    with RemoteClient(f"127.0.0.1:{first.port}") as client:
+        assert client.list_evaluations().in_flight == []
+        keeper.start("a" * 32, "digits_cnn", agent_id="agent-1")
+        assert [j.evaluation_id for j in client.list_evaluations().in_flight] == ["a" * 32]
+        keeper.finish("a" * 32)
+        assert client.list_evaluations().in_flight == []
+
+
+def _flatten_model():
+    """An ONNX image model of 3x2x2 inputs and 12 outputs: the smallest file AddModel takes."""
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Flatten", ["x"], ["y"])],
+        "flatten",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 12])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

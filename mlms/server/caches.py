@@ -1,5 +1,6 @@
 """What a server answered lately, kept as messages in memory, each cache bounded by count (the
-least recently used out first).
+least recently used out first). Each is derived from the registry, the store or the index and
+dropped when its source changes: none is a second source of truth.
 
 - Records (``GetEvaluation``): a record never changes once stored, so a cached one is never
   stale.
@@ -7,6 +8,12 @@ least recently used out first).
   every write of the index changes, is the one it was read at (so a record indexed by any
   server of the fleet is listed at once), and for ``LISTING_MAX_AGE_S`` at most (what a writer
   that leaves the generation alone, another mlms version's, can leave stale).
+- Models (``ListModels``): the zoo, the library architectures and the models added to the
+  store, answered again while the added models' generation holds
+  (``mlms.server.model_changes``) and for ``MODELS_MAX_AGE_S`` at most (a model added straight
+  to the store, not through a server, changes no generation).
+- Agents (``ListAgents``): answered again while the fleet's view (a registry watch) is the one
+  it was built from.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from google.protobuf.message import Message
@@ -23,6 +31,9 @@ DEFAULT_SIZE = 4096
 #: About 25 KiB a page of 50 summaries.
 DEFAULT_LISTINGS = 256
 LISTING_MAX_AGE_S = 5.0
+#: ListModels answers: one for the zoo, one with the libraries, a few for names asked for.
+DEFAULT_MODEL_LISTINGS = 64
+MODELS_MAX_AGE_S = 5.0
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -59,8 +70,9 @@ def record_cache(size: int = DEFAULT_SIZE) -> Lru[str, Message]:
 
 
 class ListingCache:
-    """Listings' answers by their query's serialized bytes, with the index generation each was
-    read at. The messages are shared: callers copy one before changing it."""
+    """Listings' answers by their request's serialized bytes, with the generation of their
+    source (the index, the added models, the fleet's view) each was read at. The messages are
+    shared: callers copy one before changing it."""
 
     def __init__(self, size: int = DEFAULT_LISTINGS, max_age: float = LISTING_MAX_AGE_S) -> None:
         self.max_age = max_age
@@ -74,6 +86,15 @@ class ListingCache:
         if read_at != generation or time.monotonic() - stamp >= self.max_age:
             return None
         return message
+
+    def answer(self, key: bytes, generation: str | None, build: Callable[[], Message]) -> Message:
+        """The answer kept for ``key`` at ``generation``, else ``build()``'s, kept
+        (``generation``: read before this call, as for ``put``)."""
+        found = self.get(key, generation)
+        if found is None:
+            found = build()
+            self.put(key, generation, found)
+        return found
 
     def put(self, key: bytes, generation: str | None, message: Message) -> None:
         """``generation``: the one read before the page was (a write in between makes the

@@ -28,6 +28,7 @@ class Fleet:
         self.registry = registry
         self._admit = admit
         self._agents: dict[str, AgentRecord] = {}
+        self._version = 0
         self._lock = threading.Lock()
         # The watch calls back at once with the current agents, then after every change; it
         # keeps going across registry outages (the last snapshot stands meanwhile).
@@ -36,6 +37,12 @@ class Fleet:
     def agents(self) -> list[AgentRecord]:
         with self._lock:
             return list(self._agents.values())
+
+    def version(self) -> str:
+        """Moves with every change of the live agents (what answers built from them are kept
+        under)."""
+        with self._lock:
+            return str(self._version)
 
     def _apply(self, current: dict[str, bytes]) -> None:
         agents = {}
@@ -49,6 +56,7 @@ class Fleet:
                 agents[record.id] = record
         with self._lock:
             self._agents = agents
+            self._version += 1
 
     def close(self) -> None:
         self._watch.close()

@@ -37,6 +37,7 @@ from mlms.server.caches import DEFAULT_LISTINGS, DEFAULT_SIZE, ListingCache, rec
 from mlms.server.dispatch import Dispatcher
 from mlms.server.fleet import Fleet
 from mlms.server.jobs import Jobs
+from mlms.server.model_changes import ModelChanges
 from mlms.server.models import DEFAULT_MAX_UPLOAD_BYTES
 from mlms.server.service import EvaluatorService
 from mlms.store.factory import store_from_url
@@ -106,6 +107,7 @@ class Server:
         self.dispatcher = Dispatcher(
             self.fleet, Jobs(self.registry, self.lease, self.id), self.channels, self.store
         )
+        self.model_changes = ModelChanges(self.registry, self.lease)
         self.service = EvaluatorService(
             dispatcher=self.dispatcher,
             fleet=self.fleet,
@@ -116,6 +118,7 @@ class Server:
             max_upload_bytes=config.max_upload_bytes,
             cache=record_cache(config.record_cache),
             listings=ListingCache(config.listing_cache),
+            model_changes=self.model_changes,
         )
         self.server: RunningServer | None = None
         self._stopped = threading.Event()
@@ -173,6 +176,7 @@ class Server:
         if self.server is not None:
             self.server.stop(grace)
         self.fleet.close()
+        self.model_changes.close()
         self.channels.close()
         self.keeper.stop()
         self.index.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import queue
 import re
 import threading
@@ -51,10 +52,18 @@ from mlms.rpc.options import CHUNK_BYTES
 from mlms.rpc.payloads import bound_request, evaluation_request
 from mlms.rpc.propagation import incoming_context
 from mlms.server import jobs
-from mlms.server.caches import ListingCache, Lru, record_cache
+from mlms.server.caches import (
+    DEFAULT_MODEL_LISTINGS,
+    MODELS_MAX_AGE_S,
+    ListingCache,
+    Lru,
+    record_cache,
+)
 from mlms.server.dispatch import Dispatcher
 from mlms.server.fleet import Fleet
+from mlms.server.model_changes import ModelChanges
 from mlms.server.models import DEFAULT_MAX_UPLOAD_BYTES, receive_model
+from mlms.server.shared_reads import SharedRead
 from mlms.server.sweeps import FleetCells, SweepRun
 from mlms.store.base import ObjectStore
 from mlms.tracer.archive import archive_key
@@ -77,9 +86,13 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         index: EvaluationIndex,
         provider: TracerProvider,
         max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
+        model_changes: ModelChanges | None = None,
         cache: Lru[str, Message] | None = None,
         listings: ListingCache | None = None,
+        model_listings: ListingCache | None = None,
     ) -> None:
+        """``cache``, ``listings``, ``model_listings``: the answers kept for GetEvaluation,
+        ListEvaluations and ListModels (``mlms.server.caches``)."""
         self.max_upload_bytes = max_upload_bytes
         self.dispatcher = dispatcher
         self.fleet = fleet
@@ -88,6 +101,15 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         self.index = index  # shared by every server of the fleet
         self.records = cache if cache is not None else record_cache()
         self.listings = listings if listings is not None else ListingCache()
+        self.model_changes = model_changes or ModelChanges(registry, None)
+        self.model_listings = (
+            model_listings
+            if model_listings is not None
+            else ListingCache(DEFAULT_MODEL_LISTINGS, MODELS_MAX_AGE_S)
+        )
+        # The fleet's view changes only with a watch's call: no age limit.
+        self.agent_listing = ListingCache(1, math.inf)
+        self.jobs = SharedRead(lambda: jobs.in_flight(self.registry, "evaluation"))
         self.provider = provider
         self.tracer = provider.get_tracer("mlms.server")
         self.cells = FleetCells(dispatcher, fleet, registry, store)
@@ -204,6 +226,9 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
             return self.dispatcher.predict(request, set_span_in_context(span))
 
     def ListAgents(self, request, context):
+        return self.agent_listing.answer(b"", self.fleet.version(), self._agents)
+
+    def _agents(self) -> evaluator_pb2.ListAgentsResponse:
         agents = sorted(self.fleet.agents(), key=lambda a: a.address)
         return evaluator_pb2.ListAgentsResponse(
             agents=[to_proto(a, fleet_pb2.AgentRecord) for a in agents]
@@ -215,6 +240,13 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
                 f"ListModels names {len(request.names)} models: expected at most "
                 f"{MAX_NAMED_MODELS}; list them all without names"
             )
+        return self.model_listings.answer(
+            request.SerializeToString(deterministic=True),
+            self.model_changes.generation(),
+            lambda: self._models(request),
+        )
+
+    def _models(self, request) -> evaluator_pb2.ListModelsResponse:
         if request.names:
             manifests = [resolve_served(name, self.store) for name in request.names]
         else:
@@ -225,15 +257,16 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
 
     def AddModel(self, request_iterator, context):
         manifest = receive_model(request_iterator, self.store, self.max_upload_bytes)
+        self.model_changes.changed()
         return evaluator_pb2.AddModelResponse(
             manifest=to_proto(manifest, manifest_pb2.ModelManifest)
         )
 
     def RemoveModel(self, request, context):
         version = request.version if request.HasField("version") else None
-        return evaluator_pb2.RemoveModelResponse(
-            versions=remove_model(self.store, request.name, version)
-        )
+        removed = remove_model(self.store, request.name, version)
+        self.model_changes.changed()
+        return evaluator_pb2.RemoveModelResponse(versions=removed)
 
     def _index(self, message: evaluation_pb2.EvaluationRecord) -> None:
         """Index a record an agent answered with (agents without the database leave that to
@@ -274,11 +307,8 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         # Read before the page: a write in between makes the next call read the page again.
         generation = self.index.generation()
         key = request.query.SerializeToString(deterministic=True)
-        answer = self.listings.get(key, generation)
-        if answer is None:
-            answer = self._listing(request)
-            self.listings.put(key, generation, answer)
-        in_flight = jobs.in_flight(self.registry, "evaluation")
+        answer = self.listings.answer(key, generation, lambda: self._listing(request))
+        in_flight = self.jobs.get()
         if not in_flight:
             return answer
         reply = evaluator_pb2.ListEvaluationsResponse()
