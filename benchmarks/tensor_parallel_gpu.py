@@ -285,7 +285,9 @@ def main() -> int:
     if "nccl" in parts:
         kineto = args.out / "kineto"
         kineto.mkdir(exist_ok=True)
-        record = mlms_eval(setup, store, trace_level="hardware" if setup.on_gpu else "framework")
+        # The CPU's deepest level is the layers', which a compiled split has none of.
+        cpu_level = "model" if setup.compile else "framework"
+        record = mlms_eval(setup, store, trace_level="hardware" if setup.on_gpu else cpu_level)
         theirs = bare(setup, args.out, kineto)["profile"]
         report["nccl"] = {"mlms_id": record.id, "bare_profile": theirs}
         if setup.on_gpu:

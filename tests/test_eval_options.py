@@ -103,6 +103,8 @@ def test_onnxruntime_fp16_runs_the_converted_graph(store, mlms_home) -> None:
             r"--compile turbo: torch takes default, reduce-overhead, max-autotune \(a bare",
         ),
         ({"compile": "default", "trace_level": "framework"}, r"compiled graph has no layers"),
+        ({"compile": "default", "trace_level": "full"}, r"or a GPU level \(ml_library, "),
+        ({"compile": "default", "trace_level": "hardware"}, r"'hardware' has no collector on cpu"),
         ({"channels_last": True, "framework": "onnxruntime"}, r"a torch memory format"),
         ({"channels_last": True, "model": "bert_base"}, r"'bert_base' takes inputs of layout"),
         ({"input_on_device": True}, r"--input-on-device: the evaluation runs on cpu"),

@@ -53,6 +53,13 @@ def test_leveled_runs_on_a_gpu():
     assert leveled_runs(TraceLevel.SYSTEM_LIBRARY, "cuda:0")[-1] == TraceLevel.SYSTEM_LIBRARY
     # On the CPU, full means every level the CPU has.
     assert leveled_runs(TraceLevel.FULL, "cpu") == [TraceLevel.MODEL, TraceLevel.FRAMEWORK]
+    # A compiled graph without layers: the GPU levels trace its kernels, no framework run.
+    assert leveled_runs(TraceLevel.HARDWARE, "cuda:0", layers=False) == [
+        TraceLevel.MODEL,
+        TraceLevel.ML_LIBRARY,
+        TraceLevel.SYSTEM_LIBRARY,
+        TraceLevel.HARDWARE,
+    ]
 
 
 @pytest.mark.skipif(GPU_REASON is None, reason="this machine has a usable GPU")
@@ -150,6 +157,36 @@ def test_hardware_level_evaluation_joins_kernels_to_layers(store):
     assert any(s.name == "cudnnBackendExecute" for s in mllib)
     [cublas] = [s for s in mllib if s.name == "cublas: not available"]
     assert cublas.level == TraceLevel.ML_LIBRARY
+
+
+@needs_gpu
+def test_a_compiled_model_traces_its_kernels_under_the_model(store):
+    from mlms.evaluation.record import EvaluationRequest
+    from mlms.evaluation.runner import evaluate
+    from mlms.tracer.archive import read_spans, records_of
+
+    record = evaluate(
+        EvaluationRequest(
+            model="resnet18",
+            hw="gpu",
+            trace_level="hardware",
+            compile="default",
+            iterations=3,
+            min_seconds=0,
+            warmup=2,
+        ),
+        store=store,
+    )
+    levels = record.results[0].levels
+    assert list(levels) == ["model", "ml_library", "system_library", "hardware"]
+    spans = records_of(read_spans(store, record.trace_id))
+    by_id = {s.span_id: s for s in spans}
+    kernels = [s for s in spans if s.kind == "kernel" and s.run == levels["hardware"].run]
+    assert kernels
+    # Inductor's kernels, each under its launch, under the predict that ran it.
+    assert any(k.name.startswith("triton_") for k in kernels)
+    assert all(by_id[by_id[k.parent_id].parent_id].level == TraceLevel.MODEL for k in kernels)
+    assert not [s for s in spans if s.level == TraceLevel.FRAMEWORK]
 
 
 @needs_gpu

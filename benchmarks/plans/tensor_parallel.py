@@ -11,7 +11,8 @@ in mlms's hardware-level trace against torch.profiler's over the bare loop, and 
 Kineto traces), ``latency_0`` ... (one round each of mlms against the bare loop with the same
 split, ``benchmarks/tensor_parallel_gpu.py``, so that the rounds spread over calls and the ratio
 is the median of the rounds' ratios), ``scaling_compiled`` (one GPU against two, both compiled),
-``agents_reserved`` (the agents' sweep again, once the server counted its choice at once) and
+``agents_reserved`` (the agents' sweep again, once the server counted its choice at once),
+``nccl_compiled`` (the NCCL comparison with both loops compiled) and
 ``latency_compiled_0`` ... (mlms against the bare loop, both compiled: a GPU-bound split, where a
 2 % difference can show above the rounds' spread).
 """
@@ -44,6 +45,9 @@ def cells(kit: Kit) -> list[Cell]:
         Cell("scaling_compiled", (*split, "--parts", "scaling", "--compile", "default"), 400, 200),
         # Since the server chooses an agent and counts it in one step: the sweep again.
         Cell("agents_reserved", agents, timeout_s=400, min_s=200),
+        # Compiled, the ranks run in step, so NCCL's kernels time the transfer rather than
+        # a rank's wait for the other: the comparison with torch.profiler holds still.
+        Cell("nccl_compiled", (*split, "--parts", "nccl", "--compile", "default"), 520, 300),
         *(
             Cell(
                 f"latency_compiled_{n}",
@@ -66,9 +70,11 @@ def summarize(results: Path) -> str:
     }
     for compiled in (False, True):
         lines += _latency(reports, compiled)
-    nccl = reports.get("nccl", {}).get("nccl")
-    if nccl and "mlms" in nccl:
-        lines += ["NCCL kernel time per predict (ms)", "",
+    for name in ("nccl", "nccl_compiled"):
+        nccl = reports.get(name, {}).get("nccl")
+        if not nccl or "mlms" not in nccl:
+            continue
+        lines += [f"{name}: NCCL kernel time per predict (ms)", "",
                   "| batch | mlms trace | torch.profiler | ratio |",
                   "|---:|---:|---:|---:|"]  # fmt: skip
         for batch, theirs in nccl["bare_profile"].items():

@@ -31,7 +31,7 @@ from mlms.evaluation.record import (
     LevelResult,
 )
 from mlms.evaluation.stats import latency_stats
-from mlms.predictors.base import InputCopy, Predictor, TokenGenerator
+from mlms.predictors.base import InputCopy, LayerCapture, Predictor, TokenGenerator
 from mlms.tracer.gpu_run import gpu_run
 from mlms.tracer.hierarchy import innermost_containers
 from mlms.tracer.levels import TraceLevel
@@ -165,7 +165,12 @@ class BatchRuns(ABC):
         tracer = self.tracer
         first = len(tracer.records())
         gpu = gpu_run(self.predictor, level, self.first_batch(), self.request.warmup)
-        with self.predictor.profile_layers() as capture, gpu or nullcontext():
+        predictor = self.predictor
+        layers = predictor.has_layers(predictor.options.compile)
+        with (
+            predictor.profile_layers() if layers else nullcontext(LayerCapture()) as capture,
+            gpu or nullcontext(),
+        ):
             run = self.loop(level, number)
         models = [r for r in tracer.records()[first:] if r.level == TraceLevel.MODEL]
         parents = innermost_containers(models, capture.events)

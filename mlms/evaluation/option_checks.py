@@ -28,11 +28,12 @@ def compile_mode(request: EvaluationRequest, cls: type[Predictor]) -> str | None
             f"--compile {request.compile}: {cls.framework} takes {', '.join(modes)} (a bare "
             f"--compile: {modes[0]})"
         )
-    if request.trace_level > TraceLevel.MODEL and not cls.layers_when_compiled:
+    if not cls.has_layers(mode) and request.trace_level in (TraceLevel.FRAMEWORK, TraceLevel.FULL):
         raise InvalidArgument(
             f"--compile {request.compile} with trace level {request.trace_level.label!r}: "
-            f"{cls.framework}'s compiled graph has no layers to trace; expected trace level "
-            "'model' or below"
+            f"{cls.framework}'s compiled graph has no layers to trace (nor launches that ncu's "
+            "counter run would match); expected 'model' or below, or a GPU level "
+            "(ml_library, system_library, hardware), which traces its kernels under the model"
         )
     return mode
 

@@ -81,8 +81,9 @@ COLLECTED_LEVELS = {
 }
 
 
-def leveled_runs(level: TraceLevel, device: str) -> list[TraceLevel]:
-    """The runs for a requested level: the model level first, then one per collected level."""
+def leveled_runs(level: TraceLevel, device: str, *, layers: bool = True) -> list[TraceLevel]:
+    """The runs for a requested level: the model level first, then one per collected level;
+    without ``layers`` (a compiled graph that has none) no framework run."""
     if level <= TraceLevel.MODEL:
         return [level]
     kind = "cpu" if device == "cpu" else "cuda"
@@ -98,7 +99,8 @@ def leveled_runs(level: TraceLevel, device: str) -> list[TraceLevel]:
                 else ""
             )
         )
-    return [TraceLevel.MODEL, *(lv for lv in available if lv <= level)]
+    kept = [lv for lv in available if lv <= level and (layers or lv != TraceLevel.FRAMEWORK)]
+    return [TraceLevel.MODEL, *kept]
 
 
 def evaluate(
@@ -244,7 +246,9 @@ def _ready(
         plan=plan,
         info=info,
         devices=devices,
-        runs=leveled_runs(request.trace_level, device),
+        runs=leveled_runs(
+            request.trace_level, device, layers=plan.predictor.has_layers(plan.compile)
+        ),
         source=open_inputs(
             plan.manifest, request.inputs, seed=request.seed, seq_len=request.seq_len
         ),

@@ -66,7 +66,8 @@ class Predictor(ABC):
     #: What ``--compile`` may name for this framework (the first is what a bare flag means);
     #: empty where it has none.
     compile_modes: ClassVar[tuple[str, ...]] = ()
-    #: Whether tracing layers still works on a compiled model.
+    #: Whether tracing layers still works on a compiled model. Where it does not, a compiled
+    #: model's GPU levels still trace its kernels, under the model's spans.
     layers_when_compiled: ClassVar[bool] = True
     #: Whether ``channels_last`` exists for it.
     has_channels_last: ClassVar[bool] = False
@@ -84,6 +85,12 @@ class Predictor(ABC):
         self.manifest = manifest
         self.asset_path = asset_path
         self.options = options
+
+    @classmethod
+    def has_layers(cls, compile_mode: str | None) -> bool:
+        """Whether ``profile_layers`` sees layers of the model run in ``compile_mode`` (None:
+        as shipped)."""
+        return compile_mode is None or cls.layers_when_compiled
 
     @classmethod
     def precisions(cls, capability: tuple[int, int] | None) -> tuple[str, ...]:
