@@ -1,9 +1,10 @@
 """A stored data set read as a given model's inputs and labels.
 
-``bind`` checks, before anything runs, that the data set fits the model: its kind against the
-model's input layout, its arrays against the input's name and shape, its labels against the
-model's labels (class names by name; integer labels below the number of outputs). ``labels``
-and ``inputs`` then turn each streamed batch into class indices of the model and the raw form
+``bind`` checks, before anything runs, that the data set fits the model: its task against the
+model's, its kind against the model's input layout, its arrays against the input's name and
+shape, its labels against the model's labels (class names by name; integer labels below the
+number of outputs). ``truth`` and ``inputs`` then turn each streamed batch into its task's truth
+(class indices of the model, ``mlms.datasets.truth`` for the others) and the raw form
 ``preprocess`` finishes (decoded images, arrays, token ids).
 """
 
@@ -19,6 +20,7 @@ import numpy as np
 
 from mlms.catalog.zoo import labels_of
 from mlms.datasets.index import DatasetIndex
+from mlms.datasets.truth import image_truths, masks, sequence_lengths
 from mlms.errors import InvalidArgument
 from mlms.manifest import InputSpec, ModelManifest
 
@@ -46,6 +48,20 @@ class BoundDataset:
     def described(self) -> str:
         """What the record says the input was."""
         return f"dataset:{self.index.name}@{self.index.version}"
+
+    def truth(self, batch: Any, inputs: np.ndarray) -> Any:
+        """The batch's truth for its task (``mlms.datasets.truth``); ``inputs``: the batch as
+        the model takes it."""
+        task = self.index.task
+        if task == "detection":
+            return image_truths(batch)
+        if task == "segmentation":
+            return masks(batch, self.spec)
+        if task == "language_modeling":
+            return inputs, sequence_lengths(batch, inputs, self.tokenizer)
+        if task == "translation":
+            return inputs, batch.column("reference").to_pylist()
+        return self.labels(batch)
 
     def labels(self, batch: Any) -> np.ndarray:
         """The batch's labels as the model's class indices."""
@@ -114,11 +130,7 @@ def bind(
 ) -> BoundDataset:
     """The data set as inputs of ``manifest`` (``spec``: its input, sequence length applied)."""
     what = f"data set {index.name!r}"
-    if manifest.task == "text_generation" or manifest.outputs[0].type != "classification":
-        raise InvalidArgument(
-            f"{what}: model {manifest.name!r} is a {manifest.task.replace('_', ' ')} model; "
-            "labelled data sets evaluate classifiers"
-        )
+    _check_task(index, manifest)
     tokens = spec.layout == "tokens"
     if index.kind == "images" and tokens:
         raise InvalidArgument(
@@ -131,11 +143,55 @@ def bind(
         )
     array = _check_arrays(index, manifest, spec) if index.kind == "arrays" else ""
     tokenizer = None
-    if index.kind == "text" and any(c.name == "text" for c in index.columns):
+    text = any(c.name == "text" for c in index.columns)
+    # A translation's tokens become text again for BLEU, whatever the data set holds.
+    if index.kind == "text" and (text or index.task == "translation"):
         tokenizer = _tokenizer(index, manifest)
     model_labels = tuple(labels_of(manifest))
-    _check_labels(index, manifest, model_labels)
+    if index.task == "classification":
+        _check_labels(index, manifest, model_labels)
+    if index.task == "segmentation" and (index.label_max or 0) >= len(model_labels):
+        raise InvalidArgument(
+            f"{what} has masks with class {index.label_max}: model {manifest.name!r} has "
+            f"{len(model_labels)} classes, so classes 0 to {len(model_labels) - 1} (and "
+            "255 for pixels of no class)"
+        )
     return BoundDataset(index, sha256, manifest, spec, model_labels, tokenizer, array)
+
+
+#: The data set task each model task is scored on, and what the data set is for a message.
+SCORED = {
+    "image_classification": "classification",
+    "text_classification": "classification",
+    "object_detection": "detection",
+    "semantic_segmentation": "segmentation",
+    "text_generation": "language_modeling",
+    "translation": "translation",
+}
+SOURCES = {
+    "classification": "labelled classes",
+    "detection": "a COCO-format folder",
+    "segmentation": "image and class-mask pairs",
+    "language_modeling": "JSONL of plain text or token ids",
+    "translation": "JSONL with a 'reference' text",
+}
+
+
+def _check_task(index: DatasetIndex, manifest: ModelManifest) -> None:
+    """A data set scores the models of its task only."""
+    wanted = SCORED[manifest.task]
+    if index.task != wanted:
+        raise InvalidArgument(
+            f"data set {index.name!r} is {_a(index.task)} data set ({SOURCES[index.task]}): "
+            f"model {manifest.name!r} is {_a(manifest.task)} model; expected {_a(wanted)} data "
+            f"set ({SOURCES[wanted]})"
+        )
+
+
+def _a(task: str) -> str:
+    """``object_detection`` -> ``an object detection``."""
+    words = task.replace("_", " ")
+    return f"{'an' if words[0] in 'aeiou' else 'a'} {words}"
 
 
 def _check_arrays(index: DatasetIndex, manifest: ModelManifest, spec: InputSpec) -> str:

@@ -6,8 +6,12 @@ a data set exists once its index does, and only whole.
 
 Kinds: ``images`` (column ``image``: the encoded file's bytes, decoded in the evaluation's
 pipeline), ``arrays`` (one fixed-shape column per model input) and ``text`` (``text`` or
-``input_ids``). Every kind has a ``label`` column: integer class indices, or class names
-(listed in ``label_names``, mapped to the model's labels by name).
+``input_ids``). A classification data set has a ``label`` column: integer class indices, or
+class names (listed in ``label_names``, mapped to the model's labels by name). The other tasks
+(``task``) carry their own truth: ``detection`` images an ``image_id`` and ``annotations`` (the
+image's COCO annotations as JSON, with the data set's ``categories``); ``segmentation`` images a
+``mask`` (a PNG of class indices, ``label_max`` the largest); ``translation`` text a
+``reference``; ``language_modeling`` text or token ids alone.
 """
 
 from __future__ import annotations
@@ -48,12 +52,21 @@ class Column(BaseModel):
     shape: list[int] = Field(default_factory=list)
 
 
+#: What a data set's truth is for; ``mlms.accuracy`` scores each.
+DatasetTask = Literal[
+    "classification", "detection", "segmentation", "translation", "language_modeling"
+]
+
+
 class DatasetIndex(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     name: str
     version: str
     kind: Literal["images", "arrays", "text"]
+    task: DatasetTask = "classification"
+    #: Detection: the COCO category ids the annotations use, and their names.
+    categories: dict[int, str] | None = None
     samples: int = Field(ge=1)
     #: The class names where the labels are names; None where they are integer indices.
     label_names: list[str] | None = None

@@ -1,11 +1,13 @@
 """``mlms datasets add``: read a labelled data set from files and store it in shards.
 
 Sources: an image folder (one subfolder per class, or a labels CSV of ``file,label``), a
-``.npz`` or Parquet file of input arrays plus a ``label`` array, JSONL lines of ``text`` or
-``input_ids`` with a ``label``. Rows stream from the source into Parquet shards of at most
-``SHARD_SAMPLES`` samples or ``SHARD_BYTES`` bytes, each uploaded as it fills: a data set
-larger than memory is added in bounded memory (a ``.npz`` holds its arrays whole, one at a
-time, as numpy reads them).
+COCO-format folder (``mlms.datasets.coco_folder``), a folder of image and class-mask pairs
+(``mlms.datasets.mask_pairs``), a ``.npz`` or Parquet file of input arrays plus a ``label``
+array, JSONL lines of ``text`` or ``input_ids`` with a ``label`` (classification), a
+``reference`` text (translation) or nothing more (language modelling). Rows stream from the
+source into Parquet shards of at most ``SHARD_SAMPLES`` samples or ``SHARD_BYTES`` bytes, each
+uploaded as it fills: a data set larger than memory is added in bounded memory (a ``.npz``
+holds its arrays whole, one at a time, as numpy reads them).
 
 Nothing is stored half: the index is written last, and any failure (an unreadable image, a bad
 line) deletes the shards this add uploaded before the error is raised.
@@ -16,15 +18,14 @@ from __future__ import annotations
 import contextlib
 import csv
 import hashlib
-import io
 import json
 import math
 import os
 import tempfile
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,33 +33,36 @@ from typing import Any
 import numpy as np
 
 from mlms.assets.manager import sha256_of
+from mlms.datasets.coco_folder import coco_rows, is_coco_folder, read_coco_folder
 from mlms.datasets.index import (
     DEFAULT_VERSION,
     INDEX,
     Column,
     DatasetIndex,
+    DatasetTask,
     Shard,
     folder,
 )
+from mlms.datasets.mask_pairs import MaskPairs, mask_layout
+from mlms.datasets.rows import ROW_GROUP, Rows, decoded_image, short
 from mlms.errors import AlreadyExists, InvalidArgument, MlmsError
 from mlms.store.base import ObjectStore
 
 SHARD_SAMPLES = 4096
 SHARD_BYTES = 32 * 2**20
-#: Rows a Parquet row group holds: a reader decodes one group at a time.
-ROW_GROUP = 256
 #: Unreadable files a message names before it gives only their count.
 NAMED = 5
 LABEL = "label"
 IMAGE = "image"
-
-
-@dataclass
-class _Rows:
-    """What a source yields: a few rows as columns, and the files it could not read."""
-
-    columns: dict[str, Any]
-    bad: list[str] = field(default_factory=list)
+REFERENCE = "reference"
+#: The truth a task keeps beside its inputs (``mlms.datasets.index``), with its Arrow type.
+TRUTH_COLUMNS = {
+    "image_id": "int64",
+    "width": "int64",
+    "height": "int64",
+    "annotations": "string",
+    REFERENCE: "string",
+}
 
 
 def add_dataset(
@@ -78,7 +82,8 @@ def add_dataset(
             f"data set {name!r} version {version!r} exists already in {store.url}; "
             "add --replace to overwrite it, or give another --version"
         )
-    kind, rows = _open(path, labels_csv, workers or min(8, os.cpu_count() or 1))
+    source = _open(path, labels_csv, workers or min(8, os.cpu_count() or 1))
+    kind, rows = source.kind, source.rows
     writer = _ShardWriter(store, prefix, kind)
     try:
         bad: list[str] = []
@@ -100,9 +105,11 @@ def add_dataset(
             name=name,
             version=version,
             kind=kind,
+            task=source.task,
+            categories=source.categories,
             samples=sum(s.samples for s in shards),
             label_names=sorted(writer.names) if writer.names else None,
-            label_max=writer.label_max if not writer.names else None,
+            label_max=_label_max(source, writer),
             columns=writer.columns(),
             shards=shards,
             source=Path(path).name,
@@ -121,25 +128,62 @@ def add_dataset(
     return index, hashlib.sha256(data).hexdigest()
 
 
-def _open(path: Path, labels_csv: Path | None, workers: int) -> tuple[str, Iterator[_Rows]]:
+@dataclass
+class _Source:
+    """A source's rows and what its index says beyond them."""
+
+    kind: str
+    rows: Iterator[Rows]
+    task: DatasetTask = "classification"
+    categories: dict[int, str] | None = None
+    #: The largest class index of a task whose truth is not a ``label`` column, known once
+    #: the rows are read.
+    label_max: Callable[[], int | None] = lambda: None
+
+
+def _label_max(source: _Source, writer: _ShardWriter) -> int | None:
+    if source.task != "classification":
+        return source.label_max()
+    return writer.label_max if not writer.names else None
+
+
+def _open(path: Path, labels_csv: Path | None, workers: int) -> _Source:
     path = Path(path)
     if path.is_dir():
-        return "images", _image_rows(path, labels_csv, workers)
+        return _folder(path, labels_csv, workers)
     if labels_csv is not None:
         raise InvalidArgument(f"--labels {str(labels_csv)!r}: only an image folder takes one")
     if not path.is_file():
         raise InvalidArgument(f"{str(path)!r}: no such file or folder")
     suffix = path.suffix.lower()
     if suffix == ".npz":
-        return "arrays", _npz_rows(path)
+        return _Source("arrays", _npz_rows(path))
     if suffix == ".parquet":
-        return "arrays", _parquet_rows(path)
+        return _Source("arrays", _parquet_rows(path))
     if suffix in (".jsonl", ".ndjson"):
-        return "text", _jsonl_rows(path)
+        task = _jsonl_task(path)
+        return _Source("text", _jsonl_rows(path, task), task)
     raise InvalidArgument(
         f"{str(path)!r}: unknown data set format {suffix or '(no suffix)'!r}; expected an image "
         "folder, a .npz or .parquet file of arrays, or a .jsonl file of text"
     )
+
+
+def _folder(path: Path, labels_csv: Path | None, workers: int) -> _Source:
+    """An image folder of classes, a COCO-format folder, or image and mask pairs."""
+    task = "detection" if is_coco_folder(path) else "segmentation" if mask_layout(path) else ""
+    if task and labels_csv is not None:
+        raise InvalidArgument(
+            f"--labels {str(labels_csv)!r}: {str(path)!r} is a {task} folder, whose labels are "
+            "its annotations; only a folder of classes takes --labels"
+        )
+    if task == "detection":
+        coco = read_coco_folder(path)
+        return _Source("images", coco_rows(coco, workers), "detection", coco.categories)
+    if task == "segmentation":
+        pairs = MaskPairs(path, workers)
+        return _Source("images", pairs.rows(), "segmentation", label_max=lambda: pairs.label_max)
+    return _Source("images", _image_rows(path, labels_csv, workers))
 
 
 # -- image folders ------------------------------------------------------------------------------
@@ -192,7 +236,7 @@ def _csv_files(root: Path, labels_csv: Path) -> list[tuple[Path, str]]:
     return files
 
 
-def _image_rows(root: Path, labels_csv: Path | None, workers: int) -> Iterator[_Rows]:
+def _image_rows(root: Path, labels_csv: Path | None, workers: int) -> Iterator[Rows]:
     files, numeric = _image_files(root, labels_csv)
     labels = [label for _, label in files]
     with ThreadPoolExecutor(workers) as pool:
@@ -205,26 +249,22 @@ def _image_rows(root: Path, labels_csv: Path | None, workers: int) -> Iterator[_
                 if not data
             ]
             chunk = labels[start : start + ROW_GROUP]
-            yield _Rows({IMAGE: read, LABEL: [int(x) for x in chunk] if numeric else chunk}, bad)
+            yield Rows({IMAGE: read, LABEL: [int(x) for x in chunk] if numeric else chunk}, bad)
 
 
 def _checked_image(path: Path) -> bytes | None:
     """The file's bytes if PIL decodes the whole image, else None."""
-    from PIL import Image
-
     try:
         data = path.read_bytes()
-        with Image.open(io.BytesIO(data)) as image:
-            image.load()
-        return data
-    except (OSError, ValueError, Image.DecompressionBombError, SyntaxError):
+    except OSError:
         return None
+    return data if decoded_image(data) is not None else None
 
 
 # -- arrays -------------------------------------------------------------------------------------
 
 
-def _npz_rows(path: Path) -> Iterator[_Rows]:
+def _npz_rows(path: Path) -> Iterator[Rows]:
     try:
         archive = np.load(path, allow_pickle=False)
         arrays = {name: archive[name] for name in archive.files}
@@ -239,10 +279,10 @@ def _npz_rows(path: Path) -> Iterator[_Rows]:
                 f"{count} samples like 'label'"
             )
     for start in range(0, count, ROW_GROUP):
-        yield _Rows({name: array[start : start + ROW_GROUP] for name, array in arrays.items()})
+        yield Rows({name: array[start : start + ROW_GROUP] for name, array in arrays.items()})
 
 
-def _parquet_rows(path: Path) -> Iterator[_Rows]:
+def _parquet_rows(path: Path) -> Iterator[Rows]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -251,7 +291,7 @@ def _parquet_rows(path: Path) -> Iterator[_Rows]:
         names = source.schema_arrow.names
         _require_label(dict.fromkeys(names), path)
         for batch in source.iter_batches(batch_size=ROW_GROUP):
-            yield _Rows({name: _numpy(batch.column(name), name, path) for name in names})
+            yield Rows({name: _numpy(batch.column(name), name, path) for name in names})
     except (OSError, pa.ArrowException) as exc:
         raise InvalidArgument(f"cannot read {str(path)!r} as Parquet: {exc}") from exc
 
@@ -297,49 +337,91 @@ def _require_label(arrays: dict[str, Any], path: Path) -> None:
 # -- text ---------------------------------------------------------------------------------------
 
 
-def _jsonl_rows(path: Path) -> Iterator[_Rows]:
-    field_name: str | None = None
-    rows: dict[str, list[Any]] = {}
+#: A JSONL data set's truth field for each task it can be, in the order they are looked for.
+TRUTH_FIELDS = {"classification": LABEL, "translation": REFERENCE, "language_modeling": None}
+
+
+def _jsonl_task(path: Path) -> DatasetTask:
+    """What the first line's fields make the file: a ``label`` classification, a
+    ``reference`` translation, else language modelling."""
+    for number, line in _jsonl_lines(path):
+        item = _parsed(line, number, path)
+        # A line that is no object is named by _json_line as the rows are read.
+        fields = item if isinstance(item, dict) else {}
+        tasks = (t for t, f in TRUTH_FIELDS.items() if f is None or f in fields)
+        return next(tasks)  # type: ignore[return-value]
+    raise InvalidArgument(f"{str(path)!r} holds no samples: expected at least one")
+
+
+def _jsonl_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """The file's non-empty lines with their numbers."""
     try:
         handle = open(path, encoding="utf-8")  # noqa: SIM115 - closed by the with below
     except OSError as exc:
         raise InvalidArgument(f"cannot read {str(path)!r}: {exc.strerror}") from exc
     with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            item = _json_line(line, number, path)
-            which = "text" if "text" in item else "input_ids"
-            field_name = field_name or which
-            value = item.get(field_name)
-            if which != field_name or not _text_value(field_name, value):
-                raise InvalidArgument(
-                    f"{str(path)!r} line {number}: expected {field_name!r} as "
-                    f"{'a string' if field_name == 'text' else 'a list of token ids (>= 0)'} "
-                    f"like the lines before, got {_short(value)}"
-                )
-            rows.setdefault(field_name, []).append(value)
-            rows.setdefault(LABEL, []).append(item[LABEL])
-            if len(rows[LABEL]) == ROW_GROUP:
-                yield _Rows(rows)
-                rows = {}
+        try:
+            for number, line in enumerate(handle, start=1):
+                if line.strip():
+                    yield number, line
+        except UnicodeDecodeError as exc:
+            raise InvalidArgument(f"{str(path)!r} is not UTF-8 text: {exc.reason}") from None
+
+
+def _jsonl_rows(path: Path, task: DatasetTask) -> Iterator[Rows]:
+    truth = TRUTH_FIELDS[task]
+    field_name: str | None = None
+    rows: dict[str, list[Any]] = {}
+    for number, line in _jsonl_lines(path):
+        item = _json_line(line, number, path, truth)
+        which = "text" if "text" in item else "input_ids"
+        field_name = field_name or which
+        value = item.get(field_name)
+        if which != field_name or not _text_value(field_name, value):
+            raise InvalidArgument(
+                f"{str(path)!r} line {number}: expected {field_name!r} as "
+                f"{'a string' if field_name == 'text' else 'a list of token ids (>= 0)'} "
+                f"like the lines before, got {short(value)}"
+            )
+        rows.setdefault(field_name, []).append(value)
+        if truth is not None:
+            rows.setdefault(truth, []).append(item[truth])
+        if len(rows[field_name]) == ROW_GROUP:
+            yield Rows(rows)
+            rows = {}
     if rows:
-        yield _Rows(rows)
+        yield Rows(rows)
 
 
-def _json_line(line: str, number: int, path: Path) -> dict[str, Any]:
+def _parsed(line: str, number: int, path: Path) -> Any:
     try:
-        item = json.loads(line)
+        return json.loads(line)
     except (json.JSONDecodeError, RecursionError) as exc:
         raise InvalidArgument(f"{str(path)!r} line {number}: not JSON ({exc})") from None
+
+
+def _json_line(line: str, number: int, path: Path, truth: str | None) -> dict[str, Any]:
+    """One line's object, with ``text`` or ``input_ids`` and the ``truth`` field where given
+    (a ``reference`` a string); its task's fields named where they are missing."""
+    item = _parsed(line, number, path)
     if (
         not isinstance(item, dict)
-        or LABEL not in item
         or not ("text" in item or "input_ids" in item)
+        or (truth is not None and truth not in item)
+        or (truth is None and (LABEL in item or REFERENCE in item))
     ):
+        wanted = (
+            f" and {truth!r}" if truth else ", alone like the lines before" if number > 1 else ""
+        )
         raise InvalidArgument(
-            f"{str(path)!r} line {number}: expected an object with 'text' or 'input_ids' and "
-            f"'label', got {_short(item)}"
+            f"{str(path)!r} line {number}: expected an object with 'text' or 'input_ids'"
+            f"{wanted} ('label': classification, 'reference': translation, neither: language "
+            f"modelling), got {short(item)}"
+        )
+    if truth == REFERENCE and not isinstance(item[REFERENCE], str):
+        raise InvalidArgument(
+            f"{str(path)!r} line {number}: 'reference' is {short(item[REFERENCE])}: expected "
+            "the reference translation as a string"
         )
     return item
 
@@ -352,11 +434,6 @@ def _text_value(field_name: str, value: Any) -> bool:
         and bool(value)
         and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)
     )
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 # -- shards -------------------------------------------------------------------------------------
@@ -394,6 +471,8 @@ class _ShardWriter:
 
         if name == LABEL:
             return self._labels(values)
+        if name in TRUTH_COLUMNS:
+            return pa.array(values, getattr(pa, TRUTH_COLUMNS[name])())
         if self._kind == "images":
             return pa.array(values, pa.binary())
         if self._kind == "text":

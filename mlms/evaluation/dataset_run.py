@@ -1,25 +1,33 @@
 """Measured passes over a stored data set (``--dataset``).
 
 The model-level run of each batch size is one whole pass: every sample predicted once, in
-batches streamed from the store and prepared by the prefetching stage (``prefetch``), with each
-predict timed and top-1/top-5 counted as the outputs come. Its throughput is samples over the
-pass's wall time, so a decoder slower than the model shows in it. Deeper leveled runs profile
+batches streamed from the store and prepared with their truth by the prefetching stage
+(``prefetch``), with each predict timed, the task's post-processing run as a pipeline step and
+its answers scored on the scorer's own thread (``mlms.accuracy``). Its throughput is samples over
+the pass's wall time, so a decoder slower than the model shows in it. Deeper leveled runs profile
 the first ``iterations`` batches only: they exist for the layer structure, not the accuracy.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from mlms.accuracy.classification import TopKScorer
+from mlms.accuracy.detection import CocoDetection
+from mlms.accuracy.language import Perplexity
+from mlms.accuracy.scorer import Scorer
+from mlms.accuracy.segmentation import MaskScores
+from mlms.accuracy.translation import Translations
 from mlms.datasets.binding import BoundDataset
 from mlms.datasets.stream import DatasetStream
 from mlms.errors import InvalidArgument
@@ -34,38 +42,48 @@ from mlms.tracer.tracer import Tracer
 DECODE_WORKERS = max(1, min(4, (os.cpu_count() or 1) // 4))
 
 
-@dataclass
-class TopK:
-    """Top-1 and top-5 hits over the batches seen so far."""
+class Hits:
+    """A pass's scorer, read as the record's accuracy."""
 
-    top1: int = 0
-    top5: int = 0
-    samples: int = 0
+    def __init__(self, scorer: Scorer) -> None:
+        self.scorer = scorer
 
-    def add(self, best: np.ndarray, truth: np.ndarray) -> None:
-        """``best``: each row's classes, best first; ``truth``: each row's class."""
-        self.top1 += int((best[:, :1] == truth[:, None]).sum())
-        self.top5 += int((best[:, :5] == truth[:, None]).any(axis=1).sum())
-        self.samples += len(truth)
+    @property
+    def samples(self) -> int:
+        return self.scorer.samples
 
     def accuracy(self, dataset: str, **provenance: str | None) -> Accuracy:
+        metrics = self.scorer.finish()
         return Accuracy(
-            top1=self.top1 / self.samples,
-            top5=self.top5 / self.samples,
+            task=self.scorer.task,
+            metrics=metrics,
+            top1=metrics.get("top1"),
+            top5=metrics.get("top5"),
             samples=self.samples,
             dataset=dataset,
             **provenance,
         )
 
 
+class TopK(Hits):
+    """Top-1 and top-5 of classes handed over directly (a model's built-in split)."""
+
+    def __init__(self) -> None:
+        super().__init__(TopKScorer())
+
+    def add(self, best: np.ndarray, truth: np.ndarray) -> None:
+        self.scorer.samples += len(truth)
+        self.scorer.add(best, truth)
+
+
 @dataclass
 class Pass:
     """One run over the data set: each full batch's predict latency (ns), the wall time (s)
-    and the hits."""
+    and the scores."""
 
+    hits: Hits
     latencies: list[int] = field(default_factory=list)
     seconds: float = 0.0
-    hits: TopK = field(default_factory=TopK)
     copies: list[InputCopy] = field(default_factory=list)
 
 
@@ -86,18 +104,32 @@ class DatasetInputs:
     def batches(self, batch_size: int) -> int:
         return math.ceil(self.samples / batch_size)
 
-    def prepare(self, raw: Any) -> tuple[np.ndarray, np.ndarray]:
+    def prepare(self, raw: Any) -> tuple[np.ndarray, Any]:
         inputs = self.bound.inputs(raw, self._predictor.preprocess, self._pool, DECODE_WORKERS)
-        return inputs, self.bound.labels(raw)
+        return inputs, self.bound.truth(raw, inputs)
 
-    def first(self, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    def scorer(self) -> Scorer:
+        """A new scorer of the data set's task."""
+        bound, predictor = self.bound, self._predictor
+        task = bound.index.task
+        if task == "detection":
+            return CocoDetection(bound.manifest, bound.index.categories or {})
+        if task == "segmentation":
+            return MaskScores(bound.manifest, len(bound.model_labels))
+        if task == "language_modeling":
+            return Perplexity(predictor)
+        if task == "translation":
+            return Translations(predictor, bound.tokenizer)
+        return TopKScorer(predictor)
+
+    def first(self, rows: int) -> tuple[np.ndarray, Any]:
         """The first ``rows`` samples (fewer if the data set is smaller), prepared."""
         return self.prepare(next(self._stream.batches(rows, limit=1)))
 
     @contextmanager
     def prefetched(
         self, tracer: Tracer, batch_size: int, limit: int | None = None
-    ) -> Iterator[Prefetch[Any, tuple[np.ndarray, np.ndarray]]]:
+    ) -> Iterator[Prefetch[Any, tuple[np.ndarray, Any]]]:
         with Prefetch(self._stream.batches(batch_size, limit), self.prepare, tracer) as stage:
             yield stage
 
@@ -112,7 +144,9 @@ def run_pass(
     report: Callable[[int, int], None],
 ) -> Pass:
     """Predict every batch of the data set (the first ``limit`` ones where given)."""
-    result = Pass()
+    result = Pass(Hits(data.scorer()))
+    scorer = result.hits.scorer
+    step = functools.partial(_step, tracer)
     target = data.batches(batch_size) if limit is None else min(limit, data.batches(batch_size))
     clock = time.perf_counter_ns
     began = clock()
@@ -124,21 +158,27 @@ def run_pass(
                     "model",
                     TraceLevel.MODEL,
                     kind="model",
-                    attributes={"mlms.batch_size": len(truth)},
+                    attributes={"mlms.batch_size": len(inputs)},
                 ):
                     start = clock()
                     logits = predictor.predict(batch)
                     elapsed = clock() - start
             with tracer.span("postprocess", TraceLevel.APPLICATION):
-                best, _ = predictor.postprocess(logits, k=5)
-                _check_outputs(data.bound, truth, logits.shape[1])
-                result.hits.add(best, truth)
+                if isinstance(scorer, TopKScorer):
+                    _check_outputs(data.bound, truth, logits.shape[1])
+                answers = scorer.postprocess(logits, step)
+            scorer.submit(answers, truth, len(inputs))
             # A short last batch would pass for a faster predict.
-            if len(truth) == batch_size or (not result.latencies and done == target):
+            if len(inputs) == batch_size or (not result.latencies and done == target):
                 result.latencies.append(elapsed)
             report(done, target)
     result.seconds = (clock() - began) / 1e9
     return result
+
+
+def _step(tracer: Tracer, name: str) -> AbstractContextManager[object]:
+    """One post-processing step's span, inside the postprocess span."""
+    return tracer.span(name, TraceLevel.APPLICATION)
 
 
 def _check_outputs(bound: BoundDataset, truth: np.ndarray, outputs: int) -> None:

@@ -202,14 +202,62 @@ class BatchResult(BaseModel):
     samples: int | None = None
 
 
+#: Each data set task's headline metric (a key of ``Accuracy.metrics``), its name for people,
+#: and how much one point of it is: a fraction's hundredth (top-1, mAP, mIoU), a score's unit
+#: (BLEU), or, for perplexity (lower is better), one percent of the baseline's.
+HEADLINES: dict[str, tuple[str, str, str]] = {
+    "classification": ("top1", "top-1", "fraction"),
+    "detection": ("map", "mAP@[.5:.95]", "fraction"),
+    "segmentation": ("miou", "mIoU", "fraction"),
+    "language_modeling": ("perplexity", "perplexity", "percent"),
+    "translation": ("bleu", "BLEU", "score"),
+}
+
+
 class Accuracy(BaseModel):
-    top1: float
-    top5: float
+    """A model's accuracy on a data set, by the metrics of the data set's task
+    (``mlms.accuracy``); a classifier's top-1 and top-5 also stand on their own."""
+
+    top1: float | None = None
+    top5: float | None = None
     samples: int
     dataset: str
     #: A stored data set's version and the sha256 of its index (which names every shard's).
     dataset_version: str | None = None
     dataset_sha256: str | None = None
+    task: str = "classification"
+    #: The task's metrics by name (detection: ``map``, ``map_50``, ``ar_100`` ...;
+    #: segmentation: ``miou``, ``pixel_accuracy``; ``perplexity``; ``bleu``, ``chrf``).
+    metrics: dict[str, float] = {}
+
+    @property
+    def headline(self) -> tuple[str, float | None]:
+        """The task's main metric: its name for people and its value."""
+        key, name, _ = HEADLINES.get(self.task, HEADLINES["classification"])
+        return name, self.metrics.get(key, getattr(self, key, None))
+
+    @property
+    def higher_is_better(self) -> bool:
+        return HEADLINES.get(self.task, HEADLINES["classification"])[2] != "percent"
+
+    def drop_from(self, baseline: Accuracy) -> float | None:
+        """Points of the headline metric lost against ``baseline`` (negative: gained); None
+        where either lacks it."""
+        mine, theirs = self.headline[1], baseline.headline[1]
+        if mine is None or theirs is None:
+            return None
+        unit = HEADLINES.get(self.task, HEADLINES["classification"])[2]
+        if unit == "percent":
+            return (mine / theirs - 1) * 100
+        return (theirs - mine) * (100 if unit == "fraction" else 1)
+
+    def line(self) -> str:
+        """The metrics as one line: ``mAP@[.5:.95] 0.412, map_50 0.63, ...``."""
+        name, value = self.headline
+        key = HEADLINES.get(self.task, HEADLINES["classification"])[0]
+        others = {"top-5": self.top5} if self.task == "classification" else self.metrics
+        rest = [f"{k} {v:.4f}" for k, v in others.items() if k != key and v is not None]
+        return ", ".join([f"{name} {value:.4f}" if value is not None else name, *rest])
 
 
 class Predictions(BaseModel):

@@ -194,22 +194,42 @@ class TorchPredictor(Predictor):
         Each token is waited for, as a generation loop does to check for its end."""
         torch = self._torch
         clock = time.perf_counter_ns
+        tokens = batch if isinstance(batch, torch.Tensor) else self.stage(batch)[0]
+        times = []
+        start = clock()
+        for _token in self._greedy(tokens, new_tokens):
+            now = clock()
+            times.append(now - start)
+            start = now
+        return times[0], times[1:]
+
+    def greedy_tokens(self, batch: np.ndarray, new_tokens: int) -> np.ndarray:
+        """The ``new_tokens`` greedily decoded after each input: (rows, new_tokens) ids."""
+        tokens = self.stage(batch)[0]
+        return self._torch.cat(list(self._greedy(tokens, new_tokens)), dim=1).cpu().numpy()
+
+    def _greedy(self, tokens: Any, new_tokens: int) -> Iterator[Any]:
+        """Each new token of greedy decoding after ``tokens`` (rows, 1), once the device has
+        computed it."""
+        torch = self._torch
         step = self.module.step
         with getattr(torch, self.autograd_off)():
-            tokens = batch if isinstance(batch, torch.Tensor) else self.stage(batch)[0]
-            start = clock()
             logits, past = step(tokens, None)
-            token = logits.argmax(-1, keepdim=True)
-            self._wait()
-            first = clock() - start
-            later = []
-            for _ in range(new_tokens - 1):
-                start = clock()
-                logits, past = step(token, past)
+            for left in range(new_tokens - 1, -1, -1):
                 token = logits.argmax(-1, keepdim=True)
                 self._wait()
-                later.append(clock() - start)
-        return first, later
+                yield token
+                if left:
+                    logits, past = step(token, past)
+
+    def sequence_logits(self, batch: np.ndarray) -> np.ndarray:
+        """A causal language model's logits at every position: (rows, positions, vocabulary)
+        (its perplexity, ``mlms.accuracy.language``)."""
+        torch = self._torch
+        with getattr(torch, self.autograd_off)():
+            tokens = self.stage(batch)[0]
+            logits = self.module.pretrained(input_ids=tokens, use_cache=False).logits
+            return logits.float().cpu().numpy()
 
     def _wait(self) -> None:
         if self.device.type == "cuda":

@@ -16,6 +16,10 @@ Whatever the task, the answer is ``(classes, scores)``, the ``k`` best per sampl
   image gives. One global top-k of candidates replaces torchvision's per-level one;
 - segmentation: class logits upsampled to the image ("mask upsampling"), one class per pixel
   ("argmax"). The answer: the k classes covering most pixels and their pixel shares.
+
+A task's accuracy (``mlms.accuracy``) takes the full answer of the same steps instead:
+``detections`` (every kept box with its score and label) and ``class_map`` (the class of every
+pixel).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -60,9 +65,19 @@ def _builder(manifest: ModelManifest) -> str:
     return source.builder.partition(".")[2]
 
 
-def _detections(
-    manifest: ModelManifest, outputs: np.ndarray, k: int, step: Step
-) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class Detections:
+    """One image's kept detections, best first, in the pixels of the model's input."""
+
+    boxes: np.ndarray  # (n, 4): x1, y1, x2, y2
+    scores: np.ndarray  # (n,)
+    labels: np.ndarray  # (n,)
+
+
+def detections(
+    manifest: ModelManifest, outputs: np.ndarray, step: Step = no_step, k: int | None = None
+) -> list[Detections]:
+    """Each image's kept detections (the ``k`` best where given)."""
     import torch
 
     from mlms.tasks.vision_tasks import ONE_STAGE, family_of
@@ -73,16 +88,27 @@ def _detections(
         kept = OneStageDecoder.of(name, _image_size(manifest)).detections(raw, step)
     else:
         kept = _two_stage(raw, _image_size(manifest), k, step)
-    labels = np.full((len(kept), k), -1, dtype=np.int64)
-    scores = np.zeros((len(kept), k), dtype=np.float32)
-    for row, (found_labels, found_scores) in enumerate(kept):
-        count = min(k, len(found_labels))
-        labels[row, :count] = found_labels[:count].numpy()
-        scores[row, :count] = found_scores[:count].numpy()
+    return [
+        Detections(boxes[:k].numpy(), scores[:k].numpy(), labels[:k].numpy())
+        for boxes, scores, labels in kept
+    ]
+
+
+def _detections(
+    manifest: ModelManifest, outputs: np.ndarray, k: int, step: Step
+) -> tuple[np.ndarray, np.ndarray]:
+    found = detections(manifest, outputs, step, k)
+    labels = np.full((len(found), k), -1, dtype=np.int64)
+    scores = np.zeros((len(found), k), dtype=np.float32)
+    for row, image in enumerate(found):
+        labels[row, : len(image.labels)] = image.labels
+        scores[row, : len(image.scores)] = image.scores
     return labels, scores
 
 
-def _two_stage(raw: Any, size: tuple[int, int], k: int, step: Step) -> list[tuple[Any, Any]]:
+def _two_stage(
+    raw: Any, size: tuple[int, int], k: int | None, step: Step
+) -> list[tuple[Any, Any, Any]]:
     """Faster and Mask R-CNN's kept boxes: ``[x1, y1, x2, y2, score, label, mask (28 x 28)?]``
     rows, best first, padding scored -1."""
     from torchvision.models.detection.roi_heads import paste_masks_in_image
@@ -93,11 +119,11 @@ def _two_stage(raw: Any, size: tuple[int, int], k: int, step: Step) -> list[tupl
         side = round((raw.shape[-1] - 6) ** 0.5)
         with step("mask pasting"):
             # The returned detections' masks at image size, as their consumer gets them; the
-            # answer keeps the labels and scores.
+            # answer keeps the boxes, labels and scores.
             for rows in images:
                 probabilities = rows[:k, 6:].reshape(-1, 1, side, side)
                 paste_masks_in_image(probabilities, rows[:k, :4], size).gt_(0.5)
-    return [(rows[:, 5].long(), rows[:, 4]) for rows in images]
+    return [(rows[:, :4], rows[:, 4], rows[:, 5].long()) for rows in images]
 
 
 class OneStageDecoder:
@@ -128,8 +154,8 @@ class OneStageDecoder:
     def of(name: str, size: tuple[int, int]) -> OneStageDecoder:
         return OneStageDecoder(name, size)
 
-    def detections(self, raw: Any, step: Step) -> list[tuple[Any, Any]]:
-        """Each image's kept labels and scores, best first, from its candidates'
+    def detections(self, raw: Any, step: Step) -> list[tuple[Any, Any, Any]]:
+        """Each image's kept boxes, scores and labels, best first, from its candidates'
         ``[box codes (4), score, label, anchor index]`` rows."""
         from torchvision.ops import batched_nms, clip_boxes_to_image
 
@@ -147,13 +173,13 @@ class OneStageDecoder:
                 scores, labels = rows[:, 4], rows[:, 5].long()
                 keep = batched_nms(boxes[image], scores, labels, self.nms_thresh)
                 keep = keep[: self.detections_per_img]
-                kept.append((labels[keep], scores[keep]))
+                kept.append((boxes[image][keep], scores[keep], labels[keep]))
         return kept
 
 
-def _segmentation(
-    manifest: ModelManifest, outputs: np.ndarray, k: int, step: Step
-) -> tuple[np.ndarray, np.ndarray]:
+def class_map(manifest: ModelManifest, outputs: np.ndarray, step: Step = no_step) -> Any:
+    """The class of every pixel of the model's input, (batch, height, width) as a torch
+    tensor."""
     import torch
 
     logits = torch.from_numpy(np.ascontiguousarray(outputs, dtype=np.float32))
@@ -162,8 +188,16 @@ def _segmentation(
             logits, size=_image_size(manifest), mode="bilinear", align_corners=False
         )
     with step("argmax"):
-        classes = full.argmax(dim=1)
-    counts = torch.stack([torch.bincount(c.flatten(), minlength=logits.shape[1]) for c in classes])
+        return full.argmax(dim=1)
+
+
+def _segmentation(
+    manifest: ModelManifest, outputs: np.ndarray, k: int, step: Step
+) -> tuple[np.ndarray, np.ndarray]:
+    import torch
+
+    classes = class_map(manifest, outputs, step)
+    counts = torch.stack([torch.bincount(c.flatten(), minlength=outputs.shape[1]) for c in classes])
     shares = (counts.float() / classes[0].numel()).numpy()
     k = min(k, shares.shape[1])
     order = np.argsort(-shares, axis=1, kind="stable")[:, :k]

@@ -13,7 +13,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from mlms.errors import InvalidArgument
-from mlms.manifest import InputSpec
+from mlms.manifest import InputSpec, Preprocessing
 
 
 def read_image(path: Path) -> np.ndarray:
@@ -29,21 +29,38 @@ def preprocess(images: Sequence[np.ndarray], spec: InputSpec) -> np.ndarray:
     return np.stack([_one(image, spec) for image in images]).astype(spec.dtype, copy=False)
 
 
+def resized_size(steps: Preprocessing, width: int, height: int) -> tuple[int, int]:
+    """An image's size after the shorter-side resize (before the crop)."""
+    if not steps.resize:
+        return width, height
+    ratio = steps.resize / min(width, height)
+    return max(1, round(width * ratio)), max(1, round(height * ratio))
+
+
+def crop_offset(steps: Preprocessing, width: int, height: int) -> tuple[int, int]:
+    """Where the centre crop starts (left, top) in an image of the resized size."""
+    if not steps.crop:
+        return 0, 0
+    return (width - steps.crop) // 2, (height - steps.crop) // 2
+
+
+def geometry(picture: Image.Image, steps: Preprocessing, resample: Image.Resampling) -> Image.Image:
+    """The resize and centre crop of the pipeline: an input image bilinear, a class mask
+    nearest, so that a mask stays on its image's pixels."""
+    size = resized_size(steps, *picture.size)
+    if size != picture.size:
+        picture = picture.resize(size, resample)
+    if steps.crop:
+        left, top = crop_offset(steps, *picture.size)
+        picture = picture.crop((left, top, left + steps.crop, top + steps.crop))
+    return picture
+
+
 def _one(image: np.ndarray, spec: InputSpec) -> np.ndarray:
     steps = spec.preprocessing
     mode = "L" if steps.color == "L" else "RGB"
     picture = Image.fromarray(image.squeeze(-1) if image.shape[-1] == 1 else image)
-    picture = picture.convert(mode)
-    if steps.resize:
-        width, height = picture.size
-        ratio = steps.resize / min(width, height)
-        size = (max(1, round(width * ratio)), max(1, round(height * ratio)))
-        if size != picture.size:
-            picture = picture.resize(size, Image.Resampling.BILINEAR)
-    if steps.crop:
-        width, height = picture.size
-        left, top = (width - steps.crop) // 2, (height - steps.crop) // 2
-        picture = picture.crop((left, top, left + steps.crop, top + steps.crop))
+    picture = geometry(picture.convert(mode), steps, Image.Resampling.BILINEAR)
     array = np.asarray(picture, dtype=np.float32)
     if array.ndim == 2:
         array = array[..., None]

@@ -222,20 +222,31 @@ class BatchResult(_message.Message):
     def __init__(self, batch_size: _Optional[int] = ..., iterations: _Optional[int] = ..., seconds: _Optional[float] = ..., latency_ms: _Optional[_Union[LatencyStats, _Mapping]] = ..., throughput: _Optional[float] = ..., levels: _Optional[_Mapping[str, LevelResult]] = ..., input_copy: _Optional[_Union[InputCopyResult, _Mapping]] = ..., generation: _Optional[_Union[GenerationResult, _Mapping]] = ..., energy: _Optional[_Union[EnergyResult, _Mapping]] = ..., samples: _Optional[int] = ...) -> None: ...
 
 class Accuracy(_message.Message):
-    __slots__ = ("top1", "top5", "samples", "dataset", "dataset_version", "dataset_sha256")
+    __slots__ = ("top1", "top5", "samples", "dataset", "dataset_version", "dataset_sha256", "task", "metrics")
+    class MetricsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
     TOP1_FIELD_NUMBER: _ClassVar[int]
     TOP5_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
     DATASET_FIELD_NUMBER: _ClassVar[int]
     DATASET_VERSION_FIELD_NUMBER: _ClassVar[int]
     DATASET_SHA256_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    METRICS_FIELD_NUMBER: _ClassVar[int]
     top1: float
     top5: float
     samples: int
     dataset: str
     dataset_version: str
     dataset_sha256: str
-    def __init__(self, top1: _Optional[float] = ..., top5: _Optional[float] = ..., samples: _Optional[int] = ..., dataset: _Optional[str] = ..., dataset_version: _Optional[str] = ..., dataset_sha256: _Optional[str] = ...) -> None: ...
+    task: str
+    metrics: _containers.ScalarMap[str, float]
+    def __init__(self, top1: _Optional[float] = ..., top5: _Optional[float] = ..., samples: _Optional[int] = ..., dataset: _Optional[str] = ..., dataset_version: _Optional[str] = ..., dataset_sha256: _Optional[str] = ..., task: _Optional[str] = ..., metrics: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class Predictions(_message.Message):
     __slots__ = ("inputs", "top5", "probabilities")
