@@ -476,14 +476,15 @@ class _Session:
     def _accuracy(self, record: EvaluationRecord, framework: str) -> tuple[str, bool]:
         baseline = self.baselines[framework]
         if self.request.dataset is not None:
-            if record.accuracy is None or baseline.accuracy is None:
+            mine, theirs = record.accuracy, baseline.accuracy
+            drop = mine.drop_from(theirs) if mine and theirs else None
+            if mine is None or theirs is None or drop is None:
                 return "no accuracy in the records", False
-            drop = (baseline.accuracy.top1 - record.accuracy.top1) * 100
-            holds = drop <= self.request.max_accuracy_drop
+            name, value = mine.headline
             return (
-                f"top-1 {record.accuracy.top1:.2%} against {baseline.accuracy.top1:.2%} "
-                f"(fp32), drop {drop:.2f} points",
-                holds,
+                f"{name} {value:.4f} against {theirs.headline[1]:.4f} (fp32), drop "
+                f"{drop:.2f} points",
+                drop <= self.request.max_accuracy_drop,
             )
         mine, theirs = record.predictions, baseline.predictions
         if mine is None or theirs is None or mine.inputs != theirs.inputs:

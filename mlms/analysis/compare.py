@@ -1,5 +1,5 @@
-"""One model on several frameworks, side by side: latency, throughput, energy and layers per
-batch size.
+"""One model on several frameworks, side by side: latency, throughput, energy, accuracy and
+layers per batch size.
 
 A pure function over evaluation records and their spans. Latencies come from each record's
 model-level run; layer counts and layer-type shares from its layer run, in the shared
@@ -28,6 +28,7 @@ COLUMNS = [
     "p99 (ms)",
     "throughput (inputs/s)",
     "energy (J/inference)",
+    "accuracy",
     "layers",
     "top layer types (share of layer time)",
     "evaluation",
@@ -78,6 +79,8 @@ def compare_frameworks(records: Sequence[EvaluationRecord], spans: Spans) -> pd.
                     "p99 (ms)": result.latency_ms.p99,
                     "throughput (inputs/s)": result.throughput,
                     "energy (J/inference)": joules_per_inference(result),
+                    # The task's metrics on the data set (the first batch size's pass).
+                    "accuracy": record.accuracy.line() if record.accuracy else "",
                     "layers": int(shares["layers"].sum()) if not shares.empty else None,
                     "top layer types (share of layer time)": top,
                     "evaluation": record.id[:12],

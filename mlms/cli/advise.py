@@ -52,7 +52,8 @@ def _counts(text: str | None) -> list[int] | None:
     type=float,
     default=0.5,
     show_default=True,
-    help="Top-1 percentage points a configuration may lose against fp32 on --dataset.",
+    help="Points of the data set task's metric a configuration may lose against fp32 on "
+    "--dataset: top-1, mAP or mIoU percentage points, BLEU points, or percent more perplexity.",
 )
 @click.option(
     "--budget-minutes", type=float, default=10.0, show_default=True,

@@ -56,6 +56,9 @@ def analyze(evaluation_id: str, top: int, server: str | None) -> None:
         out.print(frame_table(energy, "energy vs batch size (model-level run)", digits=4))
     for reason in energy_reasons(record):
         out.print(f"energy not measured for {reason}", markup=False)
+    if record.accuracy is not None:
+        acc = record.accuracy
+        out.print(f"accuracy on {acc.dataset} ({acc.task}): {acc.line()}", markup=False)
     if record.trace_id is None:
         out.print("no trace was recorded (trace level no_trace)")
         return

@@ -123,10 +123,7 @@ def record_summary(record: EvaluationRecord) -> None:
         acc = record.accuracy
         named = f"{acc.dataset}@{acc.dataset_version}" if acc.dataset_version else acc.dataset
         sha = f", index sha256 {acc.dataset_sha256[:16]}" if acc.dataset_sha256 else ""
-        out.print(
-            f"accuracy on {named}: top-1 {acc.top1:.4f}, top-5 {acc.top5:.4f} "
-            f"({acc.samples} samples{sha})"
-        )
+        out.print(f"accuracy on {named}: {acc.line()} ({acc.samples} samples{sha})")
     out.print(
         f"evaluation {record.id}  trace {record.trace_id or '-'}  "
         f"({record.span_count} spans, trace level {record.trace_level})"

@@ -84,4 +84,4 @@ def _accuracy(record: EvaluationRecord) -> str:
     if record.accuracy is None:
         return "not measured"
     acc = record.accuracy
-    return f"top-1 {acc.top1:.4f}, top-5 {acc.top5:.4f} on {acc.dataset} ({acc.samples} samples)"
+    return f"{acc.line()} on {acc.dataset} ({acc.samples} samples)"
