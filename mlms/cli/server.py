@@ -50,9 +50,18 @@ from mlms.cli.fleet import (
     help="ListEvaluations pages kept in memory, answered again while the index is unchanged; "
     "0: none.",
 )
+@click.option(
+    "--workers",
+    envvar="MLMS_SERVER_WORKERS",
+    default=1,
+    show_default=True,
+    type=click.IntRange(min=1, max=64),
+    help="Server processes sharing the port (SO_REUSEPORT): one per core the server may use.",
+)
 @process_options("127.0.0.1:50051")
 def server(
     flags: ProcessFlags,
+    workers: int,
     database: str | None,
     record_cache: int,
     listing_cache: int,
@@ -67,14 +76,17 @@ def server(
 
     log_to_stderr()
     signalled = StopSignal()
-    process = Server(
-        ServerConfig(
-            auth=auth,
-            agent_tls_name=agent_tls_name,
-            database=database,
-            record_cache=record_cache,
-            listing_cache=listing_cache,
-            **flags.settings(),
-        )
-    ).start()
-    signalled.wait_then(process.stop)
+    config = ServerConfig(
+        auth=auth,
+        agent_tls_name=agent_tls_name,
+        database=database,
+        record_cache=record_cache,
+        listing_cache=listing_cache,
+        **flags.settings(),
+    )
+    if workers > 1:
+        from mlms.server.workers import serve
+
+        serve(config, workers, signalled.wait)
+        return
+    signalled.wait_then(Server(config).start().stop)

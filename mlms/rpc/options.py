@@ -20,7 +20,6 @@ SERVER_OPTIONS = [
     # Clients ping every 10 s to find a dead peer mid-evaluation; allow it without data.
     ("grpc.http2.min_ping_interval_without_data_ms", 5_000),
     ("grpc.keepalive_permit_without_calls", 1),
-    ("grpc.so_reuseport", 0),
 ]
 
 CHANNEL_OPTIONS = [

@@ -87,15 +87,18 @@ def start_server(
     credentials: grpc.ServerCredentials | None = None,
     interceptors: Sequence[grpc.ServerInterceptor] = (),
     max_workers: int = 32,
+    reuse_port: bool = False,
 ) -> RunningServer:
     """Serve ``services`` on ``listen``: TLS with ``credentials``, plaintext without (the
     caller has checked that plaintext is allowed there). ``interceptors`` (authentication)
-    run before the one that turns errors into statuses."""
+    run before the one that turns errors into statuses. ``reuse_port``: share the port with
+    other processes that bind it so (the kernel spreads connections over them); off, a port
+    taken is an error."""
     split_address(listen)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="grpc"),
         interceptors=[*interceptors, ErrorInterceptor()],
-        options=SERVER_OPTIONS,
+        options=[*SERVER_OPTIONS, ("grpc.so_reuseport", int(reuse_port))],
     )
     health_servicer = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)

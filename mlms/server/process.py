@@ -36,7 +36,7 @@ from mlms.server.agents import AgentChannels
 from mlms.server.caches import DEFAULT_LISTINGS, DEFAULT_SIZE, ListingCache, record_cache
 from mlms.server.dispatch import Dispatcher
 from mlms.server.fleet import Fleet
-from mlms.server.jobs import Jobs
+from mlms.server.jobs import InFlight, Jobs
 from mlms.server.model_changes import ModelChanges
 from mlms.server.models import DEFAULT_MAX_UPLOAD_BYTES
 from mlms.server.service import EvaluatorService
@@ -81,8 +81,12 @@ class ServerConfig:
 
 
 class Server:
-    def __init__(self, config: ServerConfig, *, registry: Registry | None = None) -> None:
-        """``registry`` overrides ``config.registry`` (one in-memory registry shared in-process)."""
+    def __init__(
+        self, config: ServerConfig, *, registry: Registry | None = None, reuse_port: bool = False
+    ) -> None:
+        """``registry`` overrides ``config.registry`` (one in-memory registry shared in-process);
+        ``reuse_port``: share the port with the other workers of ``mlms.server.workers``."""
+        self.reuse_port = reuse_port
         check_plaintext_allowed("mlms server", config.listen, config.tls, config.insecure)
         if config.tls.enabled:
             config.tls.require_server_files("mlms server")
@@ -108,6 +112,7 @@ class Server:
             self.fleet, Jobs(self.registry, self.lease, self.id), self.channels, self.store
         )
         self.model_changes = ModelChanges(self.registry, self.lease)
+        self.in_flight = InFlight(self.registry, "evaluation")
         self.service = EvaluatorService(
             dispatcher=self.dispatcher,
             fleet=self.fleet,
@@ -119,6 +124,7 @@ class Server:
             cache=record_cache(config.record_cache),
             listings=ListingCache(config.listing_cache),
             model_changes=self.model_changes,
+            in_flight=self.in_flight,
         )
         self.server: RunningServer | None = None
         self._stopped = threading.Event()
@@ -146,6 +152,7 @@ class Server:
                 if self.tokens is not None
                 else []
             ),
+            reuse_port=self.reuse_port,
         )
         self.keeper.start()
         log.info(
@@ -177,6 +184,7 @@ class Server:
             self.server.stop(grace)
         self.fleet.close()
         self.model_changes.close()
+        self.in_flight.close()
         self.channels.close()
         self.keeper.stop()
         self.index.close()

@@ -87,6 +87,7 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         provider: TracerProvider,
         max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
         model_changes: ModelChanges | None = None,
+        in_flight: jobs.InFlight | None = None,
         cache: Lru[str, Message] | None = None,
         listings: ListingCache | None = None,
         model_listings: ListingCache | None = None,
@@ -109,7 +110,9 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         )
         # The fleet's view changes only with a watch's call: no age limit.
         self.agent_listing = ListingCache(1, math.inf)
-        self.jobs = SharedRead(lambda: jobs.in_flight(self.registry, "evaluation"))
+        self.in_flight = in_flight or jobs.InFlight(registry, "evaluation")
+        # Every ListEvaluations reads the index's generation; those waiting share one read.
+        self.generation = SharedRead(index.generation)
         self.provider = provider
         self.tracer = provider.get_tracer("mlms.server")
         self.cells = FleetCells(dispatcher, fleet, registry, store)
@@ -305,10 +308,10 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
 
     def ListEvaluations(self, request, context):
         # Read before the page: a write in between makes the next call read the page again.
-        generation = self.index.generation()
+        generation = self.generation.get()
         key = request.query.SerializeToString(deterministic=True)
         answer = self.listings.answer(key, generation, lambda: self._listing(request))
-        in_flight = self.jobs.get()
+        in_flight = self.in_flight.jobs()
         if not in_flight:
             return answer
         reply = evaluator_pb2.ListEvaluationsResponse()
