@@ -52,8 +52,9 @@ def cells(kit: Kit) -> list[Cell]:
             Cell(
                 f"latency_compiled_{n}",
                 (*split, "--parts", "latency", "--rounds", "1", "--compile", "default"),
-                300,
-                150,
+                # Four compilations (two ranks each side) before a second of measuring.
+                500,
+                420,
             )
             for n in range(LATENCY_ROUNDS + 1)
         ),
