@@ -25,6 +25,10 @@ then, here, ``python3 benchmarks/gpu_kit.py unpack FILES_AT`` and commit the res
 measure one commit while the working tree changes, ``snapshot [COMMIT]`` puts that commit's code
 in .kit-src/; the call then carries it too and runs ``python3 .kit-src/benchmarks/gpu_kit.py``.
 The kit uses the standard library only: it runs before anything is installed.
+
+A dry run emulates the image's packages: its cells' processes cannot import a package that is
+neither on the image (``benchmarks/gpu_image_packages.txt``) nor among the plan's wheels, so a
+cell that would fail on the GPU for want of one fails here first, before GPU minutes are spent.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ REPO = ROOT.parent if SNAPSHOT.is_file() else ROOT
 SNAPSHOT_DIR = REPO / ".kit-src"
 WHEELS = REPO / ".whl-kit"
 WHEEL_LIST = ROOT / "benchmarks" / "gpu_wheels.txt"
+IMAGE_LIST = ROOT / "benchmarks" / "gpu_image_packages.txt"
 PLANS = ROOT / "benchmarks" / "plans"
 RESULTS = REPO / "benchmarks" / "results"
 MACHINE = Path("/tmp/mlms-kit")  # survives between calls while the machine stays warm
@@ -295,6 +300,67 @@ def _without_models(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
     return None if len(parts) > 1 and parts[1] in ("models", "locks") else info
 
 
+def _pins(groups: set[str]) -> list[str]:
+    """The ``name==version`` lines of ``groups`` in benchmarks/gpu_wheels.txt."""
+    pins = []
+    for line in WHEEL_LIST.read_text().splitlines():
+        fields = line.split("#")[0].split()
+        if len(fields) == 2 and fields[0] in groups:
+            pins.append(fields[1])
+    return pins
+
+
+def _canonical(distribution: str) -> str:
+    return re.sub(r"[-_.]+", "-", distribution).lower()
+
+
+def missing_on_image(plan: Plan) -> list[str]:
+    """The top-level modules this Python imports that a cell on the GPU image could not: those
+    of distributions installed here that are neither on the image nor among the plan's wheels
+    (mlms itself travels with the working tree)."""
+    from importlib import metadata
+
+    listed = IMAGE_LIST.read_text().splitlines() + _pins({"base", *plan.wheels})
+    there = {_canonical(line.split("==")[0]) for line in listed if "==" in line}
+    there.add("mlms")
+    return sorted(
+        module
+        for module, distributions in metadata.packages_distributions().items()
+        if not any(_canonical(d) in there for d in distributions)
+    )
+
+
+#: A dry run's ``sitecustomize``: every process of a cell refuses the modules the image lacks.
+_REFUSE = """import sys
+
+MISSING = frozenset({missing!r})
+
+
+class NotOnTheGpuImage:
+    def find_spec(self, name, path=None, target=None):
+        if name in MISSING:
+            raise ModuleNotFoundError(
+                f"No module named {{name!r}}: the GPU image lacks it (gpu_kit --dry emulates "
+                "benchmarks/gpu_image_packages.txt; carry it in benchmarks/gpu_wheels.txt)",
+                name=name,
+            )
+        return None
+
+
+sys.meta_path.insert(0, NotOnTheGpuImage())
+"""
+
+
+def emulate_image(plan: Plan, folder: Path) -> str:
+    """A ``sitecustomize`` in ``folder`` (put first on the cells' PYTHONPATH) that refuses the
+    modules the GPU image lacks; a note naming them."""
+    missing = missing_on_image(plan)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(_REFUSE.format(missing=missing))
+    shown = ", ".join(missing[:8]) + (", ..." if len(missing) > 8 else "")
+    return f"dry: the GPU image's packages ({len(missing)} modules refused: {shown})"
+
+
 def run(args: argparse.Namespace) -> int:
     began = time.monotonic()
     plan = load_plan(args.plan)
@@ -304,8 +370,11 @@ def run(args: argparse.Namespace) -> int:
     if args.dry:
         kit = Kit(dry=True, python=sys.executable, gpus=())
         machine = Path(args.machine or f"{MACHINE}-dry")
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-        notes = ["dry: the CPU, no wheels"]
+        image = machine / "image"
+        notes = ["dry: the CPU, no wheels", emulate_image(plan, image)]
+        env["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(image), str(ROOT), env.get("PYTHONPATH")])
+        )
     else:
         gpus = gpu_names()
         if not gpus:
@@ -453,11 +522,7 @@ def wheels(args: argparse.Namespace) -> int:
     the plan runs a fleet."""
     plan = load_plan(args.plan)
     groups = {"base", *plan.wheels}
-    pins = []
-    for line in WHEEL_LIST.read_text().splitlines():
-        fields = line.split("#")[0].split()
-        if len(fields) == 2 and fields[0] in groups:
-            pins.append(fields[1])
+    pins = _pins(groups)
     shutil.rmtree(WHEELS, ignore_errors=True)
     platforms = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64",
                  "manylinux_2_17_x86_64", "manylinux2014_x86_64", "any"]  # fmt: skip

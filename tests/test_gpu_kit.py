@@ -203,3 +203,37 @@ def test_every_plan_lists_runnable_cells(plan: str) -> None:
     groups = {line.split()[0] for line in (ROOT / "benchmarks" / "gpu_wheels.txt").read_text()
               .splitlines() if line.strip() and not line.startswith("#")}  # fmt: skip
     assert set(loaded.wheels) <= groups
+
+
+IMAGE_PLAN = """
+from benchmarks.gpu_kit import Cell
+
+RESULTS = "image"
+WHEELS = ()
+
+def cells(kit):
+    def importing(name, module):
+        return Cell(name, ("{python}", "-c", f"import {module}"), min_s=0)
+    # numpy is on the image, duckdb among every plan's wheels, plotly only in the "site" group
+    return [importing("on_image", "numpy"), importing("carried", "duckdb"),
+            importing("lacking", "plotly.graph_objects")]
+"""
+
+
+def test_a_dry_run_refuses_what_the_gpu_image_lacks(tmp_path: Path) -> None:
+    """A cell importing a package that is neither on the image nor among the plan's wheels
+    fails in dry mode as it would on the GPU; the plan that carries it runs."""
+    pytest.importorskip("plotly")
+    plan = tmp_path / "image.py"
+    plan.write_text(IMAGE_PLAN)
+    common = ["--dry", "--machine", str(tmp_path / "m"), "--results", str(tmp_path / "r")]
+    refused = kit("run", str(plan), str(tmp_path / "out"), *common)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "| on_image | done |" in refused.stdout and "| carried | done |" in refused.stdout
+    assert "| lacking | failed |" in refused.stdout
+    assert "No module named 'plotly': the GPU image lacks it" in refused.stdout
+    assert "modules refused: " in (tmp_path / "out" / "env.txt").read_text()
+    plan.write_text(IMAGE_PLAN.replace("WHEELS = ()", "WHEELS = ('site',)"))
+    carried = kit("run", str(plan), str(tmp_path / "out2"), *common, "--only", "lacking",
+                  "--retry-failed")  # fmt: skip
+    assert carried.returncode == 0 and "| lacking | done |" in carried.stdout, carried.stdout
