@@ -12,8 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image, ImageDraw
 
+from mlms.assets.file_models import ModelOptions, parse_input_shape, parse_preprocess
+from mlms.assets.transformers_import import import_transformers
 from mlms.client import EmbeddedClient
 from mlms.datasets.ingest import add_dataset
 from mlms.datasets.stream import DatasetStream
@@ -21,7 +24,8 @@ from mlms.errors import InvalidArgument
 from mlms.evaluation.record import EvaluationRequest
 from tests.test_datasets import one_line_error, run_cli
 
-COLOURS = {1: (220, 30, 30), 3: (30, 200, 40), 18: (40, 60, 230)}
+#: Each category's colour: pure, so that a model can find its boxes by colour.
+COLOURS = {1: (255, 0, 0), 3: (0, 255, 0), 18: (0, 0, 255)}
 
 
 def unique(prefix: str) -> str:
@@ -29,18 +33,19 @@ def unique(prefix: str) -> str:
 
 
 def draw_coco(root: Path, images: int = 4) -> dict:
-    """``images`` 96 x 72 PNGs with two filled rectangles each, and their instances JSON under
-    annotations/ as COCO ships it (images in a subfolder)."""
+    """``images`` 96 x 72 PNGs with two filled rectangles each (a person on the left, a car or
+    a dog on the right, in their ``COLOURS``), and their instances JSON under annotations/ as
+    COCO ships it (images in a subfolder)."""
     (root / "val").mkdir(parents=True)
     (root / "annotations").mkdir()
     generator = np.random.default_rng(5)
     found, annotations = [], []
     for image_id in range(1, images + 1):
-        picture = Image.new("RGB", (96, 72), (128, 128, 128))
+        picture = Image.new("RGB", (96, 72), (60, 60, 60))
         pen = ImageDraw.Draw(picture)
-        for category in (1, int(generator.choice([3, 18]))):
-            x, y = int(generator.integers(0, 50)), int(generator.integers(0, 35))
-            w, h = int(generator.integers(12, 40)), int(generator.integers(12, 30))
+        for side, category in enumerate((1, int(generator.choice([3, 18])))):
+            x, y = side * 50 + int(generator.integers(0, 10)), int(generator.integers(0, 35))
+            w, h = int(generator.integers(12, 36)), int(generator.integers(12, 30))
             pen.rectangle([x, y, x + w - 1, y + h - 1], fill=COLOURS[category])
             annotations.append(
                 {"id": len(annotations) + 1, "image_id": image_id, "category_id": category,
@@ -234,3 +239,129 @@ def test_bad_labels_over_the_cli(store, tmp_path, capsys, monkeypatch) -> None:
         f"data set {name!r} is a segmentation data set (image and class-mask pairs): model "
         "'resnet18' is an image classification model",
     )
+
+
+# -- a user's model files of each task -----------------------------------------------------------
+
+
+class ColourBoxes(torch.nn.Module):
+    """A detector that knows the answer: each category's box is where its colour is, returned
+    decoded as a user's detector returns them (``[x1, y1, x2, y2, score, label]``, padding
+    scored -1)."""
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        rows = []
+        for channel, category in enumerate(COLOURS):
+            mask = (images[:, channel] > 0.5) & (images.sum(1) - images[:, channel] < 0.5)
+            ys, xs = mask.any(2).float(), mask.any(1).float()
+            top, left = ys.argmax(1), xs.argmax(1)
+            bottom = images.shape[2] - ys.flip(1).argmax(1)
+            right = images.shape[3] - xs.flip(1).argmax(1)
+            score = torch.where(ys.amax(1) > 0, 1.0, -1.0)
+            label = torch.full_like(score, float(category))
+            corners = [left, top, right, bottom]
+            rows.append(torch.stack([*(c.float() for c in corners), score, label], dim=1))
+        return torch.stack(rows, dim=1)
+
+
+class ColourClasses(torch.nn.Module):
+    """A segmenter that knows the answer: class c where colour channel c - 1 is lit, background
+    elsewhere, as logits at half the input's resolution (upsampling is the pipeline's)."""
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        half = torch.nn.functional.avg_pool2d(images, 2)
+        background = torch.full_like(half[:, :1], 0.5)
+        return torch.cat([background, half], dim=1)
+
+
+def _exact(name: str, task: str, shape: str, **extra) -> ModelOptions:
+    """A model that takes the images as they are: no resize, crop or normalisation."""
+    plain = parse_preprocess(["resize=none", "crop=none", "mean=", "std="])
+    return ModelOptions(name=name, task=task, preprocess=plain,
+                        input_shapes=[parse_input_shape(shape)], **extra)  # fmt: skip
+
+
+def test_a_detector_file_that_finds_the_truth_scores_map_one(store, tmp_path) -> None:
+    """A TorchScript detector added by the user with --task object_detection, on the drawn COCO
+    folder: its boxes are the annotations, so mAP, mAP@.5 and AR@100 are 1.0 through the whole
+    pipeline (decoding, preprocessing, post-processing, the boxes back in image pixels)."""
+    draw_coco(tmp_path / "coco", images=6)
+    name = unique("coco-truth")
+    add_dataset(store, tmp_path / "coco", name)
+    example = torch.zeros(1, 3, 72, 96)
+    torch.jit.save(torch.jit.trace(ColourBoxes(), example), tmp_path / "boxes.pt")
+    client = EmbeddedClient(store)
+    client.add_model(
+        tmp_path / "boxes.pt", _exact("colour_boxes", "object_detection", "images=1x3x72x96")
+    )
+    record = client.evaluate(_request("colour_boxes", name, batch_sizes=[4]))
+    metrics = record.accuracy.metrics if record.accuracy else {}
+    assert (metrics["map"], metrics["map_50"], metrics["ar_100"]) == pytest.approx((1, 1, 1))
+    assert record.accuracy.samples == 6
+
+
+def test_a_segmenter_file_that_finds_the_truth_scores_miou_one(store, tmp_path) -> None:
+    """A TorchScript segmenter with --task semantic_segmentation and its four class names, on
+    pairs whose rectangles are drawn in its colours: mIoU and pixel accuracy 1.0 (the masks'
+    borders are 255, scored for nothing)."""
+    root = tmp_path / "pairs"
+    (root / "images").mkdir(parents=True)
+    (root / "masks").mkdir()
+    for number in range(4):
+        picture, mask = Image.new("RGB", (64, 48)), Image.new("L", (64, 48), 0)
+        for cls in (1, 2, 3):
+            box = [number * 3 + (cls - 1) * 20, 6 + cls * 4, number * 3 + (cls - 1) * 20 + 15, 40]
+            ImageDraw.Draw(picture).rectangle(
+                box, fill=tuple(255 * (c == cls - 1) for c in range(3))
+            )
+            ImageDraw.Draw(mask).rectangle(box, fill=cls, outline=255)
+        picture.save(root / "images" / f"{number}.png")
+        mask.save(root / "masks" / f"{number}.png")
+    name = unique("pairs-truth")
+    add_dataset(store, root, name)
+    torch.jit.save(torch.jit.trace(ColourClasses(), torch.zeros(1, 3, 48, 64)), tmp_path / "seg.pt")
+    client = EmbeddedClient(store)
+    labels = ["background", "red", "green", "blue"]
+    options = _exact("colour_classes", "semantic_segmentation", "images=1x3x48x64", labels=labels)
+    client.add_model(tmp_path / "seg.pt", options)
+    record = client.evaluate(_request("colour_classes", name, batch_sizes=[2]))
+    assert record.accuracy is not None
+    assert record.accuracy.metrics == {
+        "miou": pytest.approx(1.0),
+        "pixel_accuracy": pytest.approx(1.0),
+    }
+
+
+def test_a_hugging_face_language_model_and_its_tokenizer(store, tmp_path) -> None:
+    """A tiny seeded GPT-2 saved with its tokenizer, evaluated where it lies on plain text: the
+    record's perplexity is torchmetrics' on transformers' own logits of the same token ids."""
+    from torchmetrics.functional.text import perplexity
+
+    transformers = import_transformers()
+    folder = tmp_path / "tiny-gpt2"
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "on", "mat", "a", "dog"]
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(tmp_path)
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        vocab_size=len(vocab), n_positions=32, n_embd=16, n_layer=2, n_head=2
+    )
+    model = transformers.GPT2LMHeadModel(config).eval()
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    texts = ["the cat sat on the mat", "a dog sat", "the dog sat on a cat on the mat"]
+    (tmp_path / "plain.jsonl").write_text("\n".join(json.dumps({"text": t}) for t in texts) + "\n")
+    name = unique("plain-text")
+    add_dataset(store, tmp_path / "plain.jsonl", name)
+    record = EmbeddedClient(store).evaluate(
+        _request(str(folder), name, batch_sizes=[3], seq_len=12, warmup=0)
+    )
+    encoded = tokenizer(
+        texts, padding="max_length", truncation=True, max_length=12, return_tensors="pt"
+    )
+    with torch.inference_mode():
+        logits = model(input_ids=encoded["input_ids"]).logits[:, :-1]
+    target = encoded["input_ids"][:, 1:].masked_fill(encoded["attention_mask"][:, 1:] == 0, -100)
+    expected = float(perplexity(logits, target, ignore_index=-100))
+    assert record.accuracy is not None and record.accuracy.task == "language_modeling"
+    assert record.accuracy.metrics["perplexity"] == pytest.approx(expected, rel=1e-4)

@@ -48,7 +48,13 @@ STORED_NAMES = {
 _DTYPES = {"float32", "float16", "uint8", "int64"}
 _PREPROCESS_KEYS = ("color", "resize", "crop", "scale", "mean", "std")
 
-Task = Literal["image_classification", "text_classification", "text_generation"]
+Task = Literal[
+    "image_classification",
+    "text_classification",
+    "text_generation",
+    "object_detection",
+    "semantic_segmentation",
+]
 
 
 class ModelOptions(BaseModel):
@@ -157,7 +163,7 @@ def manifest_for(
         "outputs": [
             OutputSpec(
                 name=signature.outputs[0].name if signature.outputs else "logits",
-                type="next_token" if task == "text_generation" else "classification",
+                type=OUTPUT_TYPES.get(task, "classification"),
                 labels=labels if task != "text_generation" else None,
             )
         ],
@@ -176,6 +182,7 @@ def manifest_for(
             "source": source,
             "sha256": artifact.sha256,
             **({"architecture": facts["architecture"]} if "architecture" in facts else {}),
+            **_tokenizer(artifact, origin),
         },
         "origin": origin,
     }
@@ -183,6 +190,30 @@ def manifest_for(
         return ModelManifest.model_validate(data)
     except ValidationError as exc:
         raise InvalidArgument(f"{where}: {one_line(exc)}") from None
+
+
+#: What a task's model returns (``mlms.tasks.postprocess`` reads it): next-token logits; a
+#: detector's boxes already decoded, ``[x1, y1, x2, y2, score, label]`` rows padded with score
+#: -1 (as torchvision's two-stage detectors and models exported with their NMS return them);
+#: a segmenter's class logits (rows, classes, height, width) at any stride.
+OUTPUT_TYPES = {
+    "text_generation": "next_token",
+    "object_detection": "detection",
+    "semantic_segmentation": "segmentation",
+}
+#: Files of a tokenizer saved with ``save_pretrained``.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt")
+
+
+def _tokenizer(artifact: Artifact, origin: str) -> dict[str, str]:
+    """A Hugging Face folder read where it lies names itself as the model's tokenizer where
+    it holds one, so that data sets of text reach it (``mlms.datasets.binding``)."""
+    folder = Path(artifact.path)
+    if artifact.format != "hf_folder" or origin == "user":
+        return {}
+    return (
+        {"tokenizer": str(folder)} if any((folder / f).is_file() for f in TOKENIZER_FILES) else {}
+    )
 
 
 def _framework(artifact: Artifact, wanted: str | None, where: str) -> str:

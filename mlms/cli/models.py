@@ -11,7 +11,14 @@ from mlms.cli.common_options import client_for, server_option
 from mlms.cli.render import out, rows_table
 from mlms.manifest import ModelManifest
 
-TASKS = ("image_classification", "text_classification", "text_generation")
+#: ``mlms.assets.file_models.Task``'s values (that module is not loaded for a listing).
+TASKS = (
+    "image_classification",
+    "text_classification",
+    "text_generation",
+    "object_detection",
+    "semantic_segmentation",
+)
 
 
 @click.group(invoke_without_command=True)

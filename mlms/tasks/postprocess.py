@@ -61,8 +61,9 @@ def _image_size(manifest: ModelManifest) -> tuple[int, int]:
 
 
 def _builder(manifest: ModelManifest) -> str:
-    source = next(s for s in manifest.sources if isinstance(s, BuildSource))
-    return source.builder.partition(".")[2]
+    """The zoo builder's network name; empty for a user's model."""
+    source = next((s for s in manifest.sources if isinstance(s, BuildSource)), None)
+    return source.builder.partition(".")[2] if source else ""
 
 
 @dataclass(frozen=True)
@@ -77,14 +78,15 @@ class Detections:
 def detections(
     manifest: ModelManifest, outputs: np.ndarray, step: Step = no_step, k: int | None = None
 ) -> list[Detections]:
-    """Each image's kept detections (the ``k`` best where given)."""
+    """Each image's kept detections (the ``k`` best where given). A user's detector returns
+    them decoded, as the zoo's two-stage detectors do."""
     import torch
 
     from mlms.tasks.vision_tasks import ONE_STAGE, family_of
 
     name = _builder(manifest)
     raw = torch.from_numpy(np.ascontiguousarray(outputs, dtype=np.float32))
-    if family_of(name) in ONE_STAGE:
+    if name and family_of(name) in ONE_STAGE:
         kept = OneStageDecoder.of(name, _image_size(manifest)).detections(raw, step)
     else:
         kept = _two_stage(raw, _image_size(manifest), k, step)
