@@ -12,7 +12,7 @@ cores). Each phase prints calls/s, p50 and p99 per method and the errors by stat
 Targets, for this checkout's server on the mix: >= 2,000 calls/s, p99 <= 100 ms, 0 errors.
 
     .venv/bin/python benchmarks/read_path.py [--reference b493d3f] [--seconds 10]
-        [--server-args "--workers 2"] [--agents 3] [--clients 64] [--processes 4]
+        [--server-args "--workers 2" ...] [--agents 3] [--clients 64] [--processes 4]
 """
 
 from __future__ import annotations
@@ -204,7 +204,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reference", default="b493d3f", help="the commit to compare against")
     parser.add_argument("--seconds", type=float, default=10.0, help="of each phase")
-    parser.add_argument("--server-args", default="", help="for this checkout's server")
+    parser.add_argument(
+        "--server-args",
+        action="append",
+        help="this checkout's server's flags, one run per use (default: one run, no flags)",
+    )
     parser.add_argument("--agents", type=int, default=3)
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--processes", type=int, default=4)
@@ -235,10 +239,11 @@ def main() -> None:
             fleet.server.stop()
             fleet.server = None
             results = {}
-            for name, checkout, extra in (
-                (f"reference {args.reference}", reference, []),
-                ("this checkout", REPO, shlex.split(args.server_args)),
-            ):
+            runs = [(f"reference {args.reference}", reference, [])] + [
+                (f"this checkout {flags}".strip(), REPO, shlex.split(flags))
+                for flags in args.server_args or [""]
+            ]
+            for name, checkout, extra in runs:
                 results[name] = measure(name, checkout, extra, fleet.env, ids, args, root)
             print(
                 f"\n{args.clients} clients in {args.processes} processes, {args.seconds:.0f} s "

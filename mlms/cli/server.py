@@ -72,7 +72,7 @@ def server(
     if flags.address_file is not None:
         check_writable_folder(flags.address_file)
     from mlms.rpc.serving import StopSignal
-    from mlms.server.process import Server, ServerConfig
+    from mlms.server.process import ServerConfig, serve
 
     log_to_stderr()
     signalled = StopSignal()
@@ -85,8 +85,8 @@ def server(
         **flags.settings(),
     )
     if workers > 1:
-        from mlms.server.workers import serve
+        from mlms.server import workers as server_workers
 
-        serve(config, workers, signalled.wait)
-        return
-    signalled.wait_then(Server(config).start().stop)
+        server_workers.serve(config, workers, signalled.wait)
+    else:
+        serve(config, signalled)

@@ -7,9 +7,11 @@ number of servers can run side by side and a second one answers for the first's 
 
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from mlms.rpc.otlp import process_provider
 from mlms.rpc.serving import (
     RunningServer,
     Service,
+    StopSignal,
     advertised,
     start_server,
     write_address_file,
@@ -78,6 +81,24 @@ class ServerConfig:
         if self.auth is not None:
             return self.auth
         return not is_loopback(self.listen.rpartition(":")[0])
+
+
+def serve(
+    config: ServerConfig,
+    signalled: StopSignal,
+    *,
+    reuse_port: bool = False,
+    started: Callable[[], None] | None = None,
+) -> None:
+    """The server as a process of its own runs it: started (then ``started()``), serving until
+    ``signalled``, stopped gracefully. What start-up made (modules, the zoo, the index's
+    engine) is frozen out of the cyclic collector's reach: collections then walk only what calls
+    make, instead of pausing every call in flight for a walk of everything."""
+    server = Server(config, reuse_port=reuse_port).start()
+    gc.freeze()
+    if started is not None:
+        started()
+    signalled.wait_then(server.stop)
 
 
 class Server:

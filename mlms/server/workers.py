@@ -120,17 +120,14 @@ def _stop(processes: list, grace: float) -> None:
 def _worker(config, number: int, ready) -> None:
     """One worker: a whole server on the shared port, stopped by SIGTERM."""
     from mlms.rpc.serving import StopSignal
-    from mlms.server.process import Server
+    from mlms.server.process import serve
 
     _die_with_parent()
     logging.basicConfig(
         level=logging.INFO,
         format=f"%(asctime)s %(levelname)s worker {number} %(name)s: %(message)s",
     )
-    signalled = StopSignal()
-    server = Server(config, reuse_port=True).start()
-    ready.put(number)
-    signalled.wait_then(server.stop)
+    serve(config, StopSignal(), reuse_port=True, started=lambda: ready.put(number))
 
 
 def _die_with_parent() -> None:
