@@ -16,6 +16,7 @@ from mlms.bounds.layer_bench import BenchTask, FusedConv, LayerBench, Timing, ru
 from mlms.bounds.lower_bound import Measured, batch_bound
 from mlms.bounds.record import BoundRequest
 from mlms.bounds.run import bound
+from mlms.bounds.sources import GraphSource
 from mlms.errors import MlmsError
 from tests.test_cli import _one_line_error, mlms
 
@@ -155,7 +156,7 @@ def test_mlms_bound_rejects_bad_input_in_one_line(args, fragments):
 
 def test_a_failing_benchmark_process_is_one_clear_error():
     task = BenchTask(
-        model="digits_cnn", input_shape=[1, 1, 8, 8], device="cpu", precisions=["fp32"],
+        source=GraphSource(model="digits_cnn"), input_shape=[1, 1, 8, 8], device="cpu", precisions=["fp32"],
         repeats=3, keys=["x"], fused=[FusedConv(conv_node="no_such_node", activation="relu")],
     )  # fmt: skip
     with pytest.raises(MlmsError, match="layer benchmarks of digits_cnn failed: KeyError"):

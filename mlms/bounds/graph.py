@@ -1,12 +1,13 @@
 """A model's layer graph with shapes: what Benanza's model processor reads from a network.
 
-The torch network is traced with ``torch.fx`` (the graph and its edges) and its shapes are
-propagated with fake tensors (``FakeTensorProp``: no memory, no compute, so batch 256 costs the
-same as batch 1). Every node that runs an operator becomes a ``Layer`` with its operator, the
-shapes and dtypes of its tensor inputs, its output shape and the attributes that change its
-cost. Layers are named the way the framework-level trace names them (a leaf module's path, an
-operator outside every leaf as ``<module path>/<function>``), so a bound can be set beside the
-layer it bounds in a measured evaluation.
+The torch network is traced with ``torch.fx`` (the graph and its edges), or read from a
+``torch.export`` program (``mlms.bounds.exported``), and its shapes are propagated with fake
+tensors (``FakeTensorProp``: no memory, no compute, so batch 256 costs the same as batch 1).
+Every node that runs an operator becomes a ``Layer`` with its operator, the shapes and dtypes
+of its tensor inputs, its output shape and the attributes that change its cost. Layers are
+named the way the framework-level trace names them (a leaf module's path, an operator outside
+every leaf as ``<module path>/<function>``), so a bound can be set beside the layer it bounds
+in a measured evaluation.
 
 A layer's ``config`` is everything its cost depends on and nothing else, so two layers (of one
 model or of two) with equal configs share one benchmark.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -185,12 +187,18 @@ def _written_like(output: Any, expected: Any, read: Any) -> bool:
 def layer_graph(module: Any, input_shape: tuple[int, ...], model: str = "") -> LayerGraph:
     """The layer graph of a torch module for one float32 input of ``input_shape`` (with the
     batch axis first)."""
-    import torch
     import torch.fx
+
+    return traced_graph(torch.fx.symbolic_trace(module), input_shape, model)
+
+
+def traced_graph(traced: Any, input_shape: tuple[int, ...], model: str = "") -> LayerGraph:
+    """The layer graph of a ``torch.fx.GraphModule`` whose one placeholder takes a float32
+    input of ``input_shape``; its leaf modules are ``call_module`` nodes."""
+    import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
-    traced = torch.fx.symbolic_trace(module)
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     FakeTensorProp(traced, mode).propagate(mode.from_tensor(torch.empty(input_shape)))
     layers: list[Layer] = []
@@ -229,7 +237,7 @@ def _layer(traced: Any, node: Any, seen: Counter[str]) -> Layer:
             tuple(p.shape) for p in submodule.parameters(recurse=False)
         ]
     else:
-        op = node.target if isinstance(node.target, str) else node.target.__name__
+        op = _function_name(node.target)
         stack = node.meta.get("nn_module_stack") or {}
         owner = next(reversed(stack.values()))[0] if stack else ""
         name = f"{owner}/{op}" if owner else op
@@ -254,6 +262,24 @@ def _layer(traced: Any, node: Any, seen: Counter[str]) -> Layer:
     )
 
 
+def _function_name(target: Any) -> str:
+    """A function's name as the network's code calls it: an ATen operator (a ``torch.export``
+    graph's) by its packet, in-place or not (``aten.add_.Tensor`` is ``add``, like the
+    ``x += y`` it was traced from)."""
+    if isinstance(target, str):
+        return target
+    packet = getattr(target, "overloadpacket", None)
+    if packet is not None:
+        return packet.__name__.removesuffix("_")
+    return target.__name__
+
+
+#: Sizes per spatial axis that a module may hold as one int (``MaxPool2d(3)``) or one per axis
+#: (``Conv2d``, a ``torch.export`` program's operator): written one per axis, so that both
+#: describe the same layer alike.
+_PER_AXIS = ("kernel_size", "stride", "padding", "dilation", "output_size")
+
+
 def _module_attributes(module: Any) -> tuple[tuple[str, Any], ...]:
     """The constructor arguments that change what a module computes (``extra_repr``'s)."""
     keys = (
@@ -263,6 +289,10 @@ def _module_attributes(module: Any) -> tuple[tuple[str, Any], ...]:
         "start_dim", "end_dim",
     )  # fmt: skip
     values = {key: _plain(getattr(module, key)) for key in keys if hasattr(module, key)}
+    rank = re.search(r"([123])d$", type(module).__name__)
+    for key in _PER_AXIS:
+        if rank and isinstance(values.get(key), int):
+            values[key] = [values[key]] * int(rank.group(1))
     if hasattr(module, "bias"):
         values["bias"] = module.bias is not None
     return tuple(sorted(values.items()))

@@ -34,7 +34,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from mlms import errors
 from mlms.bounds.fusion import fused_key
-from mlms.bounds.graph import Layer, LayerGraph, layer_graph
+from mlms.bounds.graph import Layer, LayerGraph
+from mlms.bounds.sources import GraphSource, source_graph
 from mlms.bounds.timing import LayerCall, Timed, rewriting, screen_gpu, time_cpu, time_gpu
 from mlms.errors import MlmsError
 
@@ -100,7 +101,7 @@ class FusedConv(BaseModel):
 class BenchTask(BaseModel):
     """What a child process benchmarks: the configs of one model at one batch size."""
 
-    model: str
+    source: GraphSource
     input_shape: list[int]
     device: str
     precisions: list[str]
@@ -124,8 +125,8 @@ def run_in_child(task: BenchTask) -> Iterator[LayerBench]:
                 if child.is_alive():
                     continue
                 raise MlmsError(
-                    f"the layer benchmarks of {task.model} at batch size {task.input_shape[0]} "
-                    f"died with exit code {child.exitcode} on {task.device}"
+                    f"the layer benchmarks of {task.source.model} at batch size "
+                    f"{task.input_shape[0]} died with exit code {child.exitcode} on {task.device}"
                 ) from None
             if kind == "bench":
                 yield LayerBench.model_validate(payload)
@@ -134,7 +135,9 @@ def run_in_child(task: BenchTask) -> Iterator[LayerBench]:
                 error = getattr(errors, name, None)
                 if isinstance(error, type) and issubclass(error, MlmsError):
                     raise error(message)
-                raise MlmsError(f"the layer benchmarks of {task.model} failed: {name}: {message}")
+                raise MlmsError(
+                    f"the layer benchmarks of {task.source.model} failed: {name}: {message}"
+                )
             else:
                 return
     finally:
@@ -158,12 +161,9 @@ def _child(task: BenchTask, results: Any) -> None:
 def benchmark(task: BenchTask) -> Iterator[LayerBench]:
     import torch
 
-    from mlms.assets.architectures import architecture_of
-    from mlms.catalog.resolve import resolve_model
-
     torch.manual_seed(0)
-    network = architecture_of(resolve_model(task.model)).eval()
-    graph = layer_graph(network, tuple(task.input_shape))
+    graph = source_graph(task.source, tuple(task.input_shape))
+    network = graph.traced
     if task.device.startswith("cuda"):
         torch.cuda.set_device(torch.device(task.device))
     with torch.inference_mode():

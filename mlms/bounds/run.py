@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace import SpanProcessor
 
 from mlms import hardware
 from mlms.bounds.fusion import fusable_chains
-from mlms.bounds.graph import LayerGraph, layer_graph
+from mlms.bounds.graph import LayerGraph
 from mlms.bounds.layer_bench import (
     BenchTask,
     FusedConv,
@@ -34,6 +34,7 @@ from mlms.bounds.layer_bench import (
 from mlms.bounds.lower_bound import Measured, batch_bound, framework_precisions, occurrence_keys
 from mlms.bounds.perfdb import PerfDB
 from mlms.bounds.record import BoundRecord, BoundRequest, save_bound
+from mlms.bounds.sources import GraphSource, graph_source, source_graph
 from mlms.catalog.resolve import resolve_model
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument, UnsupportedFramework
@@ -87,12 +88,7 @@ def bound(
     say = step or (lambda _line: None)
     report = progress or (lambda _event: None)
     manifest = resolve_model(request.model, store)
-    if manifest.origin != "zoo":
-        raise InvalidArgument(
-            f"bound --model {request.model}: a bound rebuilds the zoo's torch architecture layer "
-            f"by layer (Benanza); model {manifest.name!r} is a {manifest.origin} model, which "
-            "has none: evaluate it with 'mlms eval' instead"
-        )
+    source = graph_source(request.model, manifest, store)
     # A framework this machine cannot run fails now, not after minutes of benchmarks.
     framework, version = choose_framework(manifest, request.framework)
     if apart is None and runs_apart(framework):
@@ -117,7 +113,7 @@ def bound(
 
     info = hardware.detect()
     device = hardware.resolve(request.hw, info, free=free_gpus(mlms_home() / "locks"))
-    layers = _benchmark_layers(request, manifest, device, store, say, report)
+    layers = _benchmark_layers(request, manifest, source, device, store, say, report)
     say(f"measuring {manifest.name} ({'hardware' if _on_gpu(device) else 'framework'} level)")
     evaluation = _measure(
         request,
@@ -193,6 +189,7 @@ def _on_gpu(device: str) -> bool:
 def _benchmark_layers(
     request: BoundRequest,
     manifest: ModelManifest,
+    source: GraphSource,
     device: str,
     store: ObjectStore,
     say: StepCallback,
@@ -202,15 +199,10 @@ def _benchmark_layers(
     the perfdb where it has one, else run in a child process and kept in the perfdb."""
     import torch
 
-    from mlms.assets.architectures import architecture_of
-
     precisions = _precisions(torch, request, device)
     input_shape = tuple(manifest.inputs[0].shape)
-    network = architecture_of(manifest).eval()
     layers = _Layers(
-        graphs={
-            b: layer_graph(network, (b, *input_shape), manifest.name) for b in request.batch_sizes
-        },
+        graphs={b: source_graph(source, (b, *input_shape)) for b in request.batch_sizes},
         device_name=device_label(torch, device),
         libraries=library_stack(torch, device),
         precisions=precisions,
@@ -233,7 +225,7 @@ def _benchmark_layers(
             f"{layers.device_name} ({len(wanted) - len(missing)} in the perfdb)"
         )
         task = BenchTask(
-            model=manifest.name,
+            source=source,
             input_shape=[batch_size, *input_shape],
             device=device,
             precisions=precisions,

@@ -11,7 +11,13 @@ from mlms.user_input import parse_batch_sizes, validated
 
 
 @click.command("bound")
-@click.option("--model", "-m", required=True, help="A zoo model; 'mlms models' lists them.")
+@click.option(
+    "--model",
+    "-m",
+    required=True,
+    help="A zoo model ('mlms models' lists them) or a torch.export program (.pt2): a file, or "
+    "one added with 'mlms models add'.",
+)
 @click.option(
     "--framework",
     "-f",

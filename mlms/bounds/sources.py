@@ -1,0 +1,61 @@
+"""Where a bound reads a model's layers from: the zoo's torch architecture, or a user's
+``torch.export`` program (``.pt2``, added to the store or read where it lies), whose graph gives
+the layers and their shapes; any other model is refused in one line naming what is accepted.
+
+The bound and its benchmarks' child process both build the graph here, from the same
+``GraphSource``, so that a configuration the bound asks for is one the child finds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from mlms.bounds.graph import LayerGraph, layer_graph
+from mlms.config import mlms_home
+from mlms.errors import InvalidArgument
+from mlms.manifest import ModelManifest
+from mlms.store.base import ObjectStore
+
+ACCEPTED = "a zoo model (its torch architecture) or a torch.export program (.pt2)"
+
+
+class GraphSource(BaseModel):
+    """A zoo model by name, or the local path of a ``torch.export`` program."""
+
+    model_config = ConfigDict(frozen=True)
+
+    model: str
+    program: str | None = None
+
+
+def graph_source(asked: str, manifest: ModelManifest, store: ObjectStore) -> GraphSource:
+    """The source of ``manifest``'s layer graph (``asked``: the model as the user named it)."""
+    if manifest.origin == "zoo":
+        return GraphSource(model=manifest.name)
+    source = manifest.file_source
+    if source is None or source.format != "torch_export":
+        what = f"a {source.format} file" if source is not None else f"a {manifest.origin} model"
+        raise InvalidArgument(
+            f"bound --model {asked}: a bound reads the layers of {ACCEPTED}; "
+            f"model {manifest.name!r} is {what}"
+        )
+    from mlms.assets.manager import AssetManager
+
+    asset = AssetManager(store, mlms_home() / "cache").ensure(manifest, "torch")
+    return GraphSource(model=manifest.name, program=str(asset.path))
+
+
+def source_graph(source: GraphSource, input_shape: tuple[int, ...]) -> LayerGraph:
+    """The layer graph for one input of ``input_shape``; its ``traced`` module runs the whole
+    network."""
+    if source.program is not None:
+        from mlms.bounds.exported import program_graph
+
+        return program_graph(Path(source.program), input_shape, source.model)
+    from mlms.assets.architectures import architecture_of
+    from mlms.catalog.resolve import resolve_model
+
+    network = architecture_of(resolve_model(source.model)).eval()
+    return layer_graph(network, input_shape, source.model)

@@ -1,0 +1,115 @@
+"""``mlms bound`` of a ``torch.export`` program (``.pt2``) on the CPU: the program's graph gives
+the layers and shapes the zoo's architecture gives (same names, configurations and edges, so the
+perfdb serves both), a bound of a program runs end to end, and any other format is refused in
+one line naming what is accepted, on the command line and over gRPC."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from mlms.assets.architectures import architecture
+from mlms.assets.file_models import ModelOptions
+from mlms.assets.model_store import add_model
+from mlms.bounds.exported import program_graph
+from mlms.bounds.graph import LayerGraph, layer_graph
+from mlms.bounds.perfdb import PerfDB
+from mlms.bounds.record import BoundRequest
+from mlms.bounds.run import bound
+from mlms.errors import InvalidArgument
+from mlms.manifest import InputShape
+from tests.test_cli import _one_line_error, mlms
+from tests.test_split_front_ends import server  # noqa: F401  (an mlms server and a torch agent)
+
+
+def _exported(name: str, folder: Path, shape: tuple[int, ...], dynamic: bool = True) -> Path:
+    """The zoo's ``name`` exported with torch.export, its batch axis dynamic or not."""
+    network = architecture(name).eval()
+    axes = ({0: torch.export.Dim("batch", min=1, max=1024)},) if dynamic else None
+    program = torch.export.export(network, (torch.rand(shape),), dynamic_shapes=axes)
+    path = folder / f"{name}.pt2"
+    torch.export.save(program, path)
+    return path
+
+
+def _layers(graph: LayerGraph) -> list[tuple[str, str, str, str]]:
+    return [(layer.name, layer.kind, layer.op, layer.config) for layer in graph.layers]
+
+
+def _edges(graph: LayerGraph) -> list[tuple[str, str]]:
+    return sorted((graph.layer(a).name, graph.layer(b).name) for a, b in graph.edges)
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+def test_a_program_gives_the_layer_configurations_of_the_zoo_architecture(name, tmp_path):
+    """Residual adds, a module called twice (resnet's ReLU), depthwise convolutions, ReLU6 and
+    a functional pooling: each layer of the program is the zoo's, at a batch size other than
+    the one it was exported at."""
+    path = _exported(name, tmp_path, (2, 3, 224, 224))
+    program = program_graph(path, (4, 3, 224, 224), name)
+    zoo = layer_graph(architecture(name).eval(), (4, 3, 224, 224), name)
+    assert _layers(program) == _layers(zoo)
+    assert _edges(program) == _edges(zoo)
+    assert program.configs().keys() == zoo.configs().keys()
+    convolutions = [layer for layer in program.layers if layer.kind == "conv"]
+    assert convolutions and all(layer.op == "Conv2d" for layer in convolutions)
+
+
+def test_a_program_with_a_fixed_batch_refuses_another_in_one_line(tmp_path):
+    path = _exported("resnet18", tmp_path, (1, 3, 224, 224), dynamic=False)
+    assert len(program_graph(path, (1, 3, 224, 224)).layers) == 69
+    with pytest.raises(InvalidArgument) as refused:
+        program_graph(path, (8, 3, 224, 224), "mine")
+    message = str(refused.value)
+    assert "\n" not in message and "[8, 3, 224, 224]" in message
+    assert "torch.export.Dim" in message
+
+
+def test_a_bound_of_a_program_leaves_the_zoo_models_layer_benchmarks(store, tmp_path):
+    """digits_cnn as a program, bounded end to end (benchmarks, measured evaluation, record):
+    its benchmarks are the zoo's digits_cnn's, found in the perfdb under the zoo graph's keys."""
+    path = _exported("digits_cnn", tmp_path, (2, 1, 8, 8))
+    request = BoundRequest(model=str(path), repeats=3, iterations=3, min_seconds=0)
+    record = bound(request, store=store)
+    batch = record.batches[0]
+    assert record.benchmarked > 0 and batch.sequential_ms > 0 and batch.measured_ms > 0
+    assert store.exists(f"bounds/{record.id}.json")
+    perfdb = PerfDB(store, record.device_name, record.libraries, record.precisions, 3)
+    zoo = layer_graph(architecture("digits_cnn").eval(), (1, 1, 8, 8), "digits_cnn")
+    assert [(r.name, r.config) for r in batch.layers] == [
+        (layer.name, layer.config) for layer in zoo.layers
+    ]
+    assert all(perfdb.get(key) is not None for key in zoo.configs())
+    again = bound(request, store=store)
+    assert again.benchmarked == 0 and again.cached == record.benchmarked
+
+
+def _torchscript(folder: Path, store) -> str:
+    """digits_cnn as TorchScript, added to the store as ``digits_script``."""
+    path = folder / "digits.pt"
+    network = architecture("digits_cnn").eval()
+    torch.jit.save(torch.jit.trace(network, torch.rand(1, 1, 8, 8)), path)
+    shape = InputShape(name="input", shape=[1, 1, 8, 8])
+    options = ModelOptions(name="digits_script", input_shapes=[shape])
+    return add_model(store, path, options, replace=True).name
+
+
+def test_mlms_bound_refuses_another_format_in_one_line(store, tmp_path):
+    _one_line_error(
+        mlms("bound", "--model", _torchscript(tmp_path, store)),
+        "a zoo model (its torch architecture) or a torch.export program (.pt2)",
+        "'digits_script' is a torchscript file",
+    )
+
+
+def test_over_grpc_another_format_is_an_invalid_argument(server, store, tmp_path):  # noqa: F811
+    from mlms.remote_client import RemoteClient
+
+    name = _torchscript(tmp_path, store)
+    with RemoteClient(server) as client, pytest.raises(InvalidArgument) as refused:
+        client.bound(BoundRequest(model=name, repeats=3, iterations=1))
+    message = str(refused.value)
+    assert "\n" not in message and "torch.export program (.pt2)" in message
+    assert "'digits_script' is a torchscript file" in message
