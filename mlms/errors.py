@@ -103,6 +103,16 @@ class Unavailable(MlmsError):
     pass
 
 
+class Overloaded(MlmsError):
+    """Refused for now, not for what was asked: the server holds as many calls as it takes,
+    or the caller has spent its quota. ``retry_after``: the seconds the server said to wait
+    (gRPC's ``grpc-retry-pushback-ms``), None when it said nothing."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class RankFailed(MlmsError):
     """A rank of a model split over several processes died mid-run: the evaluation is aborted
     (nothing stored) and may succeed if asked again."""
@@ -134,6 +144,7 @@ STATUS: list[tuple[type[MlmsError], str, int]] = [
     # Not the request's fault: the installed libraries cannot do it until they are changed.
     (LibraryFailure, "FAILED_PRECONDITION", 400),
     (Unavailable, "UNAVAILABLE", 503),
+    (Overloaded, "RESOURCE_EXHAUSTED", 429),
     (RankFailed, "ABORTED", 409),
     (ManifestError, "FAILED_PRECONDITION", 400),
     (AssetError, "DATA_LOSS", 502),

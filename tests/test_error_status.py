@@ -29,6 +29,7 @@ _HTTP_FAMILY = {
     "DATA_LOSS": {500, 502},
     "UNAUTHENTICATED": {401},
     "PERMISSION_DENIED": {403},
+    "RESOURCE_EXHAUSTED": {429},
 }
 
 ERRORS = sorted(

@@ -51,6 +51,39 @@ from mlms.cli.fleet import (
     "0: none.",
 )
 @click.option(
+    "--max-calls",
+    envvar="MLMS_MAX_CALLS",
+    default=64,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Unary calls (listings, records, predicts) run at once; more are refused "
+    "RESOURCE_EXHAUSTED with when to retry.",
+)
+@click.option(
+    "--max-streams",
+    envvar="MLMS_MAX_STREAMS",
+    default=128,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Streaming calls (evaluations, sweeps, uploads) held open at once; more are refused "
+    "the same way.",
+)
+@click.option(
+    "--quota",
+    envvar="MLMS_QUOTA",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0.0),
+    help="Calls a second each caller (token, else host) may make on average; 0: no quota.",
+)
+@click.option(
+    "--token-quota",
+    "token_quotas",
+    multiple=True,
+    metavar="NAME=RATE",
+    help="A token's own quota in calls a second, instead of --quota; repeat for each token.",
+)
+@click.option(
     "--workers",
     envvar="MLMS_SERVER_WORKERS",
     default=1,
@@ -61,6 +94,10 @@ from mlms.cli.fleet import (
 @process_options("127.0.0.1:50051")
 def server(
     flags: ProcessFlags,
+    max_calls: int,
+    max_streams: int,
+    quota: float,
+    token_quotas: tuple[str, ...],
     workers: int,
     database: str | None,
     record_cache: int,
@@ -72,7 +109,15 @@ def server(
     if flags.address_file is not None:
         check_writable_folder(flags.address_file)
     from mlms.rpc.serving import StopSignal
+    from mlms.server.backpressure import Limits, parse_token_quota
     from mlms.server.process import ServerConfig, serve
+
+    limits = Limits(
+        max_calls=max_calls,
+        max_streams=max_streams,
+        quota=quota,
+        token_quotas=dict(parse_token_quota(text) for text in token_quotas),
+    )
 
     log_to_stderr()
     signalled = StopSignal()
@@ -82,6 +127,7 @@ def server(
         database=database,
         record_cache=record_cache,
         listing_cache=listing_cache,
+        limits=limits,
         **flags.settings(),
     )
     if workers > 1:

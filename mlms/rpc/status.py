@@ -26,6 +26,8 @@ from mlms.rpc.options import MAX_MESSAGE_BYTES
 log = logging.getLogger(__name__)
 
 ERROR_KEY = "mlms-error"
+#: gRPC's standard trailer saying when to retry a call refused for load, in milliseconds.
+PUSHBACK_KEY = "grpc-retry-pushback-ms"
 
 #: ``mlms.errors.STATUS``: the first class an error is an instance of gives its code.
 TO_STATUS: list[tuple[type[errors.MlmsError], grpc.StatusCode]] = [
@@ -66,6 +68,9 @@ def error_from_rpc(exc: grpc.RpcError, peer: str) -> errors.MlmsError:
     details: str = exc.details() or code.name  # type: ignore[attr-defined]
     trailing = dict(exc.trailing_metadata() or ())  # type: ignore[attr-defined]
     cls = _CLASSES.get(trailing.get(ERROR_KEY, ""))
+    if cls is errors.Overloaded:
+        pushback = str(trailing.get(PUSHBACK_KEY, ""))
+        return errors.Overloaded(details, int(pushback) / 1000 if pushback.isdigit() else None)
     if cls is not None:
         return cls(details)
     if code == grpc.StatusCode.RESOURCE_EXHAUSTED:

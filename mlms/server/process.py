@@ -36,6 +36,7 @@ from mlms.security.tls import TlsFiles, check_plaintext_allowed
 from mlms.security.tokens import Tokens
 from mlms.server.admission import Admission
 from mlms.server.agents import AgentChannels
+from mlms.server.backpressure import Backpressure, Limits
 from mlms.server.caches import DEFAULT_LISTINGS, DEFAULT_SIZE, ListingCache, record_cache
 from mlms.server.dispatch import Dispatcher
 from mlms.server.fleet import Fleet
@@ -75,6 +76,8 @@ class ServerConfig:
     listing_cache: int = DEFAULT_LISTINGS
     #: Where to write the address this server serves on, once it does (``--listen HOST:0``).
     address_file: Path | None = None
+    #: Calls at once and callers' quotas, beyond which calls are refused for load.
+    limits: Limits = field(default_factory=Limits)
 
     @property
     def requires_tokens(self) -> bool:
@@ -168,11 +171,15 @@ class Server:
                 if self.config.tls.cert is not None
                 else None
             ),
-            interceptors=(
-                [TokenInterceptor(self.tokens, SERVICE_NAME, EVALUATOR_ROLES)]
-                if self.tokens is not None
-                else []
-            ),
+            interceptors=[
+                *(
+                    [TokenInterceptor(self.tokens, SERVICE_NAME, EVALUATOR_ROLES)]
+                    if self.tokens is not None
+                    else []
+                ),
+                Backpressure(self.config.limits, self.tokens),
+            ],
+            max_workers=self.config.limits.threads,
             reuse_port=self.reuse_port,
         )
         self.keeper.start()
