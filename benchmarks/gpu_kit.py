@@ -330,35 +330,39 @@ def missing_on_image(plan: Plan) -> list[str]:
     )
 
 
-#: A dry run's ``sitecustomize``: every process of a cell refuses the modules the image lacks.
-_REFUSE = """import sys
+#: A dry run's ``sitecustomize``: every process of a cell hides the modules the image lacks.
+#: The finders that were there are wrapped rather than preceded by one that raises, so that a
+#: probe (``importlib.util.find_spec``) finds nothing, as it would there, instead of failing.
+_HIDE = """import sys
 
 MISSING = frozenset({missing!r})
 
 
 class NotOnTheGpuImage:
+    def __init__(self, finder):
+        self.finder = finder
+
     def find_spec(self, name, path=None, target=None):
-        if name in MISSING:
-            raise ModuleNotFoundError(
-                f"No module named {{name!r}}: the GPU image lacks it (gpu_kit --dry emulates "
-                "benchmarks/gpu_image_packages.txt; carry it in benchmarks/gpu_wheels.txt)",
-                name=name,
-            )
-        return None
+        if name.partition(".")[0] in MISSING:
+            return None
+        return self.finder.find_spec(name, path, target)
+
+    def __getattr__(self, name):
+        return getattr(self.finder, name)
 
 
-sys.meta_path.insert(0, NotOnTheGpuImage())
+sys.meta_path[:] = [NotOnTheGpuImage(finder) for finder in sys.meta_path]
 """
 
 
 def emulate_image(plan: Plan, folder: Path) -> str:
-    """A ``sitecustomize`` in ``folder`` (put first on the cells' PYTHONPATH) that refuses the
+    """A ``sitecustomize`` in ``folder`` (put first on the cells' PYTHONPATH) that hides the
     modules the GPU image lacks; a note naming them."""
     missing = missing_on_image(plan)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "sitecustomize.py").write_text(_REFUSE.format(missing=missing))
+    (folder / "sitecustomize.py").write_text(_HIDE.format(missing=missing))
     shown = ", ".join(missing[:8]) + (", ..." if len(missing) > 8 else "")
-    return f"dry: the GPU image's packages ({len(missing)} modules refused: {shown})"
+    return f"dry: the GPU image's packages ({len(missing)} modules hidden: {shown})"
 
 
 def run(args: argparse.Namespace) -> int:
