@@ -314,28 +314,34 @@ def _canonical(distribution: str) -> str:
     return re.sub(r"[-_.]+", "-", distribution).lower()
 
 
-def missing_on_image(plan: Plan) -> list[str]:
-    """The top-level modules this Python imports that a cell on the GPU image could not: those
-    of distributions installed here that are neither on the image nor among the plan's wheels
-    (mlms itself travels with the working tree)."""
+def missing_on_image(plan: Plan) -> tuple[list[str], list[str]]:
+    """The distributions installed here that a cell on the GPU image would not find, neither
+    on the image nor among the plan's wheels (mlms itself travels with the working tree), and
+    the top-level modules they hold."""
     from importlib import metadata
 
     listed = IMAGE_LIST.read_text().splitlines() + _pins({"base", *plan.wheels})
     there = {_canonical(line.split("==")[0]) for line in listed if "==" in line}
     there.add("mlms")
-    return sorted(
+    here = {_canonical(d.metadata["Name"]) for d in metadata.distributions() if d.metadata}
+    modules = sorted(
         module
         for module, distributions in metadata.packages_distributions().items()
         if not any(_canonical(d) in there for d in distributions)
     )
+    return modules, sorted(here - there)
 
 
-#: A dry run's ``sitecustomize``: every process of a cell hides the modules the image lacks.
-#: The finders that were there are wrapped rather than preceded by one that raises, so that a
-#: probe (``importlib.util.find_spec``) finds nothing, as it would there, instead of failing.
-_HIDE = """import sys
+#: A dry run's ``sitecustomize``: every process of a cell hides what the image lacks, as
+#: modules and as installed distributions (a library may probe either: torch asks
+#: ``importlib.metadata`` for optree's version before importing it). The finders that were there
+#: are wrapped rather than preceded by one that raises, so that a probe finds nothing, as it
+#: would there, instead of failing.
+_HIDE = """import re
+import sys
 
-MISSING = frozenset({missing!r})
+MODULES = frozenset({modules!r})
+DISTRIBUTIONS = frozenset({distributions!r})
 
 
 class NotOnTheGpuImage:
@@ -343,9 +349,16 @@ class NotOnTheGpuImage:
         self.finder = finder
 
     def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in MISSING:
+        if name.partition(".")[0] in MODULES:
             return None
         return self.finder.find_spec(name, path, target)
+
+    def find_distributions(self, *args, **kwargs):
+        found = getattr(self.finder, "find_distributions", None)
+        for distribution in found(*args, **kwargs) if found else ():
+            name = re.sub(r"[-_.]+", "-", distribution.metadata["Name"] or "").lower()
+            if name not in DISTRIBUTIONS:
+                yield distribution
 
     def __getattr__(self, name):
         return getattr(self.finder, name)
@@ -356,13 +369,14 @@ sys.meta_path[:] = [NotOnTheGpuImage(finder) for finder in sys.meta_path]
 
 
 def emulate_image(plan: Plan, folder: Path) -> str:
-    """A ``sitecustomize`` in ``folder`` (put first on the cells' PYTHONPATH) that hides the
-    modules the GPU image lacks; a note naming them."""
-    missing = missing_on_image(plan)
+    """A ``sitecustomize`` in ``folder`` (put first on the cells' PYTHONPATH) that hides what
+    the GPU image lacks; a note naming it."""
+    modules, distributions = missing_on_image(plan)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "sitecustomize.py").write_text(_HIDE.format(missing=missing))
-    shown = ", ".join(missing[:8]) + (", ..." if len(missing) > 8 else "")
-    return f"dry: the GPU image's packages ({len(missing)} modules hidden: {shown})"
+    text = _HIDE.format(modules=modules, distributions=distributions)
+    (folder / "sitecustomize.py").write_text(text)
+    shown = ", ".join(distributions[:8]) + (", ..." if len(distributions) > 8 else "")
+    return f"dry: the GPU image's packages ({len(distributions)} distributions hidden: {shown})"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -216,7 +216,9 @@ def cells(kit):
         return Cell(name, ("{python}", "-c", f"import {module}"), min_s=0)
     # numpy is on the image, duckdb among every plan's wheels, plotly only in the "site" group;
     # a probe finds nothing where the image has nothing
-    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('uvicorn') is not None)"
+    probe = ("import importlib.util, importlib.metadata as m, sys; sys.exit("
+             "importlib.util.find_spec('uvicorn') is not None or 'uvicorn' in "
+             "[d.metadata['Name'] for d in m.distributions()])")
     return [importing("on_image", "numpy"), importing("carried", "duckdb"),
             importing("lacking", "plotly.graph_objects"), Cell("probe", ("{python}", "-c", probe))]
 """
@@ -234,7 +236,7 @@ def test_a_dry_run_refuses_what_the_gpu_image_lacks(tmp_path: Path) -> None:
     assert "| on_image | done |" in refused.stdout and "| carried | done |" in refused.stdout
     assert "| lacking | failed |" in refused.stdout and "| probe | done |" in refused.stdout
     assert "No module named 'plotly'" in refused.stdout
-    assert "modules hidden: " in (tmp_path / "out" / "env.txt").read_text()
+    assert "distributions hidden: " in (tmp_path / "out" / "env.txt").read_text()
     plan.write_text(IMAGE_PLAN.replace("WHEELS = ()", "WHEELS = ('site',)"))
     carried = kit("run", str(plan), str(tmp_path / "out2"), *common, "--only", "lacking",
                   "--retry-failed")  # fmt: skip
