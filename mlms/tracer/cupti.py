@@ -13,6 +13,7 @@ timestamp with the host clock at start and at stop. ``to_events`` turns them int
 from __future__ import annotations
 
 import ctypes
+import functools
 import re
 import threading
 import time
@@ -203,6 +204,11 @@ class CuptiCollector:
             raise
         if not self.all_api:
             _select_api_calls(cupti)
+        if self._sync is not None:
+            # A recorded call before the block: CUPTI asks for its first activity buffer
+            # (``_buffer_requested``, on this thread) here rather than inside the block's
+            # first call, which the caller may be timing.
+            self._sync()
         self._start = _paired_sample(cupti)
         return self.capture
 
@@ -236,6 +242,9 @@ class CuptiCollector:
         return BUFFER_BYTES, 0  # 0: as many records as fit
 
     def _buffer_completed(self, activities: Sequence[Any]) -> None:
+        # A buffer that fills inside the block is completed on CUPTI's thread while the block
+        # runs, holding the GIL for every record: the less Python a record costs here, the
+        # less the block's own thread waits for the GIL.
         rows = [row for row in (self._row(a) for a in activities) if row is not None]
         with self._lock:
             self.capture.records.extend(rows)
@@ -262,9 +271,10 @@ class CuptiCollector:
             "stream": activity.stream_id,
         }
         if kind in (cupti.ActivityKind.CONCURRENT_KERNEL, cupti.ActivityKind.KERNEL):
+            name = activity.name
             return {
-                "kind": COMMUNICATION if is_communication(activity.name) else "kernel",
-                "name": activity.name,
+                "kind": _kernel_kind(name),
+                "name": name,
                 **common,
                 "grid": [activity.grid_x, activity.grid_y, activity.grid_z],
                 "block": [activity.block_x, activity.block_y, activity.block_z],
@@ -290,6 +300,13 @@ class CuptiCollector:
         if name is None:
             name = self._names[key] = str(self._cupti.get_callback_name(domain, cbid))
         return name
+
+
+@functools.lru_cache(maxsize=4096)
+def _kernel_kind(name: str) -> str:
+    """A kernel's kind by its name; a step launches the same few hundred names again and
+    again, so each is classified once."""
+    return COMMUNICATION if is_communication(name) else "kernel"
 
 
 def _select_api_calls(cupti: Any) -> None:
