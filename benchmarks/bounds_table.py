@@ -1,4 +1,4 @@
-"""The table of Benanza's numbers from ``mlms bound --json`` records (benchmarks/bounds_gpu.sh):
+"""The table of Benanza's numbers from ``mlms bound --json`` records (benchmarks/plans/bounds.py):
 per model and batch size, the measured latency, both lower bounds and their ratios, whether the
 bound stays below the measurement, the share of layers whose bound is at most their measured
 kernel time, and each what-if's speed-up; then the layer benchmarks' cost.

@@ -1,5 +1,5 @@
 """Energy per inference on the GPU, checked against the driver's counter read by another process,
-and what collecting it costs. Run by benchmarks/energy_gpu.sh on the lent H100; prints one table
+and what collecting it costs. Run by the GPU run kit's gpu_halves plan; prints one table
 and writes it (and every number) under --out.
 
 For each model, precision and batch size (resnet50 at 1, 16, 64, 256 and BERT-base at 32 x 512

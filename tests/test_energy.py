@@ -7,7 +7,7 @@ file format. The power sampler's child process gets the same fake pynvml (tests/
 on its PYTHONPATH) and reads the same powercap tree. Everything above them (the meter, the
 sampler's child, the evaluation loop, the record, the CLI and the report) is the product's. The
 real counters of this machine are asked too: the record carries why they cannot be read. The H100
-run is benchmarks/energy_gpu.sh.
+run is the GPU run kit's gpu_halves plan (benchmarks/plans/gpu_halves.py).
 """
 
 from __future__ import annotations
