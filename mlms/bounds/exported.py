@@ -54,10 +54,12 @@ def program_graph(path: Path, input_shape: tuple[int, ...], model: str = "") -> 
     ``input_shape``; a batch size the program was not exported for is one line."""
     import torch
 
-    program = torch.export.load(str(path))
+    module = lifted_module(torch.export.load(str(path)))
     try:
-        return traced_graph(lifted_module(program), input_shape, model)
-    except Exception as exc:  # torch's shape guards raise several kinds; the first line says
+        return traced_graph(module, input_shape, model)
+    # The program's guards assert its input shapes; an operator that meets a shape it was not
+    # traced for raises a RuntimeError or a ValueError. The first line says which.
+    except (AssertionError, RuntimeError, ValueError) as exc:
         first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
         raise InvalidArgument(
             f"model {model or str(path)!r}: its torch.export program does not run on an input "
@@ -84,6 +86,8 @@ def lifted_module(program: Any) -> Any:
             continue
         node = nodes[0]
         path, kind = next(reversed(node.meta["nn_module_stack"].values()))
+        if not path:  # the program's root: its own module, no submodule to put back
+            continue
         arguments = _arguments(node)
         argument = next((arguments[k] for k in _INPUTS if k in arguments), None)
         if not isinstance(argument, torch.fx.Node):
@@ -138,12 +142,13 @@ def _rebuilt(
     plain = {k: v for k, v in arguments.items() if not isinstance(v, torch.fx.Node)}
     accepted = inspect.signature(cls).parameters
     options = {k: v for k, v in plain.items() if k in accepted and v != []}
-    for key, (source, read) in _DERIVED.get(node.target.overloadpacket.__name__, {}).items():
-        if key in accepted:
-            options[key] = read(tensors.get(source), plain)
+    derived = _DERIVED.get(node.target.overloadpacket.__name__, {})
     try:
+        for key, (source, read) in derived.items():
+            if key in accepted:
+                options[key] = read(tensors.get(source), plain)
         layer = cls(**options)
-    except (TypeError, ValueError):
+    except (AttributeError, TypeError, ValueError):  # a tensor it needs is computed, not held
         return None
     for key, value in plain.items():
         if key in vars(layer) and not callable(value):  # Dropout's p, Softmax's dim, ...
