@@ -42,11 +42,11 @@ def _edges(graph: LayerGraph) -> list[tuple[str, str]]:
     return sorted((graph.layer(a).name, graph.layer(b).name) for a, b in graph.edges)
 
 
-@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2", "densenet121"])
 def test_a_program_gives_the_layer_configurations_of_the_zoo_architecture(name, tmp_path):
-    """Residual adds, a module called twice (resnet's ReLU), depthwise convolutions, ReLU6 and
-    a functional pooling: each layer of the program is the zoo's, at a batch size other than
-    the one it was exported at."""
+    """Residual adds, a module called twice (resnet's ReLU), depthwise convolutions, ReLU6, a
+    functional pooling, dense blocks' concatenations and an in-place functional ReLU: each
+    layer of the program is the zoo's, at a batch size other than the one it was exported at."""
     path = _exported(name, tmp_path, (2, 3, 224, 224))
     program = program_graph(path, (4, 3, 224, 224), name)
     zoo = layer_graph(architecture(name).eval(), (4, 3, 224, 224), name)

@@ -245,7 +245,11 @@ def _layer(traced: Any, node: Any, seen: Counter[str]) -> Layer:
             sorted(
                 (f"arg{i}", _plain(a)) for i, a in enumerate(node.args) if not hasattr(a, "meta")
             )
-            + sorted((k, _plain(v)) for k, v in node.kwargs.items() if not hasattr(v, "meta"))
+            + sorted(
+                (k, _plain(v))
+                for k, v in node.kwargs.items()
+                if not hasattr(v, "meta") and k not in _NOT_COST
+            )
         )
         shapes = [tuple(t.shape) for t in tensors]
     seen[name] += 1
@@ -274,6 +278,9 @@ def _function_name(target: Any) -> str:
     return target.__name__
 
 
+#: Function arguments that change where the result goes, not what computing it costs (an
+#: exported program writes ``relu(x, inplace=True)`` as the operator ``relu_``, no argument).
+_NOT_COST = frozenset({"inplace"})
 #: Sizes per spatial axis that a module may hold as one int (``MaxPool2d(3)``) or one per axis
 #: (``Conv2d``, a ``torch.export`` program's operator): written one per axis, so that both
 #: describe the same layer alike.
