@@ -3,12 +3,26 @@
 Each call starts a client span whose W3C context rides in the call's metadata, so the server's
 and the agent's spans join the caller's trace; spans are exported over OTLP when
 ``otlp_endpoint`` (or MLMS_OTLP_ENDPOINT) is set. Failed calls become mlms errors with one line.
+
+Several servers (``a:1,b:2``, the servers of one fleet): calls go to one until it cannot be
+reached (UNAVAILABLE from the transport, not an error the server raised), then to the next,
+which the client keeps using; each call tries each server once. An evaluation carries an id
+chosen here, so that when its stream breaks before the server assigned it, the next server
+takes it with the same id (an evaluation is stored once, whichever copy finishes first); once
+assigned, its agent finishes it whatever became of the server, so the client follows it by id
+through the next server (``FOLLOW_POLL_S``) until its record is stored, or fails it when
+neither a server's job, an agent nor the store has it. A call refused for load (RESOURCE_EXHAUSTED,
+``Overloaded``) is made again after the pushback the server sent, when that is short
+(``MAX_PUSHBACK_WAIT_S``), at most ``OVERLOAD_RETRIES`` times.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+import threading
+import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,7 +38,14 @@ from mlms.assets.packing import chunks, packed
 from mlms.bounds.record import BoundRecord, BoundRequest
 from mlms.catalog.resolve import is_local
 from mlms.client import Evaluations
-from mlms.errors import EvaluationInFlight, InvalidArgument, Unavailable, UnknownModel
+from mlms.errors import (
+    EvaluationInFlight,
+    InvalidArgument,
+    Overloaded,
+    Unavailable,
+    UnknownEvaluation,
+    UnknownModel,
+)
 from mlms.evaluation.progress import ProgressCallback
 from mlms.evaluation.query import EvaluationQuery, P50Row
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
@@ -46,7 +67,7 @@ from mlms.rpc.otlp import process_provider
 from mlms.rpc.payloads import bound_message, evaluate_message, record_from_events
 from mlms.rpc.propagation import outgoing_metadata
 from mlms.rpc.serving import split_address
-from mlms.rpc.status import error_from_rpc
+from mlms.rpc.status import error_from_rpc, transport_failure
 from mlms.security.tls import TlsFiles, open_channel
 from mlms.server.jobs import Job
 
@@ -60,6 +81,30 @@ M = TypeVar("M", bound=BaseModel)
 #: Unary calls (listings, records, one predict); evaluations and bounds stream for as long as
 #: they run.
 CALL_TIMEOUT_S = 60.0
+#: How often an evaluation whose server went away is looked for through the next server.
+FOLLOW_POLL_S = 1.0
+#: Looks that find it nowhere (no job, no agent running it, not stored) before it is lost: a
+#: record is stored before its agent stops listing it, so two in a row are no race.
+FOLLOW_MISSES = 2
+#: The longest pushback waited for before a call refused for load is made again.
+MAX_PUSHBACK_WAIT_S = 2.0
+OVERLOAD_RETRIES = 3
+
+
+def server_addresses(text: str) -> list[str]:
+    """``HOST:PORT[,HOST:PORT...]`` -> the addresses, naming a bad one otherwise."""
+    addresses = [part.strip() for part in text.split(",")]
+    for address in addresses:
+        try:
+            split_address(address)
+        except InvalidArgument:
+            raise InvalidArgument(
+                f"bad server address {address!r} in {text!r}: expected HOST:PORT, or several "
+                "separated by commas like 10.0.0.1:50051,10.0.0.2:50051"
+            ) from None
+    if len(set(addresses)) != len(addresses):
+        raise InvalidArgument(f"servers {text!r}: an address is named twice")
+    return addresses
 
 
 class RemoteClient:
@@ -72,34 +117,85 @@ class RemoteClient:
         insecure: bool = False,
         token: str | None = None,
     ) -> None:
-        """TLS with ``tls``'s CA (the system's when none), unless the server is on loopback
-        and no CA is given, or ``insecure``; ``token`` is sent as a bearer token."""
-        split_address(address)
-        self.address = address
-        self.peer = f"mlms server at {address}"
-        self._channel = open_channel(
-            address, tls or TlsFiles(), insecure=insecure, options=CHANNEL_OPTIONS, token=token
-        )
-        self._stub = evaluator_pb2_grpc.EvaluatorStub(self._channel)
+        """``address``: a server's HOST:PORT, or several separated by commas (the servers of
+        one fleet, tried in turn). TLS with ``tls``'s CA (the system's when none), unless the
+        server is on loopback and no CA is given, or ``insecure``; ``token`` is sent as a
+        bearer token."""
+        self.addresses = server_addresses(address)
+        self._channels = [
+            open_channel(
+                each, tls or TlsFiles(), insecure=insecure, options=CHANNEL_OPTIONS, token=token
+            )
+            for each in self.addresses
+        ]
+        self._stubs = [evaluator_pb2_grpc.EvaluatorStub(c) for c in self._channels]
+        self._current = 0  # the server calls go to, until it cannot be reached
+        self._lock = threading.Lock()
         self._provider = process_provider(
             "mlms-client", otlp_endpoint or os.environ.get("MLMS_OTLP_ENDPOINT") or None
         )
         self._tracer = self._provider.get_tracer("mlms.client")
         self.last_trace_id: str | None = None
 
+    @property
+    def address(self) -> str:
+        """The server calls go to now."""
+        return self.addresses[self._current]
+
+    @property
+    def peer(self) -> str:
+        return f"mlms server at {self.address}"
+
+    @property
+    def _stub(self) -> evaluator_pb2_grpc.EvaluatorStub:
+        return self._stubs[self._current]
+
     def evaluate(
         self, request: EvaluationRequest, progress: ProgressCallback | None = None
     ) -> EvaluationRecord:
         _not_a_path(request.model)
+        evaluation_id = uuid.uuid4().hex
+        assigned: list[str] = []
+
+        def events(metadata) -> Iterator[calls_pb2.EvaluateEvent]:
+            if assigned:  # its server went away after assigning it: the agent finishes it
+                yield from self._follow(assigned[0])
+                return
+            for event in self._stub.Evaluate(
+                evaluate_message(request, evaluation_id), metadata=metadata
+            ):
+                if event.WhichOneof("event") == "assigned":
+                    assigned[:] = [event.assigned.evaluation_id]
+                yield event
+
         with self._span("client.evaluate", {"mlms.model": request.model}) as metadata:
             return self._call(
-                lambda: record_from_events(
-                    self._stub.Evaluate(evaluate_message(request), metadata=metadata),
-                    progress,
-                    self.peer,
-                    EvaluationRecord,
-                )
+                lambda: record_from_events(events(metadata), progress, self.peer, EvaluationRecord)
             )
+
+    def _follow(self, evaluation_id: str) -> Iterator[calls_pb2.EvaluateEvent]:
+        """The record of an evaluation assigned by a server that went away, as an event, once
+        stored; Unavailable when no server's job, no agent and no store has it."""
+        misses = 0
+        while True:
+            running = any(evaluation_id in agent.running for agent in self.list_agents())
+            try:
+                record = self.get_evaluation(evaluation_id)
+            except EvaluationInFlight:
+                misses = 0
+            except UnknownEvaluation:
+                misses = 0 if running else misses + 1
+                if misses >= FOLLOW_MISSES:
+                    raise Unavailable(
+                        f"evaluation {evaluation_id} was lost: its server went away, and no "
+                        "agent runs it nor is its record stored; run it again"
+                    ) from None
+            else:
+                yield calls_pb2.EvaluateEvent(
+                    evaluation=to_proto(record, evaluation_pb2.EvaluationRecord)
+                )
+                return
+            time.sleep(FOLLOW_POLL_S)
 
     def bound(self, request: BoundRequest, progress: ProgressCallback | None = None) -> BoundRecord:
         with self._span("client.bound", {"mlms.model": request.model}) as metadata:
@@ -270,7 +366,8 @@ class RemoteClient:
 
     def close(self) -> None:
         self._provider.shutdown()
-        self._channel.close()
+        for channel in self._channels:
+            channel.close()
 
     def __enter__(self) -> RemoteClient:
         return self
@@ -304,10 +401,38 @@ class RemoteClient:
         return from_proto(message, model, f"{model.__name__} from {self.peer}")
 
     def _call(self, call: Callable[[], T]) -> T:
-        try:
-            return call()
-        except grpc.RpcError as exc:
-            raise error_from_rpc(exc, self.peer) from exc
+        """``call()`` (which reads ``self._stub``), on the next server while the one it went to
+        cannot be reached, and again after a short pushback while refused for load."""
+        unreachable: list[str] = []
+        refused = 0
+        while True:
+            used = self._current
+            try:
+                return call()
+            except grpc.RpcError as exc:
+                error = error_from_rpc(exc, self.peer)
+                if transport_failure(exc) and len(unreachable) + 1 < len(self.addresses):
+                    unreachable.append(f"{self.addresses[used]}: {exc.details()}")  # type: ignore[attr-defined]
+                    self._move_on(used)
+                    continue
+                if (
+                    isinstance(error, Overloaded)
+                    and error.retry_after is not None
+                    and error.retry_after <= MAX_PUSHBACK_WAIT_S
+                    and refused < OVERLOAD_RETRIES
+                ):
+                    refused += 1
+                    time.sleep(error.retry_after)
+                    continue
+                if unreachable:
+                    error = type(error)(f"{error} (and before it: {'; '.join(unreachable)})")
+                raise error from exc
+
+    def _move_on(self, used: int) -> None:
+        """The next server, unless another thread moved on from ``used`` already."""
+        with self._lock:
+            if self._current == used:
+                self._current = (used + 1) % len(self.addresses)
 
     @contextmanager
     def _span(self, name: str, attributes: dict[str, str]) -> Iterator[list[tuple[str, str]]]:

@@ -13,8 +13,9 @@ from mlms.cli.render import out, rows_table
     "--server",
     envvar="MLMS_SERVER",
     required=True,
-    metavar="HOST:PORT",
-    help="The mlms server whose fleet to list.",
+    metavar="HOST:PORT[,...]",
+    help="The mlms server whose fleet to list, or several of the fleet (the next is used "
+    "when one is down).",
 )
 @connection_options
 def agents(server: str) -> None:

@@ -63,20 +63,22 @@ def tls_options(*, ca: str, cert: str, key: str, insecure: str, **settings: obje
 
 
 def server_option(command):
-    """``--server HOST:PORT`` (or MLMS_SERVER): talk to an mlms server instead of embedding;
-    with the connection options."""
+    """``--server HOST:PORT[,HOST:PORT...]`` (or MLMS_SERVER): talk to an mlms server (or the
+    servers of one fleet, the next taking over when one is down) instead of embedding; with the
+    connection options."""
     command = connection_options(command)
     return click.option(
         "--server",
         envvar="MLMS_SERVER",
         default=None,
-        metavar="HOST:PORT",
-        help="An mlms server; without it everything runs in this process.",
+        metavar="HOST:PORT[,...]",
+        help="An mlms server, or several of one fleet separated by commas (the next is used "
+        "when one is down); without it everything runs in this process.",
     )(command)
 
 
 def connect(server: str):  # -> RemoteClient; imported lazily so the CLI starts fast
-    """A client of the server at ``server`` with this command's connection options."""
+    """A client of the server(s) at ``server`` with this command's connection options."""
     from mlms.remote_client import RemoteClient
     from mlms.security.tls import TlsFiles
 

@@ -56,6 +56,27 @@ _CLASSES = {
 }
 
 
+_TRANSPORT = {
+    grpc.StatusCode.UNAVAILABLE,
+    grpc.StatusCode.DEADLINE_EXCEEDED,
+    grpc.StatusCode.ABORTED,
+    grpc.StatusCode.CANCELLED,
+}
+
+
+def transport_failure(exc: grpc.RpcError) -> bool:
+    """True when the far end went away, False when it answered with an error of its own."""
+    if any(key == ERROR_KEY for key, _ in exc.trailing_metadata() or ()):  # type: ignore[attr-defined]
+        return False
+    code = exc.code()  # type: ignore[attr-defined]
+    details = exc.details() or ""  # type: ignore[attr-defined]
+    # A process killed mid-stream may show as a reset HTTP/2 stream rather than UNAVAILABLE.
+    return code in _TRANSPORT or (
+        code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)
+        and ("RST_STREAM" in details or "Stream removed" in details)
+    )
+
+
 def status_of(error: errors.MlmsError) -> grpc.StatusCode:
     return next(
         (code for cls, code in TO_STATUS if isinstance(error, cls)), grpc.StatusCode.INTERNAL

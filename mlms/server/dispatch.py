@@ -30,7 +30,7 @@ from mlms.protos.mlms.v2 import calls_pb2, predictor_pb2, types_pb2
 from mlms.registry.base import AgentRecord
 from mlms.rpc.payloads import bound_message, evaluate_message
 from mlms.rpc.propagation import outgoing_metadata
-from mlms.rpc.status import ERROR_KEY, error_from_rpc
+from mlms.rpc.status import error_from_rpc, transport_failure
 from mlms.server.agents import AgentChannels
 from mlms.server.fleet import Fleet, Pending
 from mlms.server.jobs import Jobs, Kind
@@ -46,26 +46,6 @@ Work = TypeVar("Work", EvaluationRequest, BoundRequest)
 MAX_ATTEMPTS = 3
 #: One predict call; evaluations have none (their length is unknown): keepalive finds the dead.
 PREDICT_TIMEOUT_S = 60.0
-
-_TRANSPORT = {
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.DEADLINE_EXCEEDED,
-    grpc.StatusCode.ABORTED,
-    grpc.StatusCode.CANCELLED,
-}
-
-
-def transport_failure(exc: grpc.RpcError) -> bool:
-    """True when the agent went away, False when it answered with an error of its own."""
-    if any(key == ERROR_KEY for key, _ in exc.trailing_metadata() or ()):  # type: ignore[attr-defined]
-        return False
-    code = exc.code()  # type: ignore[attr-defined]
-    details = exc.details() or ""  # type: ignore[attr-defined]
-    # A process killed mid-stream may show as a reset HTTP/2 stream rather than UNAVAILABLE.
-    return code in _TRANSPORT or (
-        code in (grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN)
-        and ("RST_STREAM" in details or "Stream removed" in details)
-    )
 
 
 @dataclass

@@ -119,8 +119,18 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
 
     def Evaluate(self, request, context):
         evaluation = evaluation_request(request.spec)
+        # A client's own id: asked again (through another server), it is stored once.
+        chosen = request.evaluation_id or None
+        if chosen is not None and not FULL_ID.fullmatch(chosen):
+            raise InvalidArgument(
+                f"evaluation id {chosen!r}: expected 32 lowercase hex digits, or none"
+            )
         yield from self._dispatched(
-            "server.evaluate", "mlms.evaluation_id", evaluation, self.dispatcher.evaluate, context
+            "server.evaluate",
+            "mlms.evaluation_id",
+            evaluation,
+            lambda work, parent: self.dispatcher.evaluate(work, parent, chosen),
+            context,
         )
 
     def Bound(self, request, context):
@@ -274,7 +284,9 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
     def _index(self, message: evaluation_pb2.EvaluationRecord) -> None:
         """Index a record an agent answered with (agents without the database leave that to
         the servers); a record indexed already stays as it is."""
-        record = from_proto(message, EvaluationRecord, "evaluation record from an agent")
+        self._index_record(from_proto(message, EvaluationRecord, "evaluation record from an agent"))
+
+    def _index_record(self, record: EvaluationRecord) -> None:
         try:
             self.index.add([record])
         except MlmsError as exc:  # down: the keeper catches up from the store later
@@ -300,6 +312,9 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
             if job is None:
                 raise
             return evaluator_pb2.GetEvaluationResponse(job=to_proto(job, fleet_pb2.Job))
+        # Read from the store, it may not be indexed yet (its server went away before it did):
+        # listed from now on, not from the keeper's next catch-up.
+        self._index_record(record)
         answer = evaluator_pb2.GetEvaluationResponse(
             record=to_proto(record, evaluation_pb2.EvaluationRecord)
         )

@@ -15,8 +15,9 @@ from mlms.errors import InvalidArgument
     "--server",
     envvar="MLMS_SERVER",
     default=None,
-    metavar="HOST:PORT",
-    help="An mlms server; without it everything runs in this process.",
+    metavar="HOST:PORT[,...]",
+    help="An mlms server, or several of one fleet separated by commas (the next is used when "
+    "one is down); without it everything runs in this process.",
 )
 @click.option(
     "--listen",
@@ -55,6 +56,7 @@ def ui(
     When the server needs a token, each visitor logs in with one; it stays in this process."""
     import uvicorn
 
+    from mlms.remote_client import server_addresses
     from mlms.rpc.serving import split_address
     from mlms.security.tls import TlsFiles, check_plaintext_allowed
     from mlms.ui.app import create_app
@@ -64,7 +66,7 @@ def ui(
     tls = TlsFiles.load(tls_ca, tls_cert, tls_key)
     check_plaintext_allowed("mlms ui", listen, tls, insecure)
     if server is not None:
-        split_address(server)
+        server_addresses(server)
     config = UiConfig(
         server=server,
         tls=tls,

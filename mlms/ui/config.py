@@ -13,7 +13,8 @@ JAEGER_UI_PORT = 16686
 
 @dataclass(frozen=True)
 class UiConfig:
-    #: An mlms server's HOST:PORT; None: the embedded platform in this process.
+    #: An mlms server's HOST:PORT, or several of one fleet separated by commas (tried in
+    #: turn); None: the embedded platform in this process.
     server: str | None = None
     #: CA, and certificate for the server when it asks; the certificate also serves HTTPS.
     tls: TlsFiles = field(default_factory=TlsFiles)

@@ -1,0 +1,128 @@
+"""Several servers of one fleet: a client given their addresses moves to the next when one is
+down, and an evaluation whose server is killed mid-stream completes on its agent, is stored
+once and is found through the other server. Real servers (in-process on a shared registry and
+store, and as processes on etcd and S3 with a torch agent)."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from mlms import errors
+from mlms.evaluation.query import EvaluationQuery
+from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
+from mlms.registry.memory import MemoryRegistry
+from mlms.remote_client import RemoteClient, server_addresses
+from mlms.server.process import Server, ServerConfig
+from mlms.store.factory import store_from_url
+from tests.loopback_fleet import LoopbackFleet, running_fleet
+from tests.processes import MlmsProcess, free_port, run_mlms
+
+
+def test_addresses_are_checked_one_by_one() -> None:
+    assert server_addresses("a:1, b:2") == ["a:1", "b:2"]
+    with pytest.raises(errors.InvalidArgument) as caught:
+        server_addresses("a:1,b")
+    assert str(caught.value) == (
+        "bad server address 'b' in 'a:1,b': expected HOST:PORT, or several separated by commas "
+        "like 10.0.0.1:50051,10.0.0.2:50051"
+    )
+    with pytest.raises(errors.InvalidArgument, match="an address is named twice"):
+        server_addresses("a:1,a:1")
+
+
+def test_the_cli_names_a_bad_server_address(tmp_path: Path) -> None:
+    done = run_mlms(tmp_path, "agents", "--server", "127.0.0.1:1,nowhere")
+    assert done.returncode == 1
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .startswith(
+            "mlms: error: bad server address 'nowhere' in '127.0.0.1:1,nowhere': expected HOST:PORT"
+        )
+    )
+
+
+@pytest.fixture
+def two_servers(tmp_path: Path) -> Iterator[list[Server]]:
+    registry = MemoryRegistry()
+    config = ServerConfig(store=str(tmp_path / "store"))
+    servers = [Server(config, registry=registry).start() for _ in range(2)]
+    try:
+        yield servers
+    finally:
+        for server in servers:
+            server.stop(0)
+        registry.close()
+
+
+def test_calls_move_to_the_next_server_when_one_is_down(two_servers) -> None:
+    first, second = two_servers
+    down = f"127.0.0.1:{free_port()}"  # nothing listens there
+    addresses = [down, f"127.0.0.1:{first.port}", f"127.0.0.1:{second.port}"]
+    with RemoteClient(",".join(addresses)) as client:
+        assert client.list_agents() == []
+        assert client.address == addresses[1]  # and stays there
+        first.stop(0)
+        assert client.list_models()  # the first server is gone: the second answers
+        assert client.address == addresses[2]
+        second.stop(0)
+        with pytest.raises(errors.Unavailable) as caught:
+            client.list_agents()
+    message = str(caught.value)
+    assert message.startswith(f"cannot reach mlms server at {addresses[1]}: ")
+    assert f"(and before it: {addresses[2]}: " in message and f"; {addresses[0]}: " in message
+
+
+@pytest.fixture(scope="module")
+def fleet(etcd, s3, tmp_path_factory, store) -> Iterator[LoopbackFleet]:
+    root = tmp_path_factory.mktemp("fleet")
+    with running_fleet(etcd, s3, root, ["torch"], ["digits_cnn"], assets_from=store) as fleet:
+        yield fleet
+
+
+def test_an_evaluation_outlives_its_server(fleet: LoopbackFleet) -> None:
+    """The server the client streams from is killed (-9) while the agent measures: the
+    client finds the record through the other server, stored once, indexed once."""
+    other = MlmsProcess.serving(["server", "--grace", "2"], fleet.root / "other.log", fleet.env)
+    try:
+        addresses = f"{fleet.address},{other.address()}"
+        measuring = threading.Event()
+        outcome: list[EvaluationRecord | BaseException] = []
+
+        def run() -> None:
+            request = EvaluationRequest(
+                model="digits_cnn", framework="torch", batch_sizes=[1], iterations=10,
+                warmup=1, min_seconds=4.0,
+            )  # fmt: skip
+            try:
+                with RemoteClient(addresses) as client:
+                    outcome.append(
+                        client.evaluate(request, lambda e: e.run != "warmup" and measuring.set())
+                    )
+            except BaseException as exc:
+                outcome.append(exc)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        assert measuring.wait(120), fleet.logs()
+        fleet.server.popen.send_signal(signal.SIGKILL)
+        thread.join(120)
+        [record] = outcome
+        assert isinstance(record, EvaluationRecord), record
+        with RemoteClient(addresses) as client:
+            assert client.get_evaluation(record.id) == record
+            assert client.address == other.address()  # the killed server is passed over
+            listed = client.list_evaluations(EvaluationQuery(model="digits_cnn"))
+            assert [s.id for s in listed.summaries].count(record.id) == 1
+        store = store_from_url(fleet.store_url)
+        assert [k for k in store.list("evaluations/") if record.id in k] == [
+            f"evaluations/{record.id}.json"
+        ]
+    finally:
+        other.stop()
+        fleet.start_server()  # for any test after this one
