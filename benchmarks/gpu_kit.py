@@ -305,7 +305,7 @@ def _pins(groups: set[str]) -> list[str]:
     pins = []
     for line in WHEEL_LIST.read_text().splitlines():
         fields = line.split("#")[0].split()
-        if len(fields) == 2 and fields[0] in groups:
+        if len(fields) == 2 and groups & set(fields[0].split(",")):
             pins.append(fields[1])
     return pins
 

@@ -31,8 +31,9 @@ from pathlib import Path
 from benchmarks.gpu_kit import Cell, Kit
 
 RESULTS = "gpu_halves"
-#: CUPTI for the hardware level; gRPC for the child agent jax runs in; Keras for jax's models.
-WHEELS = ("cupti", "grpc", "keras")
+#: CUPTI for the hardware level; gRPC and TLS for the child agent jax runs in; Keras for jax's
+#: models.
+WHEELS = ("cupti", "grpc", "tls", "keras")
 BATCHES = "1,16,64"
 PARTS = {
     "advise": "mlms advise against an exhaustive sweep",
@@ -50,14 +51,17 @@ def _tabled(*argv: str) -> tuple[str, ...]:
 
 
 def _advise(model: str, objective: str, kit: Kit) -> tuple[str, ...]:
+    """advise_check.py on ``model``: the latency objective runs batch size 1, the throughput
+    one chooses among the batch sizes given."""
     script = ("{python}", "benchmarks/advise_check.py", "--models", model, "--out", "{out}",
               "--objective", objective, "--frameworks", "torch", "--compile", "none")  # fmt: skip
     if kit.dry:
+        batches = "1" if objective == "latency" else "1,4"
         return _tabled(*script, "--hw", "cpu", "--precisions", "fp32,bf16", "--threads", "2",
-                       "--batch-sizes", "1,4", "--iterations", "3", "--min-seconds", "0.05",
+                       "--batch-sizes", batches, "--iterations", "3", "--min-seconds", "0.05",
                        "--probe-iterations", "3", "--probe-min-seconds", "0.02", "--verify", "2",
                        "--budget-minutes", "1")  # fmt: skip
-    batches = "1,16,64" if objective == "latency" else "16,64,128"
+    batches = "1" if objective == "latency" else "16,64,128"
     return _tabled(*script, "--hw", kit.hw, "--precisions", "fp32,fp16,bf16",
                    "--batch-sizes", batches, "--iterations", "20", "--min-seconds", "0.5",
                    "--probe-iterations", "5", "--probe-min-seconds", "0.1", "--verify", "2",
