@@ -272,8 +272,11 @@ def test_collectives_bus_bandwidth_as_nccl_tests_by_hand() -> None:
     table = collectives(Spans(to_table(_hand_spans())))
     rows = {(r["rank"], r["collective"]): r for r in table.to_dict("records")}
     all_reduce = rows[(0, "all_reduce")]
-    assert all_reduce["algbw (GB/s)"] == pytest.approx(1_200_000 / 300)  # bytes per ns
-    assert all_reduce["busbw (GB/s)"] == pytest.approx(4000 * 2 * 3 / 4)  # 2(n-1)/n, n=4
+    # 300 ns on rank 0, which joined 250 ns early: the transfer is rank 1's 50 ns
+    assert all_reduce["mean (us)"] == pytest.approx(0.3)
+    assert all_reduce["transfer (us)"] == pytest.approx(0.05)
+    assert all_reduce["algbw (GB/s)"] == pytest.approx(1_200_000 / 50)  # bytes per ns
+    assert all_reduce["busbw (GB/s)"] == pytest.approx(24_000 * 2 * 3 / 4)  # 2(n-1)/n, n=4
     all_gather = rows[(0, "all_gather")]
     assert all_gather["busbw (GB/s)"] == pytest.approx(4 * 3 / 4)  # (n-1)/n
     unknown = rows[(1, "all_reduce")]
