@@ -18,6 +18,7 @@ from mlms.bounds.graph import LayerGraph, layer_graph
 from mlms.bounds.perfdb import PerfDB
 from mlms.bounds.record import BoundRequest
 from mlms.bounds.run import bound
+from mlms.bounds.sources import GraphSource, source_graph
 from mlms.errors import InvalidArgument
 from mlms.manifest import InputShape
 from tests.test_cli import _one_line_error, mlms
@@ -113,3 +114,18 @@ def test_over_grpc_another_format_is_an_invalid_argument(server, store, tmp_path
     message = str(refused.value)
     assert "\n" not in message and "torch.export program (.pt2)" in message
     assert "'digits_script' is a torchscript file" in message
+
+
+def test_a_zoo_network_on_token_ids_is_read_from_its_export():
+    """torch.fx cannot trace a transformer on symbolic ids: the zoo's llama_mini is exported
+    instead, and its layers (integer ids in, attention, matrix products) run alone."""
+    source = GraphSource(model="llama_mini", dtype="int64")
+    graph = source_graph(source, (2, 128))
+    kinds = {layer.kind for layer in graph.layers}
+    assert {"embedding", "attention", "gemm"} <= kinds
+    assert graph.layers[0].output_shape[0] == 2
+    for kind in ("embedding", "attention"):
+        layer = next(layer for layer in graph.layers if layer.kind == kind)
+        call = graph.isolate(layer, "cpu")
+        call.prime()
+        assert tuple(call.run().shape) == layer.output_shape

@@ -5,7 +5,7 @@ batch 1 and 64, their convolutions and GEMMs benchmarked in strict fp32 and bf16
 cores' what-if); then resnet50 again as a ``torch.export`` program (``.pt2``), whose layers the
 perfdb holds already, so that its cell costs the measurement alone.
 
-    .venv/bin/python benchmarks/gpu_kit.py run bounds OUT --dry     # digits_cnn and squeezenet
+    .venv/bin/python benchmarks/gpu_kit.py run bounds OUT --dry   # digits_cnn, squeezenet, llama
     python3 benchmarks/gpu_kit.py run bounds $OUT                  # on the GPU; again resumes
     .venv/bin/python benchmarks/gpu_kit.py summary bounds
 
@@ -31,7 +31,7 @@ RESULTS = "bounds_gpu"
 #: engines of the best-algorithm what-if.
 WHEELS = ("cupti", "cudnn")
 MODELS = ("mobilenet_v2", "densenet121", "bert_base", "vit_b_16", "resnet50")
-DRY_MODELS = ("digits_cnn", "squeezenet1_1")
+DRY_MODELS = ("digits_cnn", "squeezenet1_1", "llama_mini")  # two CNNs, a model on ids
 #: The model exported as a program: its configurations are in the perfdb by then.
 PROGRAM = "resnet50"
 DRY_PROGRAM = "digits_cnn"

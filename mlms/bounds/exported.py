@@ -49,20 +49,25 @@ _DERIVED: dict[str, dict[str, tuple[str, Any]]] = {
 _INPUTS = ("input", "self")
 
 
-def program_graph(path: Path, input_shape: tuple[int, ...], model: str = "") -> LayerGraph:
-    """The layer graph of the program saved at ``path`` for one float32 input of
-    ``input_shape``; a batch size the program was not exported for is one line."""
+def program_graph(
+    program: Any, input_shape: tuple[int, ...], model: str = "", dtype: str = "float32"
+) -> LayerGraph:
+    """The layer graph of ``program`` (an ``ExportedProgram``, or the path it was saved at)
+    for one input of ``input_shape`` and ``dtype``; a batch size the program was not exported
+    for is one line."""
     import torch
 
-    module = lifted_module(torch.export.load(str(path)))
+    if isinstance(program, (str, Path)):
+        program = torch.export.load(str(program))
+    module = lifted_module(program)
     try:
-        return traced_graph(module, input_shape, model)
+        return traced_graph(module, input_shape, model, dtype)
     # The program's guards assert its input shapes; an operator that meets a shape it was not
     # traced for raises a RuntimeError or a ValueError. The first line says which.
     except (AssertionError, RuntimeError, ValueError) as exc:
         first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
         raise InvalidArgument(
-            f"model {model or str(path)!r}: its torch.export program does not run on an input "
+            f"model {model!r}: its torch.export program does not run on an input "
             f"of shape {list(input_shape)} ({first[:160]}); expected the shape it was exported "
             "with, or a batch axis exported as dynamic (torch.export.Dim)"
         ) from None

@@ -143,12 +143,9 @@ class LayerGraph:
             meta = arg.meta.get("val")
             if not _is_tensor(meta):
                 return meta
-            floating = meta.dtype.is_floating_point
-            return torch.rand(
-                tuple(meta.shape),
-                dtype=(dtype or meta.dtype) if floating else meta.dtype,
-                device=device,
-            )
+            if not meta.dtype.is_floating_point:  # token ids, masks: zeros index anything
+                return torch.zeros(tuple(meta.shape), dtype=meta.dtype, device=device)
+            return torch.rand(tuple(meta.shape), dtype=dtype or meta.dtype, device=device)
 
         first, *rest = torch.fx.node.map_arg(node.args, value) or (None,)
         kwargs = torch.fx.node.map_arg(node.kwargs, value)
@@ -192,15 +189,18 @@ def layer_graph(module: Any, input_shape: tuple[int, ...], model: str = "") -> L
     return traced_graph(torch.fx.symbolic_trace(module), input_shape, model)
 
 
-def traced_graph(traced: Any, input_shape: tuple[int, ...], model: str = "") -> LayerGraph:
-    """The layer graph of a ``torch.fx.GraphModule`` whose one placeholder takes a float32
-    input of ``input_shape``; its leaf modules are ``call_module`` nodes."""
+def traced_graph(
+    traced: Any, input_shape: tuple[int, ...], model: str = "", dtype: str = "float32"
+) -> LayerGraph:
+    """The layer graph of a ``torch.fx.GraphModule`` whose one placeholder takes an input of
+    ``input_shape`` and ``dtype``; its leaf modules are ``call_module`` nodes."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
     mode = FakeTensorMode(allow_non_fake_inputs=True)
-    FakeTensorProp(traced, mode).propagate(mode.from_tensor(torch.empty(input_shape)))
+    example = torch.empty(input_shape, dtype=getattr(torch, dtype))
+    FakeTensorProp(traced, mode).propagate(mode.from_tensor(example))
     layers: list[Layer] = []
     edges: list[tuple[str, str]] = []
     # An op that is not a layer (getattr, getitem) passes its inputs' producers on.

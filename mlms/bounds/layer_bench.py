@@ -35,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from mlms import errors
 from mlms.bounds.fusion import fused_key
 from mlms.bounds.graph import Layer, LayerGraph
-from mlms.bounds.sources import GraphSource, source_graph
+from mlms.bounds.sources import GraphSource, example_input, source_graph
 from mlms.bounds.timing import LayerCall, Timed, rewriting, screen_gpu, time_cpu, time_gpu
 from mlms.errors import MlmsError
 
@@ -170,7 +170,7 @@ def benchmark(task: BenchTask) -> Iterator[LayerBench]:
         # One predict first leaves the process as a model run does: on the CPU, glibc's
         # allocator then serves a layer's output from the heap (its mmap threshold has grown
         # past it) instead of mapping fresh pages on every call, which tripled a 3 MB conv.
-        network.to(task.device)(torch.rand(task.input_shape, device=task.device))
+        network.to(task.device)(example_input(task.source, tuple(task.input_shape), task.device))
         network.cpu()
     stack = library_stack(torch, task.device)
     device_name = device_label(torch, task.device)
