@@ -9,8 +9,12 @@ Prints, and writes as JSON under ``--out``:
    ``parallelize_module`` directly, each predict timed around the forward and the logits' copy to
    the host (what mlms's predict does), the slowest rank's per iteration.
 2. NCCL kernel time per iteration: mlms's hardware-level trace (CUPTI in each rank) against
-   torch.profiler over the bare loop (target: within 2 %). The bare loop's profiles are kept as
-   Kineto traces, one per rank (``kineto/rank*.json.gz``), for the multi-rank import.
+   torch.profiler over the bare loop (target: within 2 %). A rank's NCCL kernel lasts until
+   the last rank joins the collective, so its sum per iteration measures the ranks' skew, which
+   differs from run to run; the transfer (per collective, the shortest kernel over the ranks:
+   the last to join waited for no one) is what the two runs share. mlms's comes from its
+   ``collectives`` analysis, torch.profiler's from its raw rank traces (at the first batch
+   size), both kept as Kineto traces, one per rank (``kineto/rank*.json.gz``).
 3. The scaling table: one GPU against two (speedup, efficiency, energy per inference), and
    time to first token / per output token with ``--generate``.
 
@@ -243,14 +247,59 @@ def mlms_nccl_per_predict(store: Any, record: Any) -> dict[str, float]:
     return per
 
 
+def mlms_transfer_per_predict(store: Any, record: Any) -> dict[str, float]:
+    """Per batch size, the NCCL transfer of one predict (ms) by mlms's ``collectives``
+    analysis of the evaluation's trace (rank 0's rows: the transfer is the ranks' shared)."""
+    from mlms.analysis.distributed import collectives
+    from mlms.analysis.engine import Spans
+    from mlms.tracer.archive import local_archive
+
+    spans = Spans.from_parquet([local_archive(store, record.trace_id)])
+    table = collectives(spans)
+    table = table[table["rank"] == 0]
+    predicts = {r.batch_size: r.levels["hardware"].iterations for r in record.results}
+    return {
+        str(batch): float(rows["transfer total (ms)"].sum()) / predicts[int(batch)]
+        for batch, rows in table.groupby("batch_size")
+    }
+
+
+def kineto_transfer_per_predict(folder: Path) -> float:
+    """The NCCL transfer of one predict (ms) in torch.profiler's rank traces, read raw: the
+    n-th NCCL kernel of each rank is the same collective; its shortest duration is the
+    transfer. Predicts: the ``ProfilerStep#`` ranges on the host."""
+    kernels, steps = [], set()
+    for path in sorted(folder.glob("rank*.json.gz")):
+        events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+        nccl = [e for e in events if e.get("cat") == "kernel" and "nccl" in e["name"].lower()]
+        kernels.append([e["dur"] for e in sorted(nccl, key=lambda e: e["ts"])])
+        steps.add(sum(1 for e in events if e.get("cat") == "user_annotation"
+                      and e["name"].startswith("ProfilerStep#")))  # fmt: skip
+    if len({len(k) for k in kernels}) != 1 or len(steps) != 1:
+        raise SystemExit(f"{folder}: ranks with different NCCL kernels or steps: {steps}")
+    transfer_us = sum(min(durations) for durations in zip(*kernels, strict=True))
+    return transfer_us / 1e3 / steps.pop()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--out", type=Path)
     parser.add_argument("--dry", action="store_true", help="small, on this CPU (gloo)")
     parser.add_argument("--parts", default="latency,nccl,scaling")
     parser.add_argument("--rounds", type=int, default=None, help="latency rounds (default 2)")
     parser.add_argument("--compile", default=None, help="torch.compile mode, in both loops")
+    parser.add_argument(
+        "--transfer-of",
+        type=Path,
+        metavar="CELL",
+        help="no run: the NCCL transfer of an nccl cell brought back by the run kit "
+        "(benchmarks/results/PLAN/cells/NAME, its store two folders up), added to its report",
+    )
     args = parser.parse_args()
+    if args.transfer_of is not None:
+        return transfer_of(args.transfer_of)
+    if args.out is None:
+        parser.error("--out is required for a run")
     setup = DRY if args.dry else GPU
     if args.rounds is not None:
         setup = dataclasses.replace(setup, rounds=args.rounds)
@@ -293,6 +342,16 @@ def main() -> int:
         if setup.on_gpu:
             mine = mlms_nccl_per_predict(store, record)
             report["nccl"]["mlms"] = mine
+            first = str(setup.batch_sizes[0])
+            transfer = {
+                "mlms": mlms_transfer_per_predict(store, record)[first],
+                "bare_profile": kineto_transfer_per_predict(kineto),
+                "batch_size": first,
+            }
+            report["nccl"]["transfer"] = transfer
+            print(f"NCCL transfer per predict at batch {first}: mlms {transfer['mlms']:.4f} "
+                  f"ms, torch.profiler {transfer['bare_profile']:.4f} ms, ratio "
+                  f"{transfer['mlms'] / transfer['bare_profile']:.4f}")  # fmt: skip
             print("\n| batch | NCCL ms / predict, mlms | torch.profiler | ratio |")
             print("|---:|---:|---:|---:|")
             for batch_size in map(str, setup.batch_sizes):
@@ -336,6 +395,29 @@ def main() -> int:
         print("peak memory per rank (bytes):", peaks)
 
     _save(args.out, report)
+    return 0
+
+
+def transfer_of(cell: Path) -> int:
+    """The transfer comparison of a cell run before its script computed it, from the cell's
+    record, its archive in the results' store and the bare loop's Kineto traces."""
+    from mlms.evaluation.record import EvaluationRecord
+    from mlms.store.local import LocalStore
+
+    store = LocalStore(cell.parent.parent / "store")
+    report = json.loads((cell / "tensor_parallel.json").read_text())
+    nccl = report["nccl"]
+    record = EvaluationRecord.model_validate_json(
+        store.get_bytes(f"evaluations/{nccl['mlms_id']}.json")
+    )
+    first = str(report["setup"]["batch_sizes"][0])
+    nccl["transfer"] = {
+        "mlms": mlms_transfer_per_predict(store, record)[first],
+        "bare_profile": kineto_transfer_per_predict(cell / "kineto"),
+        "batch_size": first,
+    }
+    print(json.dumps(nccl["transfer"]))
+    _save(cell, report)
     return 0
 
 

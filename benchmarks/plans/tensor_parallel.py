@@ -81,6 +81,11 @@ def summarize(results: Path) -> str:
         for batch, theirs in nccl["bare_profile"].items():
             mine = nccl["mlms"][batch]
             lines.append(f"| {batch} | {mine:.4f} | {theirs:.4f} | {mine / theirs:.3f} |")
+        transfer = nccl.get("transfer")
+        if transfer:
+            mine, theirs = transfer["mlms"], transfer["bare_profile"]
+            lines.append(f"| {transfer['batch_size']}, transfer | {mine:.4f} | {theirs:.4f} | "
+                         f"{mine / theirs:.4f} |")  # fmt: skip
         lines.append("")
     for name in ("agents", "agents_reserved"):
         agents = results / "cells" / name / "gpu_agents.json"

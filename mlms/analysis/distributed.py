@@ -259,12 +259,13 @@ def rank_skew(spans: Spans) -> pd.DataFrame:
 
 
 def collectives(spans: Spans) -> pd.DataFrame:
-    """What does each collective move, and how fast? Per trace, rank, collective (kernel or
-    op name) and message size: calls, the size (nccl-tests' S: the larger buffer), mean and
-    total time on the rank, the mean and total transfer, algorithm bandwidth (bytes over the
-    transfer) and bus bandwidth (nccl-tests: algbw times 2(n-1)/n for an all-reduce, (n-1)/n
-    for all-gather, reduce-scatter and all-to-all, 1 for broadcast and reduce; n the group's
-    ranks, else the trace's). Bandwidths are null where the trace does not record the size.
+    """What does each collective move, and how fast? Per trace, batch size, rank, collective
+    (kernel or op name) and message size: calls, the size (nccl-tests' S: the larger buffer),
+    mean and total time on the rank, the mean and total transfer, algorithm bandwidth (bytes
+    over the transfer) and bus bandwidth (nccl-tests: algbw times 2(n-1)/n for an all-reduce,
+    (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 for broadcast and reduce; n the
+    group's ranks, else the trace's). Bandwidths are null where the trace does not record the
+    size.
 
     A collective's time on a rank includes its wait for the last rank to join; the *transfer*
     is the call's shortest time over the ranks (calls matched across ranks by order): the rank
@@ -287,22 +288,23 @@ def collectives(spans: Spans) -> pd.DataFrame:
             FROM matched
         ),
         grouped AS (
-            SELECT c.trace_id, c.rank, c.name, {collective_sql("c.name")} AS collective,
+            SELECT c.trace_id, c.batch_size, c.rank, c.name,
+                   {collective_sql("c.name")} AS collective,
                    c.collective_bytes AS bytes,
                    coalesce(any_value(c.group_size), any_value(r.ranks)) AS group_ranks,
                    count(*) AS calls, sum(c.end_ns - c.start_ns) AS ns,
                    sum(c.transfer_ns) AS transfer_ns
             FROM calls c JOIN ranks r USING (trace_id)
-            GROUP BY c.trace_id, c.rank, c.name, c.collective_bytes
+            GROUP BY c.trace_id, c.batch_size, c.rank, c.name, c.collective_bytes
         )
-        SELECT trace_id, rank, name, collective, group_ranks AS ranks, calls,
+        SELECT trace_id, batch_size, rank, name, collective, group_ranks AS ranks, calls,
                bytes / 1e6 AS "size (MB)", ns / calls / 1e3 AS "mean (us)",
                ns / 1e6 AS "total (ms)", transfer_ns / calls / 1e3 AS "transfer (us)",
                transfer_ns / 1e6 AS "transfer total (ms)",
                bytes * calls / nullif(transfer_ns, 0) AS "algbw (GB/s)",
                bytes * calls / nullif(transfer_ns, 0)
                    * {bus_factor_sql("collective", "group_ranks")} AS "busbw (GB/s)"
-        FROM grouped ORDER BY trace_id, rank, ns DESC
+        FROM grouped ORDER BY trace_id, batch_size, rank, ns DESC
         """
     )
     # CUPTI names NCCL's kernels mangled; a row per collective, so demangled here.
