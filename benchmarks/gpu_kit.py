@@ -317,19 +317,60 @@ def _canonical(distribution: str) -> str:
 def missing_on_image(plan: Plan) -> tuple[list[str], list[str]]:
     """The distributions installed here that a cell on the GPU image would not find, neither
     on the image nor among the plan's wheels (mlms itself travels with the working tree), and
-    the top-level modules they hold."""
+    the top-level modules they hold. What an image package requires here counts as there: the
+    image holds that package at its own version, with its own requirements met (a newer
+    huggingface_hub here needs httpx2; the image's needs httpx, which it has)."""
     from importlib import metadata
 
-    listed = IMAGE_LIST.read_text().splitlines() + _pins({"base", *plan.wheels})
-    there = {_canonical(line.split("==")[0]) for line in listed if "==" in line}
+    image = {_canonical(name) for name, version in _image_versions().items()
+             if version >= _floors().get(_canonical(name), ())}  # fmt: skip
+    installed = {_canonical(d.metadata["Name"]): d for d in metadata.distributions() if d.metadata}
+    there = image | {_canonical(pin.split("==")[0]) for pin in _pins({"base", *plan.wheels})}
     there.add("mlms")
-    here = {_canonical(d.metadata["Name"]) for d in metadata.distributions() if d.metadata}
+    todo = [name for name in image if name in installed]
+    while todo:
+        for requirement in installed[todo.pop()].requires or []:
+            if "extra ==" in requirement:
+                continue
+            name = _canonical(re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement).group(0))
+            if name not in there:
+                there.add(name)
+                if name in installed:
+                    todo.append(name)
     modules = sorted(
         module
         for module, distributions in metadata.packages_distributions().items()
         if not any(_canonical(d) in there for d in distributions)
     )
-    return modules, sorted(here - there)
+    return modules, sorted(set(installed) - there)
+
+
+def _image_versions() -> dict[str, tuple[int, ...]]:
+    pairs = (line.split("==") for line in IMAGE_LIST.read_text().splitlines() if "==" in line)
+    return {name: _release(version) for name, version in pairs if not name.startswith("#")}
+
+
+def _floors() -> dict[str, tuple[int, ...]]:
+    """mlms's lowest versions (``name>=X`` in pyproject.toml, extras too): a package the image
+    holds below its floor counts as missing there (its grpcio is older than the generated
+    code)."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    requirements = [*project.get("dependencies", [])]
+    for extra in project.get("optional-dependencies", {}).values():
+        requirements += extra
+    floors = {}
+    for requirement in requirements:
+        found = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)[^;]*?>=\s*([0-9][0-9.]*)", requirement)
+        if found:
+            floors[_canonical(found.group(1))] = _release(found.group(2))
+    return floors
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """A version's leading numbers (``1.84.0`` -> (1, 84, 0)), enough to compare to a floor."""
+    return tuple(int(part) for part in re.findall(r"\d+", version.split("+")[0])[:3])
 
 
 #: A dry run's ``sitecustomize``: every process of a cell hides what the image lacks, as
