@@ -14,6 +14,7 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from importlib import metadata
 from pathlib import Path
 from types import ModuleType
 
@@ -242,3 +243,19 @@ def test_a_dry_run_refuses_what_the_gpu_image_lacks(tmp_path: Path) -> None:
     carried = kit("run", str(plan), str(tmp_path / "out2"), *common, "--only", "lacking",
                   "--retry-failed")  # fmt: skip
     assert carried.returncode == 0 and "| lacking | done |" in carried.stdout, carried.stdout
+
+
+def test_the_image_is_read_with_its_versions_and_its_packages_requirements(tmp_path: Path) -> None:
+    """A package the image holds below mlms's floor counts as missing (its grpcio is older than
+    the generated code); what an image package requires here counts as there."""
+    module = kit_module()
+    plan = tmp_path / "image.py"
+    plan.write_text(IMAGE_PLAN)
+    _, bare = module.missing_on_image(module.load_plan(str(plan)))
+    assert "grpcio" in bare and "plotly" in bare and "torch" not in bare
+    assert "duckdb" not in bare  # every plan's wheels
+    if "httpx2" in {module._canonical(d.metadata["Name"]) for d in metadata.distributions()}:
+        assert "httpx2" not in bare  # this huggingface_hub's; the image's has its own
+    plan.write_text(IMAGE_PLAN.replace("WHEELS = ()", "WHEELS = ('grpc', 'site')"))
+    _, carried = module.missing_on_image(module.load_plan(str(plan)))
+    assert "grpcio" not in carried and "plotly" not in carried
