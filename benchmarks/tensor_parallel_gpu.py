@@ -122,11 +122,16 @@ def bare_rank(rank: int, setup: Setup, port: int, out: str, profile_dir: str | N
     styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
     plan = {key: styles[style]() for key, style in config.base_model_tp_plan.items()}
     parallelize_module(model.model, mesh, plan)
-    body = torch.compile(model.model, mode=setup.compile) if setup.compile else model.model
+
+    def last_token_logits(ids: torch.Tensor) -> torch.Tensor:
+        hidden = model.model(input_ids=ids, use_cache=False).last_hidden_state
+        return model.lm_head(hidden[:, -1])
+
+    # Compiled as mlms compiles its model: the body and the head in one region.
+    forward = torch.compile(last_token_logits, mode=setup.compile) if setup.compile else None
 
     def predict(ids: torch.Tensor) -> Any:
-        hidden = body(input_ids=ids, use_cache=False).last_hidden_state
-        return model.lm_head(hidden[:, -1]).float().cpu().numpy()
+        return (forward or last_token_logits)(ids).float().cpu().numpy()
 
     results: dict[str, Any] = {}
     generator = torch.Generator().manual_seed(0)

@@ -14,7 +14,8 @@ is the median of the rounds' ratios), ``scaling_compiled`` (one GPU against two,
 ``agents_reserved`` (the agents' sweep again, once the server counted its choice at once),
 ``nccl_compiled`` (the NCCL comparison with both loops compiled) and
 ``latency_compiled_0`` ... (mlms against the bare loop, both compiled: a GPU-bound split, where a
-2 % difference can show above the rounds' spread).
+2 % difference can show above the rounds' spread; the bare loop compiled its body alone) and
+``latency_whole_0`` ... (the same, the bare loop compiling the body and the head as mlms does).
 """
 
 from __future__ import annotations
@@ -56,6 +57,17 @@ def cells(kit: Kit) -> list[Cell]:
                 500,
                 420,
             )
+            for n in range(LATENCY_ROUNDS)
+        ),
+        # The bare loop compiling what mlms compiles (the body and the head in one region),
+        # where the rounds above compiled the body alone.
+        *(
+            Cell(
+                f"latency_whole_{n}",
+                (*split, "--parts", "latency", "--rounds", "1", "--compile", "default"),
+                500,
+                420,
+            )
             for n in range(LATENCY_ROUNDS + 1)
         ),
     ]
@@ -69,8 +81,12 @@ def summarize(results: Path) -> str:
         for folder in sorted((results / "cells").glob("*"))
         if (folder / "tensor_parallel.json").is_file()
     }
-    for compiled in (False, True):
-        lines += _latency(reports, compiled)
+    for prefix, title in (
+        ("latency_", "eager"),
+        ("latency_compiled_", "compiled, the bare loop's body alone"),
+        ("latency_whole_", "compiled, the same region in both"),
+    ):
+        lines += _latency(reports, prefix, title)
     for name in ("nccl", "nccl_compiled"):
         nccl = reports.get(name, {}).get("nccl")
         if not nccl or "mlms" not in nccl:
@@ -104,16 +120,16 @@ def summarize(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _latency(reports: dict[str, dict], compiled: bool) -> list[str]:
-    """The rounds of mlms against the bare loop, eager or compiled, and the medians' table."""
-    prefix = "latency_compiled_" if compiled else "latency_"
+def _latency(reports: dict[str, dict], prefix: str, title: str) -> list[str]:
+    """The rounds of mlms against the bare loop of the cells named ``prefix<n>``, and the
+    medians' table."""
     rounds = [r for name, rep in reports.items()
-              if name.startswith(prefix) and (compiled or "compiled" not in name)
+              if name.startswith(prefix) and name.removeprefix(prefix).isdigit()
               for r in rep.get("latency", [])]  # fmt: skip
     if not rounds:
         return []
-    lines = [f"mlms against the bare loop, {'compiled' if compiled else 'eager'}, one round a "
-             "cell (p50 ms)", "", "| round | batch | mlms | bare | mlms / bare |",
+    lines = [f"mlms against the bare loop, {title}, one round a cell (p50 ms)", "",
+             "| round | batch | mlms | bare | mlms / bare |",
              "|---:|---:|---:|---:|---:|"]  # fmt: skip
     ratios: dict[str, list[float]] = {}
     for number, round_ in enumerate(rounds):
