@@ -14,7 +14,7 @@ server sent before its next call, as a well-behaved client does. Targets, for th
 server on the mix: >= 2,000 calls/s, p99 <= 100 ms, 0 errors; beyond what the server holds
 (``--clients 512``): refusals with a pushback instead of latencies that grow without bound.
 
-    .venv/bin/python benchmarks/read_path.py [--reference b493d3f] [--seconds 10]
+    .venv/bin/python benchmarks/read_path.py [--reference b493d3f] [--seconds 10] [--rounds 1]
         [--server-args "--workers 2" ...] [--agents 3] [--clients 64] [--processes 4]
 """
 
@@ -99,8 +99,8 @@ def client_process(
     results.put(calls)
 
 
-def load(address: str, methods: tuple[str, ...], ids: list[str], args) -> dict:
-    """One phase: every client process started, then started together; its table's rows."""
+def load(address: str, methods: tuple[str, ...], ids: list[str], args) -> list:
+    """One phase: every client process started, then started together; its calls."""
     spawn = multiprocessing.get_context("spawn")
     results = spawn.Queue()
     per_process = args.clients // args.processes
@@ -117,6 +117,11 @@ def load(address: str, methods: tuple[str, ...], ids: list[str], args) -> dict:
     calls = [call for _ in processes for call in results.get()]
     for process in processes:
         process.join()
+    return calls
+
+
+def table(calls: list, seconds: float) -> dict:
+    """Calls/s, p50 and p99 per method (and of all), and the errors by method and code."""
     by_method: dict[str, list[float]] = defaultdict(list)
     errors: Counter[str] = Counter()
     for method, latency, code in calls:
@@ -127,7 +132,7 @@ def load(address: str, methods: tuple[str, ...], ids: list[str], args) -> dict:
     rows = {}
     for method, latencies in by_method.items():
         rows[method] = (
-            len(latencies) / args.seconds,
+            len(latencies) / seconds,
             float(np.percentile(latencies, 50)),
             float(np.percentile(latencies, 99)),
         )
@@ -175,10 +180,11 @@ def agents_listed(address: str, count: int) -> bool:
             return False
 
 
-def measure(name: str, checkout: Path, extra: list[str], env: dict, ids: list[str], args, root):
+def measure(checkout: Path, extra: list[str], env: dict, ids: list[str], args, log: Path):
+    """Each phase's calls against a server started from ``checkout`` with ``extra`` flags."""
     from tests.processes import wait_for
 
-    server = ServerProcess(checkout, env, root / f"server-{name}.log", extra)
+    server = ServerProcess(checkout, env, log, extra)
     try:
         address = server.address()
         wait_for(lambda: agents_listed(address, args.agents), 60, "the agents", every=0.2)
@@ -190,10 +196,11 @@ def measure(name: str, checkout: Path, extra: list[str], env: dict, ids: list[st
         server.stop()
 
 
-def print_table(name: str, phases: dict) -> None:
+def print_table(name: str, phases: dict, seconds: float) -> None:
     print(f"\n{name}")
     print(f"  {'phase':<16}{'method':<17}{'calls/s':>9}{'p50 ms':>9}{'p99 ms':>9}  errors")
-    for phase, result in phases.items():
+    for phase, calls in phases.items():
+        result = table(calls, seconds)
         rows = result["rows"]
         for method in ("all", *METHODS):
             if method not in rows or (phase != "mix" and method == "all"):
@@ -218,6 +225,9 @@ def main() -> None:
     parser.add_argument("--agents", type=int, default=3)
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--processes", type=int, default=4)
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="runs of every server, alternated; calls pooled"
+    )
     args = parser.parse_args()
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's request log
 
@@ -244,20 +254,25 @@ def main() -> None:
                 ids = [client.evaluate(request(seed=n)).id for n in range(EVALUATIONS)]
             fleet.server.stop()
             fleet.server = None
-            results = {}
+            results: dict[str, dict[str, list]] = {}
             runs = [(f"reference {args.reference}", reference, [])] + [
                 (f"this checkout {flags}".strip(), REPO, shlex.split(flags))
                 for flags in args.server_args or [""]
             ]
-            for name, checkout, extra in runs:
-                results[name] = measure(name, checkout, extra, fleet.env, ids, args, root)
+            for round_ in range(args.rounds):
+                for number, (name, checkout, extra) in enumerate(runs):
+                    log = root / f"server-{number}-{round_}.log"
+                    phases = measure(checkout, extra, fleet.env, ids, args, log)
+                    pooled = results.setdefault(name, {})
+                    for phase, calls in phases.items():
+                        pooled.setdefault(phase, []).extend(calls)
             print(
-                f"\n{args.clients} clients in {args.processes} processes, {args.seconds:.0f} s "
-                f"a phase, {args.agents} agents, {EVALUATIONS} evaluations stored; "
-                f"{os.cpu_count()} cores"
+                f"\n{args.clients} clients in {args.processes} processes, {args.rounds} x "
+                f"{args.seconds:.0f} s a phase, {args.agents} agents, {EVALUATIONS} evaluations "
+                f"stored; {os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}"
             )
             for name, phases in results.items():
-                print_table(name, phases)
+                print_table(name, phases, args.rounds * args.seconds)
         finally:
             if fleet is not None:
                 fleet.stop()

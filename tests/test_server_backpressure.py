@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -64,7 +64,7 @@ def test_calls_beyond_the_limit_are_refused_with_when_to_retry(tmp_path: Path) -
     """One call held in flight at --max-calls 1: the next is refused at once with a pushback;
     health is still answered; once the call ends, calls go through again."""
     entered, release = threading.Event(), threading.Event()
-    with _serving(tmp_path, Limits(max_calls=1)) as server:
+    with _serving(tmp_path, Limits(max_calls=1, max_queued=0)) as server:
         answer = server.service.ListAgents
 
         def held(request, context):
@@ -83,7 +83,8 @@ def test_calls_beyond_the_limit_are_refused_with_when_to_retry(tmp_path: Path) -
                 refused = _refusal(lambda: stub.ListModels(evaluator_pb2.ListModelsRequest()))
                 assert _pushback_s(refused) >= MIN_PUSHBACK_S
                 assert refused.details().startswith(
-                    "the server is refusing calls: it holds 1 at once, its limit; retry in "
+                    "the server is refusing calls: it holds 1 calls at once and 0 waiting, its "
+                    "limit; retry in "
                 )
                 health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
                 assert health.status == health_pb2.HealthCheckResponse.SERVING
@@ -125,3 +126,34 @@ def test_bad_limits_are_one_line(tmp_path: Path) -> None:
     )
     done = run_mlms(tmp_path, "server", "--max-calls", "0")
     assert done.returncode == 2 and "Invalid value for '--max-calls'" in done.stderr
+
+
+def test_a_call_waits_in_the_queue_while_there_is_room(tmp_path: Path) -> None:
+    """--max-calls 1 --max-queued 1, one call held: of two more, one waits for the slot and
+    is answered once the held call ends, the other is refused."""
+    entered, release = threading.Event(), threading.Event()
+    with _serving(tmp_path, Limits(max_calls=1, max_queued=1)) as server:
+        answer = server.service.ListAgents
+
+        def held(request, context):
+            if not entered.is_set():
+                entered.set()
+                release.wait(30)
+            return answer(request, context)
+
+        server.service.ListAgents = held
+        server.start()
+        with grpc.insecure_channel(f"127.0.0.1:{server.port}") as channel:
+            stub = evaluator_pb2_grpc.EvaluatorStub(channel)
+            request = evaluator_pb2.ListAgentsRequest()
+            with ThreadPoolExecutor(3) as pool:
+                first = pool.submit(stub.ListAgents, request, timeout=30)
+                assert entered.wait(30)
+                more = [pool.submit(stub.ListAgents, request, timeout=30) for _ in range(2)]
+                ended = as_completed(more, timeout=30)
+                refused = next(f for f in ended if f.exception() is not None)
+                assert refused.exception().code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                release.set()
+                assert first.result(30).agents == []
+                [waited] = [f for f in more if f is not refused]
+                assert waited.result(30).agents == []

@@ -53,11 +53,19 @@ from mlms.cli.fleet import (
 @click.option(
     "--max-calls",
     envvar="MLMS_MAX_CALLS",
-    default=64,
+    default=16,
     show_default=True,
     type=click.IntRange(min=1),
-    help="Unary calls (listings, records, predicts) run at once; more are refused "
-    "RESOURCE_EXHAUSTED with when to retry.",
+    help="Unary calls (listings, records, predicts) run at once by each server process.",
+)
+@click.option(
+    "--max-queued",
+    envvar="MLMS_MAX_QUEUED",
+    default=128,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="Unary calls that wait for one of those; more are refused RESOURCE_EXHAUSTED with when "
+    "to retry.",
 )
 @click.option(
     "--max-streams",
@@ -95,6 +103,7 @@ from mlms.cli.fleet import (
 def server(
     flags: ProcessFlags,
     max_calls: int,
+    max_queued: int,
     max_streams: int,
     quota: float,
     token_quotas: tuple[str, ...],
@@ -114,6 +123,7 @@ def server(
 
     limits = Limits(
         max_calls=max_calls,
+        max_queued=max_queued,
         max_streams=max_streams,
         quota=quota,
         token_quotas=dict(parse_token_quota(text) for text in token_quotas),

@@ -4,9 +4,12 @@ Two limits, both answered RESOURCE_EXHAUSTED (``mlms.errors.Overloaded``) at onc
 standard ``grpc-retry-pushback-ms`` trailer saying when to try again, instead of latencies that
 grow without bound behind a queue:
 
-- Calls at once: at most ``max_calls`` unary calls (listings, records, predicts) run together and
-  at most ``max_streams`` streaming ones (evaluations, sweeps, uploads, span archives: they last
-  as long as their work). The pushback is twice the recent mean duration of a unary call (at
+- Calls at once: at most ``max_calls`` unary calls (listings, records, predicts) run together,
+  up to ``max_queued`` more wait for one of them to end (blocked, not competing for the
+  interpreter: more threads running Python at once would only take turns, and a call waiting on
+  the registry would wait for its turn after each read), and at most ``max_streams`` streaming
+  calls (evaluations, sweeps, uploads, span archives: they last as long as their work) are open.
+  The pushback is the recent mean duration of a unary call times the calls ahead per slot (at
   least ``MIN_PUSHBACK_S``), with jitter so that refused callers do not come back together.
 - Quotas: each caller (its token's name under tokens, else its host) may make ``quota`` calls a
   second on average, up to one second's worth at once (a token bucket); ``token_quotas`` sets
@@ -42,7 +45,9 @@ _WEIGHT = 0.05
 @dataclass(frozen=True)
 class Limits:
     #: Unary calls the server runs at once.
-    max_calls: int = 64
+    max_calls: int = 16
+    #: Unary calls that wait for one of those to end; more are refused.
+    max_queued: int = 128
     #: Streaming calls the server holds open at once.
     max_streams: int = 128
     #: Calls a second each caller may make on average; 0: no quota.
@@ -51,9 +56,13 @@ class Limits:
     token_quotas: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        for name, value in (("max calls", self.max_calls), ("max streams", self.max_streams)):
-            if value < 1:
-                raise InvalidArgument(f"{name} {value}: expected at least 1")
+        for name, value, least in (
+            ("max calls", self.max_calls, 1),
+            ("max queued", self.max_queued, 0),
+            ("max streams", self.max_streams, 1),
+        ):
+            if value < least:
+                raise InvalidArgument(f"{name} {value}: expected at least {least}")
         for name, rate in {"every caller": self.quota, **self.token_quotas}.items():
             if not math.isfinite(rate) or rate < 0:
                 raise InvalidArgument(
@@ -63,7 +72,7 @@ class Limits:
     @property
     def threads(self) -> int:
         """Threads the server needs: every call it holds, and some to refuse the rest."""
-        return self.max_calls + self.max_streams + 16
+        return self.max_calls + self.max_queued + self.max_streams + 16
 
 
 def parse_token_quota(text: str) -> tuple[str, float]:
@@ -104,28 +113,36 @@ class TokenBucket:
 
 
 class Slots:
-    """``size`` calls at once; ``mean`` is the recent mean duration of those that ended."""
+    """``size`` calls at once and ``queue`` more waiting for one; ``mean`` is the recent mean
+    duration of the calls that ended."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, queue: int = 0) -> None:
         self.size = size
+        self.queue = queue
         self.mean = 0.0
-        self._taken = 0
+        self._held = 0  # running and waiting
+        self._running = threading.Semaphore(size)
         self._lock = threading.Lock()
 
     def take(self) -> bool:
+        """False when every slot and place in the queue is taken; else True once a slot is
+        this call's (after a wait in the queue)."""
         with self._lock:
-            if self._taken >= self.size:
+            if self._held >= self.size + self.queue:
                 return False
-            self._taken += 1
-            return True
+            self._held += 1
+        self._running.acquire()
+        return True
 
     def give_back(self, seconds: float) -> None:
+        self._running.release()
         with self._lock:
-            self._taken -= 1
+            self._held -= 1
             self.mean += _WEIGHT * (seconds - self.mean)
 
     def pushback(self) -> float:
-        return max(MIN_PUSHBACK_S, 2 * self.mean) * random.uniform(1.0, 1.5)
+        ahead = self._held / self.size
+        return max(MIN_PUSHBACK_S, self.mean * ahead) * random.uniform(1.0, 1.5)
 
 
 class Backpressure(grpc.ServerInterceptor):
@@ -133,7 +150,7 @@ class Backpressure(grpc.ServerInterceptor):
         """``tokens``: who callers are (by their token's name); None: callers by host."""
         self.limits = limits
         self.tokens = tokens
-        self.calls = Slots(limits.max_calls)
+        self.calls = Slots(limits.max_calls, limits.max_queued)
         self.streams = Slots(limits.max_streams)
         self._buckets: dict[str, TokenBucket] = {}
         self._lock = threading.Lock()
@@ -170,7 +187,7 @@ class Backpressure(grpc.ServerInterceptor):
 
         def call(request: Any, context: grpc.ServicerContext) -> Any:
             self._admit(slots, metadata, context)
-            began = time.monotonic()
+            began = time.monotonic()  # from the slot: the mean is of the work, not the wait
             try:
                 return behaviour(request, context)
             finally:
@@ -196,12 +213,16 @@ class Backpressure(grpc.ServerInterceptor):
         except Overloaded as exc:
             _refuse(context, exc)
         if not slots.take():
-            kind = "calls" if slots is self.calls else "streaming calls"
+            held = (
+                f"{slots.size} calls at once and {slots.queue} waiting"
+                if slots is self.calls
+                else f"{slots.size} streaming calls at once"
+            )
             wait = slots.pushback()
             _refuse(
                 context,
                 Overloaded(
-                    f"the server is refusing {kind}: it holds {slots.size} at once, its limit; "
+                    f"the server is refusing calls: it holds {held}, its limit; "
                     f"retry in {wait:.2f} s",
                     wait,
                 ),

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 from datetime import UTC, datetime
 from typing import Literal, NoReturn
 
@@ -20,7 +19,6 @@ from pydantic import BaseModel, ValidationError
 
 from mlms.errors import InvalidArgument, MlmsError, Unavailable
 from mlms.registry.base import Lease, Registry
-from mlms.server.shared_reads import SharedRead
 
 log = logging.getLogger(__name__)
 
@@ -63,31 +61,6 @@ def in_flight(registry: Registry, kind: Kind | None = None) -> list[Job]:
         if kind is None or job.kind == kind:
             jobs.append(job)
     return sorted(jobs, key=lambda job: job.started_at)
-
-
-class InFlight:
-    """The evaluations in flight as listings name them, without a registry read per call
-    while none is: a watch says whether any job exists (etcd's is polled, so a new job is
-    listed within its poll, 0.2 s), and while one does, each call's jobs come from a registry
-    read that began after the call (``SharedRead``), so a job that has left the registry is
-    never listed after."""
-
-    def __init__(self, registry: Registry, kind: Kind) -> None:
-        self._any = threading.Event()
-        self._fresh = SharedRead(lambda: in_flight(registry, kind))
-        self._watch = registry.watch_prefix(PREFIX, self._seen)
-
-    def jobs(self) -> list[Job]:
-        return self._fresh.get() if self._any.is_set() else []
-
-    def _seen(self, current: dict[str, bytes]) -> None:
-        if current:
-            self._any.set()
-        else:
-            self._any.clear()
-
-    def close(self) -> None:
-        self._watch.close()
 
 
 def find(registry: Registry, evaluation_id: str, kind: Kind | None = None) -> Job | None:

@@ -40,7 +40,7 @@ from mlms.server.backpressure import Backpressure, Limits
 from mlms.server.caches import DEFAULT_LISTINGS, DEFAULT_SIZE, ListingCache, record_cache
 from mlms.server.dispatch import Dispatcher
 from mlms.server.fleet import Fleet
-from mlms.server.jobs import InFlight, Jobs
+from mlms.server.jobs import Jobs
 from mlms.server.model_changes import ModelChanges
 from mlms.server.models import DEFAULT_MAX_UPLOAD_BYTES
 from mlms.server.service import EvaluatorService
@@ -136,7 +136,6 @@ class Server:
             self.fleet, Jobs(self.registry, self.lease, self.id), self.channels, self.store
         )
         self.model_changes = ModelChanges(self.registry, self.lease)
-        self.in_flight = InFlight(self.registry, "evaluation")
         self.service = EvaluatorService(
             dispatcher=self.dispatcher,
             fleet=self.fleet,
@@ -148,7 +147,6 @@ class Server:
             cache=record_cache(config.record_cache),
             listings=ListingCache(config.listing_cache),
             model_changes=self.model_changes,
-            in_flight=self.in_flight,
         )
         self.server: RunningServer | None = None
         self._stopped = threading.Event()
@@ -212,7 +210,6 @@ class Server:
             self.server.stop(grace)
         self.fleet.close()
         self.model_changes.close()
-        self.in_flight.close()
         self.channels.close()
         self.keeper.stop()
         self.index.close()

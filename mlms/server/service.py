@@ -87,7 +87,6 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         provider: TracerProvider,
         max_upload_bytes: int = DEFAULT_MAX_UPLOAD_BYTES,
         model_changes: ModelChanges | None = None,
-        in_flight: jobs.InFlight | None = None,
         cache: Lru[str, Message] | None = None,
         listings: ListingCache | None = None,
         model_listings: ListingCache | None = None,
@@ -110,9 +109,11 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         )
         # The fleet's view changes only with a watch's call: no age limit.
         self.agent_listing = ListingCache(1, math.inf)
-        self.in_flight = in_flight or jobs.InFlight(registry, "evaluation")
-        # Every ListEvaluations reads the index's generation; those waiting share one read.
-        self.generation = SharedRead(index.generation)
+        # What every ListEvaluations reads (the index's generation, the jobs in flight), read
+        # once for the calls that wait meanwhile.
+        self.listing_state = SharedRead(
+            lambda: (index.generation(), jobs.in_flight(registry, "evaluation"))
+        )
         self.provider = provider
         self.tracer = provider.get_tracer("mlms.server")
         self.cells = FleetCells(dispatcher, fleet, registry, store)
@@ -323,10 +324,9 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
 
     def ListEvaluations(self, request, context):
         # Read before the page: a write in between makes the next call read the page again.
-        generation = self.generation.get()
+        generation, in_flight = self.listing_state.get()
         key = request.query.SerializeToString(deterministic=True)
         answer = self.listings.answer(key, generation, lambda: self._listing(request))
-        in_flight = self.in_flight.jobs()
         if not in_flight:
             return answer
         reply = evaluator_pb2.ListEvaluationsResponse()

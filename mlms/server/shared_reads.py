@@ -2,11 +2,11 @@
 
 ListEvaluations names the evaluations in flight from the registry's ``jobs/``: read on every
 call, a flood of listings is a flood of registry reads (about 0.6 ms of the server's CPU each,
-and the registry's own). A watch would be cheaper but lags (etcd's is polled), so a job gone
-from the registry could still be listed. Here each call gets the result of a read that began
-after the call did, which keeps that order; the calls that arrive while one read runs wait for
-the next and all share it, so under load the registry is read one time after another, not once
-a call.
+and the registry's own). A watch would be cheaper but lags (etcd's is polled every 0.2 s), so a
+job just written might not be listed, or one gone still be. Here each call gets the result of a
+read that began after the call did, which keeps that order; the calls that arrive while one
+read runs wait for the next and all share it, so under load the registry is read one time after
+another (one read at a time), not once a call.
 """
 
 from __future__ import annotations
