@@ -67,7 +67,10 @@ def findings(record: BoundRecord) -> list[dict[str, object]]:
                 "model": record.model,
                 "batch": batch.batch_size,
                 "parallel: seq/par LBL": batch.sequential_ms / batch.parallel_ms,
-                "conv algorithm: heuristic over best (%)": 100 * (framework - best) / best,
+                # A model without convolutions (a transformer) has no algorithm to choose.
+                "conv algorithm: heuristic over best (%)": 100 * (framework - best) / best
+                if best
+                else float("nan"),
                 "tensor cores on conv+gemm (x)": sum(r.bound_ms for r in dense)
                 / sum(r.any_precision_ms for r in dense),
             }
