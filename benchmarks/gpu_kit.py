@@ -356,7 +356,7 @@ def _floors() -> dict[str, tuple[int, ...]]:
     code)."""
     import tomllib
 
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text()).get("project", {})
     requirements = [*project.get("dependencies", [])]
     for extra in project.get("optional-dependencies", {}).values():
         requirements += extra

@@ -163,6 +163,8 @@ def test_snapshot_runs_one_commit_with_the_repository_results(tmp_path: Path) ->
     (repo / "mlms").mkdir()
     (repo / "tests").mkdir()
     shutil.copy(KIT, repo / "benchmarks" / "gpu_kit.py")
+    for listed in ("gpu_wheels.txt", "gpu_image_packages.txt"):  # what a dry run emulates
+        shutil.copy(KIT.parent / listed, repo / "benchmarks" / listed)
     (repo / "benchmarks" / "plans" / "tiny.py").write_text(TINY_PLAN)
     (repo / "mlms" / "__init__.py").write_text("")
     (repo / "tests" / "__init__.py").write_text("")
