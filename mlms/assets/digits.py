@@ -52,7 +52,12 @@ def digits_network():  # -> torch.nn.Module, untrained
 
 
 def train_digits_cnn(model, seed: int = 0) -> None:
-    """Train the digits CNN in place (a few seconds on two CPU cores).
+    """Train the digits CNN in place (3 s of one CPU core).
+
+    On one thread whatever the machine: the sums of a step differ with the number of threads,
+    so the weights would differ between machines, and a step this small (64 images of 8x8) runs
+    no faster on more, while each thread's wait for the others grows with the machine's load
+    (a 2-core machine under load took 220 s on two threads, 12 s on one).
 
     Building torch's optimizer loads torch's compiler stack, which must not meet TensorFlow in
     one process (``mlms.isolation``); the asset builder that calls this runs in its own."""
@@ -64,13 +69,18 @@ def train_digits_cnn(model, seed: int = 0) -> None:
     y = torch.from_numpy(split.train_labels)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     generator = torch.Generator().manual_seed(seed)
-    model.train()
-    for _epoch in range(30):
-        order = torch.randperm(len(x), generator=generator)
-        for start_row in range(0, len(x), 64):
-            index = order[start_row : start_row + 64]
-            optimizer.zero_grad()
-            loss = nn.functional.cross_entropy(model(x[index]), y[index])
-            loss.backward()
-            optimizer.step()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model.train()
+        for _epoch in range(30):
+            order = torch.randperm(len(x), generator=generator)
+            for start_row in range(0, len(x), 64):
+                index = order[start_row : start_row + 64]
+                optimizer.zero_grad()
+                loss = nn.functional.cross_entropy(model(x[index]), y[index])
+                loss.backward()
+                optimizer.step()
+    finally:
+        torch.set_num_threads(threads)
     model.eval()
