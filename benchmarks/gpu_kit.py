@@ -322,8 +322,9 @@ def missing_on_image(plan: Plan) -> tuple[list[str], list[str]]:
     huggingface_hub here needs httpx2; the image's needs httpx, which it has)."""
     from importlib import metadata
 
+    floors = _floors()
     image = {_canonical(name) for name, version in _image_versions().items()
-             if version >= _floors().get(_canonical(name), ())}  # fmt: skip
+             if version >= floors.get(_canonical(name), ())}  # fmt: skip
     installed = {_canonical(d.metadata["Name"]): d for d in metadata.distributions() if d.metadata}
     there = image | {_canonical(pin.split("==")[0]) for pin in _pins({"base", *plan.wheels})}
     there.add("mlms")
@@ -346,8 +347,9 @@ def missing_on_image(plan: Plan) -> tuple[list[str], list[str]]:
 
 
 def _image_versions() -> dict[str, tuple[int, ...]]:
-    pairs = (line.split("==") for line in IMAGE_LIST.read_text().splitlines() if "==" in line)
-    return {name: _release(version) for name, version in pairs if not name.startswith("#")}
+    lines = [line for line in IMAGE_LIST.read_text().splitlines() if not line.startswith("#")]
+    pairs = (line.split("==", 1) for line in lines if "==" in line)
+    return {name.strip(): _release(version) for name, version in pairs}
 
 
 def _floors() -> dict[str, tuple[int, ...]]:
