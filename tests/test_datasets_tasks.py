@@ -365,3 +365,59 @@ def test_a_hugging_face_language_model_and_its_tokenizer(store, tmp_path) -> Non
     expected = float(perplexity(logits, target, ignore_index=-100))
     assert record.accuracy is not None and record.accuracy.task == "language_modeling"
     assert record.accuracy.metrics["perplexity"] == pytest.approx(expected, rel=1e-4)
+
+
+@pytest.mark.slow
+def test_translation_bleu_equals_sacrebleu_on_the_models_own_greedy_translations(
+    store, tmp_path, monkeypatch
+) -> None:
+    """t5_small (seeded) with a tokenizer named in its manifest, on JSONL pairs: the record's
+    BLEU and chrF are sacrebleu's on what transformers' own greedy ``generate`` makes of the
+    same sources, decoded by the same tokenizer."""
+    import sacrebleu
+    import yaml
+
+    from mlms.assets.manager import AssetManager
+    from mlms.catalog.zoo import get_model
+
+    transformers = import_transformers()
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "house", "is", "small", "good", "day"]
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tokenizer = transformers.BertTokenizerFast.from_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path / "tokenizer")
+    zoo = tmp_path / "zoo"
+    zoo.mkdir()
+    data = get_model("t5_small").model_dump(mode="json", exclude_defaults=True)
+    data |= {"name": "t5_small_tok", "attributes": {"tokenizer": str(tmp_path / "tokenizer")}}
+    (zoo / "t5_small_tok.yaml").write_text(yaml.safe_dump(data))
+    monkeypatch.setenv("MLMS_ZOO_PATH", str(zoo))
+    manifest = get_model("t5_small_tok")
+    sources = ["the house is small", "good day", "the day is good"]
+    references = ["das Haus ist klein", "guten Tag", "der Tag ist gut"]
+    lines = [
+        json.dumps({"text": s, "reference": r}) for s, r in zip(sources, references, strict=True)
+    ]
+    (tmp_path / "pairs.jsonl").write_text("\n".join(lines) + "\n")
+    name = unique("pairs")
+    add_dataset(store, tmp_path / "pairs.jsonl", name)
+    record = EmbeddedClient(store).evaluate(
+        _request("t5_small_tok", name, batch_sizes=[3], seq_len=8, warmup=0)
+    )
+    module = AssetManager(store, tmp_path / "cache").canonical_module(manifest).eval()
+    ids = tokenizer(
+        sources, padding="max_length", truncation=True, max_length=8, return_tensors="pt"
+    )
+    with torch.inference_mode():
+        made = module.pretrained.generate(
+            input_ids=ids["input_ids"], attention_mask=torch.ones_like(ids["input_ids"]),
+            max_new_tokens=64, do_sample=False, num_beams=1,
+        )  # fmt: skip
+    hypotheses = tokenizer.batch_decode(made[:, 1:].tolist(), skip_special_tokens=True)
+    accuracy = record.accuracy
+    assert accuracy is not None and accuracy.task == "translation" and accuracy.samples == 3
+    assert accuracy.metrics["bleu"] == pytest.approx(
+        sacrebleu.corpus_bleu(hypotheses, [references]).score, abs=1e-6
+    )
+    assert accuracy.metrics["chrf"] == pytest.approx(
+        sacrebleu.corpus_chrf(hypotheses, [references]).score, abs=1e-6
+    )

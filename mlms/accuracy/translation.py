@@ -1,9 +1,10 @@
 """A translation model's BLEU and chrF by sacrebleu, on its greedy translations.
 
 The measured pass times the model's first-target-token predict like any other; ``finish``
-decodes each source greedily (``GreedyDecoder``, with the model's cache), untimed, turns the
-tokens into text with the model's tokenizer and scores the corpus against the references with
-sacrebleu's defaults (BLEU: 13a tokenization; chrF: character 6-grams, beta 2).
+decodes each source greedily (``GreedyDecoder``, with the model's cache), untimed, cuts each at
+the model's end token, turns the tokens into text with the model's tokenizer and scores the
+corpus against the references with sacrebleu's defaults (BLEU: 13a tokenization; chrF:
+character 6-grams, beta 2).
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ MAX_NEW_TOKENS = 64
 
 @runtime_checkable
 class GreedyDecoder(Protocol):
+    @property
+    def end_token(self) -> int | None:
+        """The model's end-of-sequence token."""
+        ...
+
     def greedy_tokens(self, batch: np.ndarray, new_tokens: int) -> np.ndarray:
         """Greedy decoding of ``new_tokens`` after each input: (rows, new_tokens) token ids."""
         ...
@@ -62,7 +68,7 @@ class Translations(Scorer):
 
     def hypotheses(self) -> list[str]:
         """The model's translation of every source seen, as text."""
-        end = self._tokenizer.eos_token_id
+        end = self._predictor.end_token
         found: list[str] = []
         for tokens, _ in self._batches:
             rows = self._predictor.greedy_tokens(tokens, MAX_NEW_TOKENS).tolist()

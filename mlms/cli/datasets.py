@@ -7,11 +7,15 @@ A fleet's agents read data sets from the store they share: add one there with ``
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from mlms.cli.common_options import store_option
 from mlms.cli.render import out
+
+if TYPE_CHECKING:
+    from mlms.datasets.index import DatasetIndex
 
 
 @click.group(invoke_without_command=True)
@@ -34,8 +38,9 @@ def datasets(ctx: click.Context, store: str | None) -> None:
             "name": index.name,
             "version": index.version,
             "kind": index.kind,
+            "task": index.task,
             "samples": index.samples,
-            "labels": len(index.label_names) if index.label_names else f"0..{index.label_max}",
+            "labels": _labels(index),
             "shards": len(index.shards),
             "MB": round(sum(s.bytes for s in index.shards) / 1e6, 2),
             "sha256": sha256[:16],
@@ -73,9 +78,11 @@ def add(
     replace: bool,
     labels_csv: Path | None,
 ) -> None:
-    """Add a data set: an image folder (a subfolder per class, or a labels CSV), a .npz or
-    .parquet file of input arrays plus 'label', or .jsonl lines of 'text' or 'input_ids'
-    plus 'label'."""
+    """Add a data set: an image folder (a subfolder per class, or a labels CSV), a COCO-format
+    folder (annotations/ and its images), a folder of images/ and masks/ (or VOC's
+    JPEGImages/ and SegmentationClass/), a .npz or .parquet file of input arrays plus
+    'label', or .jsonl lines of 'text' or 'input_ids' plus 'label', plus 'reference'
+    (translation), or alone (language modelling)."""
     from mlms.datasets.index import check_name
     from mlms.datasets.ingest import add_dataset
     from mlms.store.factory import store_from_url
@@ -86,16 +93,27 @@ def add(
     index, sha256 = add_dataset(
         target, path, name, version=version, replace=replace, labels_csv=labels_csv
     )
-    labels = (
-        f"{len(index.label_names)} class names"
-        if index.label_names
-        else f"labels 0..{index.label_max}"
-    )
+    labels = _labels(index)
     out.print(
         f"added data set {index.name}@{index.version}: {index.samples} samples ({index.kind}), "
         f"{labels}, {len(index.shards)} shard{'s' if len(index.shards) > 1 else ''}, "
         f"index sha256 {sha256[:16]} in {target.url}"
     )
+
+
+def _labels(index: DatasetIndex) -> str:
+    """What the data set's truth is, in a few words."""
+    if index.task == "detection":
+        return f"{len(index.categories or {})} COCO categories"
+    if index.task == "segmentation":
+        return f"mask classes 0..{index.label_max}"
+    if index.task == "translation":
+        return "reference translations"
+    if index.task == "language_modeling":
+        return "plain text"
+    if index.label_names:
+        return f"{len(index.label_names)} class names"
+    return f"labels 0..{index.label_max}"
 
 
 @datasets.command()

@@ -203,6 +203,12 @@ class TorchPredictor(Predictor):
             start = now
         return times[0], times[1:]
 
+    @property
+    def end_token(self) -> int | None:
+        """The token that ends a generated sequence, where the model's configuration names one."""
+        config = getattr(getattr(self.module, "pretrained", None), "config", None)
+        return getattr(config, "eos_token_id", None)
+
     def greedy_tokens(self, batch: np.ndarray, new_tokens: int) -> np.ndarray:
         """The ``new_tokens`` greedily decoded after each input: (rows, new_tokens) ids."""
         tokens = self.stage(batch)[0]
