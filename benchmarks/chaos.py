@@ -1,9 +1,16 @@
 """Chaos on a fleet of network-namespace hosts: evaluations keep coming while a seeded schedule
-kills (-9), restarts and partitions the agents, the server and etcd. Nothing may be lost.
+kills (-9), restarts and partitions the agents, the servers and etcd, and cuts links in one
+direction only. Nothing may be lost.
 
-The fleet is the tests' (``tests/netns_fleet.py``): etcd and S3 (moto) on host ``store``, the
-server on ``server``, one torch agent per host ``agentN``, TLS between server and agents, a
-token at the server, short leases (``--ttl``). Needs root (``ip netns``).
+The fleet is the tests' (``tests/netns_fleet.py``): etcd and S3 (moto) on host ``store``,
+``--servers`` servers on hosts ``server``, ``server2``..., one torch agent per host ``agentN``,
+TLS between servers and agents, a token at the servers, short leases (``--ttl``). Clients are
+given every server's address and move to the next when one is down. Needs root (``ip netns``).
+
+One-way faults are blackhole routes on one side (iptables is not installed on the machine this
+was written on, and its kernel has no netem): ``agent-mute`` drops what the agent sends to
+every other host (it hears the servers, they never hear it back); ``agent-deaf`` drops what the
+servers send to the agent. Both ways: ``*-partition`` takes a host's link down.
 
 Evaluations (the small zoo model, ``--min-seconds`` each so that faults land mid-measurement)
 are submitted one every ``--every`` seconds, at most ``--concurrency`` at a time, each from a
@@ -31,7 +38,10 @@ with every agent in view. Targets: every submission completed or failed with a r
 0 completed twice, every agent back in the registry within 2 x TTL after its fault ends.
 
     sudo .venv/bin/python benchmarks/chaos.py [--seed 16] [--evaluations 50] [--agents 3]
-        [--ttl 2] [--every 2] [--concurrency 3] [--min-seconds 1] [--keep DIR]
+        [--servers 2] [--ttl 2] [--every 2] [--concurrency 3] [--min-seconds 1] [--keep DIR]
+
+The soak: ``--evaluations 500 --every 0.5 --concurrency 4``; the schedule of faults repeats
+(reshuffled) until the last submission ends.
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ import argparse
 import json
 import random
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -139,15 +150,19 @@ class Chaos:
     # -- the faults -----------------------------------------------------------------------
     def schedule(self) -> list[Fault]:
         agents = sorted(self.fleet.agent_hosts)
+        servers = sorted(self.fleet.server_hosts)
         kinds = ["agent-kill", "agent-kill", "agent-partition", "agent-partition"]
         kinds += ["agent-partition-long", "server-kill", "server-partition"]
-        kinds += ["etcd-kill", "store-partition"]
+        kinds += ["etcd-kill", "store-partition", "agent-mute", "agent-deaf"]
         self.rng.shuffle(kinds)
         faults = []
         for kind in kinds:
-            target = {"server": "server", "etcd": "etcd", "store": "store"}.get(
-                kind.split("-")[0], ""
-            ) or self.rng.choice(agents)
+            role = kind.split("-")[0]
+            target = (
+                self.rng.choice(servers)
+                if role == "server"
+                else {"etcd": "etcd", "store": "store"}.get(role) or self.rng.choice(agents)
+            )
             # A short partition heals before the channels' keepalive (15 s) gives up on the
             # stream; a long one outlasts it, so the server moves the evaluation elsewhere.
             duration = {
@@ -155,18 +170,21 @@ class Chaos:
                 "agent-partition": self.rng.uniform(3, 8),
                 "server-partition": self.rng.uniform(3, 8),
                 "store-partition": self.rng.uniform(3, 8),
+                "agent-mute": self.rng.uniform(3, 8),
+                "agent-deaf": self.rng.uniform(3, 8),
             }.get(kind, self.rng.uniform(1, 4))
             faults.append(Fault(kind, target, round(duration, 1)))
         return faults
 
     def run_faults(self) -> None:
         time.sleep(self.args.first_fault)  # let evaluations get going before the first fault
-        for fault in self.schedule():
-            if self.done.is_set():
-                break
-            self._inject(fault)
-            self.faults.append(fault)
-            time.sleep(self.rng.uniform(2, 6))  # the seeded gap between faults
+        while not self.done.is_set():
+            for fault in self.schedule():
+                if self.done.is_set():
+                    return
+                self._inject(fault)
+                self.faults.append(fault)
+                time.sleep(self.rng.uniform(2, 6))  # the seeded gap between faults
 
     def _inject(self, fault: Fault) -> None:
         fleet = self.fleet
@@ -178,8 +196,11 @@ class Chaos:
         if kind.startswith("agent"):
             address = fleet.agent_address(fault.target)
             fault.affects_agents = [fault.target]
+            one_way = self._one_way(kind, fault.target)
             if kind == "agent-kill":
                 fleet.agents[fault.target].kill()
+            elif one_way:
+                _blackhole(one_way, add=True)
             else:
                 fleet.agent_hosts[fault.target].partition()
             threading.Thread(target=self._time_leaving, args=(fault, address), daemon=True).start()
@@ -189,20 +210,22 @@ class Chaos:
                 fleet.start_agent(fault.target)
                 wait_until(lambda: _listening(address), HEAL_LIMIT_S, f"{address} serving")
                 fault.restart_s = time.monotonic() - restarted
+            elif one_way:
+                _blackhole(one_way, add=False)
             else:
                 fleet.agent_hosts[fault.target].heal()
         elif kind == "server-kill":
-            assert fleet.server is not None
-            fleet.server.kill()
+            fleet.servers[fault.target].kill()
             time.sleep(fault.duration)
             restarted = time.monotonic()
-            fleet.start_server(wait=False)
-            wait_until(lambda: _listening(fleet.server_address), HEAL_LIMIT_S, "the server")
+            fleet.start_server(fault.target, wait=False)
+            address = fleet.address_of_server(fault.target)
+            wait_until(lambda: _listening(address), HEAL_LIMIT_S, f"the server {fault.target}")
             fault.restart_s = time.monotonic() - restarted
         elif kind == "server-partition":
-            fleet.server_host.partition()
+            fleet.server_hosts[fault.target].partition()
             time.sleep(fault.duration)
-            fleet.server_host.heal()
+            fleet.server_hosts[fault.target].heal()
         elif kind == "etcd-kill":
             assert fleet.etcd is not None
             fleet.etcd.kill()
@@ -229,13 +252,24 @@ class Chaos:
         wanted = {fleet.agent_address(n) for n in fault.affects_agents}
         wait_until(lambda: wanted <= set(fleet.registered()), HEAL_LIMIT_S, f"{wanted} back")
         if fault.kind.startswith("server"):
-            with fleet.client() as client:
+            with fleet.client(only=fault.target) as client:
                 every = {fleet.agent_address(n) for n in fleet.agent_hosts}
                 wait_until(
                     lambda: every <= {a.address for a in client.list_agents()},
                     HEAL_LIMIT_S,
                     "the server's view",
                 )
+
+    def _one_way(self, kind: str, agent: str) -> list[tuple[str, str]]:
+        """(namespace, address) routes to blackhole for a one-way fault of ``agent``."""
+        fleet = self.fleet
+        host = fleet.agent_hosts[agent]
+        if kind == "agent-mute":  # what the agent sends, to every other host
+            others = [h for h in fleet.network.hosts.values() if h is not host]
+            return [(host.namespace, other.address) for other in others]
+        if kind == "agent-deaf":  # what the servers send to the agent
+            return [(server.namespace, host.address) for server in fleet.server_hosts.values()]
+        return []
 
     def _time_leaving(self, fault: Fault, address: str) -> None:
         start = self.begin + fault.started
@@ -336,6 +370,17 @@ class Chaos:
         return summary
 
 
+def _blackhole(routes: list[tuple[str, str]], *, add: bool) -> None:
+    """Drop (or stop dropping) what each namespace sends to each address: one direction."""
+    for namespace, address in routes:
+        verb = ["replace"] if add else ["del"]
+        subprocess.run(
+            ["ip", "-n", namespace, "route", *verb, "blackhole", f"{address}/32"],
+            check=add,
+            capture_output=True,
+        )
+
+
 def _listening(address: str) -> bool:
     host, _, port = address.rpartition(":")
     try:
@@ -350,6 +395,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=16)
     parser.add_argument("--evaluations", type=int, default=50)
     parser.add_argument("--agents", type=int, default=3)
+    parser.add_argument("--servers", type=int, default=2)
     parser.add_argument("--ttl", type=float, default=2.0)
     parser.add_argument("--every", type=float, default=2.0, help="seconds between submissions")
     parser.add_argument("--concurrency", type=int, default=3)
@@ -364,7 +410,7 @@ def main() -> int:
     root = args.keep or Path(tempfile.mkdtemp(prefix="mlms-chaos-"))
     root.mkdir(parents=True, exist_ok=True)
     print(f"chaos: seed {args.seed}, logs in {root / 'logs'}")
-    with multihost_fleet(root, agents=args.agents, ttl=args.ttl) as fleet:
+    with multihost_fleet(root, agents=args.agents, servers=args.servers, ttl=args.ttl) as fleet:
         chaos = Chaos(fleet, args)
         faults = threading.Thread(target=chaos.run_faults, daemon=True)
         faults.start()

@@ -1,6 +1,7 @@
 """The mlms fleet on network-namespace hosts (``tests/netns.py``), as an operator would run it
 on separate machines: etcd and an S3 server (moto's, as a process) on host ``store``, one
-``mlms server`` on host ``server``, one ``mlms agent`` (torch) on each host ``agentN``.
+``mlms server`` on host ``server`` (and with ``servers=2``, one more on host ``server2``: clients
+are given both addresses), one ``mlms agent`` (torch) on each host ``agentN``.
 
 Every process talks over the bridge with its host's own address. The server and the agents
 serve TLS from ``mlms certs`` (mutual between them), the server demands a bearer token from
@@ -82,11 +83,11 @@ class MultiHostFleet:
     root: Path
     ttl: float
     store_host: Host
-    server_host: Host
+    server_hosts: dict[str, Host]  # by host name; the first is "server"
     agent_hosts: dict[str, Host]
     etcd: HostProcess | None = None
     s3: HostProcess | None = None
-    server: HostProcess | None = None
+    servers: dict[str, HostProcess] = field(default_factory=dict)  # by host name
     agents: dict[str, HostProcess] = field(default_factory=dict)  # by host name
     token: str = ""
     _registry: Registry | None = None
@@ -105,8 +106,19 @@ class MultiHostFleet:
         return f"{self.store_host.address}:{S3_PORT}"
 
     @property
+    def server_host(self) -> Host:
+        return self.server_hosts["server"]
+
+    @property
+    def server(self) -> HostProcess | None:
+        return self.servers.get("server")
+
+    @property
     def server_address(self) -> str:
-        return f"{self.server_host.address}:{SERVER_PORT}"
+        return self.address_of_server("server")
+
+    def address_of_server(self, name: str) -> str:
+        return f"{self.server_hosts[name].address}:{SERVER_PORT}"
 
     def agent_address(self, name: str) -> str:
         return f"{self.agent_hosts[name].address}:{AGENT_PORT}"
@@ -201,15 +213,16 @@ class MultiHostFleet:
                 counts[name] = counts.get(name, 0) + 1
         return counts
 
-    def start_server(self, *, wait: bool = True) -> None:
-        self.server = self.server_host.start(
-            [sys.executable, "-m", "mlms", "server", "--listen", self.server_address],
-            self.log("server"),
-            self.env(self.server_host, "server"),
+    def start_server(self, name: str = "server", *, wait: bool = True) -> None:
+        host = self.server_hosts[name]
+        self.servers[name] = host.start(
+            [sys.executable, "-m", "mlms", "server", "--listen", self.address_of_server(name)],
+            self.log(name),
+            self.env(host, "server"),
         )
         if wait:
-            with self.client() as client:
-                wait_until(lambda: _listing(client) is not None, READY_S, "the server")
+            with self.client(only=name) as client:
+                wait_until(lambda: _listing(client) is not None, READY_S, f"the server {name}")
 
     def start_agent(self, name: str) -> None:
         host = self.agent_hosts[name]
@@ -229,20 +242,23 @@ class MultiHostFleet:
         )
 
     def wait_agents(self, names: list[str] | None = None, timeout: float = READY_S) -> None:
-        """Until the named agents (default: all) are in etcd and in the server's view."""
+        """Until the named agents (default: all) are in etcd and in every server's view."""
         wanted = {self.agent_address(n) for n in (names or self.agent_hosts)}
         wait_until(lambda: wanted <= set(self.registered()), timeout, f"agents {sorted(wanted)}")
-        with self.client() as client:
-            wait_until(
-                lambda: wanted <= {a.address for a in _listing(client) or []},
-                timeout,
-                "the server to see the agents",
-            )
+        for name in self.servers:
+            with self.client(only=name) as client:
+                wait_until(
+                    lambda c=client: wanted <= {a.address for a in _listing(c) or []},
+                    timeout,
+                    f"the server {name} to see the agents",
+                )
 
     # -- views ------------------------------------------------------------------------------
-    def client(self, **options) -> RemoteClient:
+    def client(self, only: str | None = None, **options) -> RemoteClient:
+        """A client of every server (the next when one is down), or of the one named."""
+        names = [only] if only else list(self.server_hosts)
         return RemoteClient(
-            self.server_address,
+            ",".join(self.address_of_server(name) for name in names),
             tls=TlsFiles.load(str(self.certs / "ca.pem")),
             token=self.token,
             **options,
@@ -266,8 +282,8 @@ class MultiHostFleet:
     def close(self) -> None:
         if self._registry is not None:
             self._registry.close()
-        for process in [self.server, *self.agents.values()]:
-            if process is not None and process.alive():
+        for process in [*self.servers.values(), *self.agents.values()]:
+            if process.alive():
                 process.terminate(5)
         self.network.close()
 
@@ -294,7 +310,12 @@ def _mlms(args: list[str], env: dict[str, str]) -> str:
 
 @contextlib.contextmanager
 def multihost_fleet(
-    root: Path, *, agents: int = 2, ttl: float = 2.0, assets_from: ObjectStore | None = None
+    root: Path,
+    *,
+    agents: int = 2,
+    servers: int = 1,
+    ttl: float = 2.0,
+    assets_from: ObjectStore | None = None,
 ) -> Iterator[MultiHostFleet]:
     """The fleet, started and waited for; everything removed on the way out, also on failure.
     The model's torch asset is copied from ``assets_from`` where given, else built by ``mlms
@@ -303,9 +324,10 @@ def multihost_fleet(
     fleet: MultiHostFleet | None = None
     try:
         store_host = network.add_host("store")
-        server_host = network.add_host("server")
+        names = ["server", *(f"server{i}" for i in range(2, servers + 1))]
+        server_hosts = {name: network.add_host(name) for name in names}
         agent_hosts = {f"agent{i}": network.add_host(f"agent{i}") for i in range(1, agents + 1)}
-        fleet = MultiHostFleet(network, root, ttl, store_host, server_host, agent_hosts)
+        fleet = MultiHostFleet(network, root, ttl, store_host, server_hosts, agent_hosts)
         hosts = [network.address, *(h.address for h in network.hosts.values())]
         _mlms(["certs", str(fleet.certs), *(f"--host={h}" for h in hosts)], {})
         fleet.start_etcd()
@@ -329,7 +351,8 @@ def multihost_fleet(
         fleet.token = created.split()[-1]
         for name in agent_hosts:
             fleet.start_agent(name)
-        fleet.start_server()
+        for name in server_hosts:
+            fleet.start_server(name)
         fleet.wait_agents()
         yield fleet
     except AssertionError as exc:
