@@ -43,14 +43,14 @@ def _digits_options(name: str, **extra) -> ModelOptions:
 @pytest.fixture(scope="module")
 def artifacts(tmp_path_factory, store) -> dict[str, Path]:
     """digits_cnn's trained torch weights from the session's store, saved in each torch
-    format."""
+    format, and the zoo's own ONNX asset (exported by the asset builder from those weights;
+    read only)."""
     import torch
-
-    from mlms.assets.exporters import export_onnx
 
     folder = tmp_path_factory.mktemp("artifacts")
     manifest = get_model("digits_cnn")
-    module = AssetManager(store, folder / "cache").canonical_module(manifest)
+    assets = AssetManager(store, folder / "cache")
+    module = assets.canonical_module(manifest)
     example = torch.zeros(2, 1, 8, 8)
     batch = torch.export.Dim("batch", min=1, max=4096)
     torch.export.save(
@@ -59,10 +59,9 @@ def artifacts(tmp_path_factory, store) -> dict[str, Path]:
     )
     with pytest.warns(FutureWarning):
         torch.jit.save(torch.jit.trace(module, example), folder / "digits.pt")
-    export_onnx(module, manifest, folder)
     torch.save(module.state_dict(), folder / "weights.pt")
     return {
-        "onnx": folder / "model.onnx",
+        "onnx": assets.ensure(manifest, "onnxruntime").path,
         "pt2": folder / "digits.pt2",
         "torchscript": folder / "digits.pt",
         "state_dict": folder / "weights.pt",

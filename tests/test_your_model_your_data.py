@@ -34,11 +34,10 @@ DATASETS = ("png", "npz")
 
 @pytest.fixture(scope="module")
 def artifacts(tmp_path_factory, store, mlms_home: Path) -> dict[str, Path]:
-    """digits_cnn's trained weights as ONNX, .pt2 and .keras (the zoo's own TensorFlow asset,
-    converted layer by layer from the same torch weights; the session store's, read only)."""
+    """digits_cnn's trained weights as ONNX, .pt2 and .keras (the zoo's own ONNX and TensorFlow
+    assets, exported by the asset builder from the same torch weights; the session store's, read
+    only)."""
     import torch
-
-    from mlms.assets.exporters import export_onnx
 
     folder = tmp_path_factory.mktemp("digits_artifacts")
     assets = AssetManager(store, mlms_home / "cache")
@@ -48,9 +47,11 @@ def artifacts(tmp_path_factory, store, mlms_home: Path) -> dict[str, Path]:
     batch = torch.export.Dim("batch", min=1, max=4096)
     program = torch.export.export(module, (example,), dynamic_shapes=({0: batch},))
     torch.export.save(program, folder / "digits.pt2")
-    export_onnx(module, manifest, folder)
-    keras_file = assets.ensure(manifest, "tensorflow").path
-    return {"onnx": folder / "model.onnx", "pt2": folder / "digits.pt2", "keras": keras_file}
+    return {
+        "onnx": assets.ensure(manifest, "onnxruntime").path,
+        "pt2": folder / "digits.pt2",
+        "keras": assets.ensure(manifest, "tensorflow").path,
+    }
 
 
 @pytest.fixture(scope="module")
