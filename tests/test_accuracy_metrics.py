@@ -265,3 +265,68 @@ def test_the_accuracy_guard_counts_points_of_each_task_headline() -> None:
     assert top.drop_from(accuracy("classification", top1=0.98)) == pytest.approx(1.0)
     assert accuracy("detection", map=0.4, map_50=0.6).line() == "mAP@[.5:.95] 0.4000, map_50 0.6000"
     assert accuracy("detection").drop_from(accuracy("detection", map=0.4)) is None
+
+
+def test_instance_masks_equal_pycocotools_segm_and_the_truth_scores_one() -> None:
+    """Mask R-CNN's answer shape (boxes and masks over the model input's pixels) through the
+    scorer: masks that are the truth (rectangles at even pixels, seen at half size and cropped
+    10 pixels from the left) give mask mAP 1.0; shifted ones equal COCOeval's segm run by hand
+    on the same RLEs."""
+    from pycocotools import mask as rle
+
+    steps = Preprocessing(resize=80, crop=80)  # 200 x 160 -> 100 x 80 -> crop 80 x 80 at x 10
+    manifest = get_model("maskrcnn_resnet50_fpn")
+    manifest = manifest.model_copy(
+        update={"inputs": [manifest.inputs[0].model_copy(update={"preprocessing": steps})]}
+    )
+    boxes = [(40, 20, 60, 80), (120, 60, 40, 60)]  # x, y, w, h in the 200 x 160 image
+    annotations = [
+        {"id": n + 1, "image_id": 3, "category_id": 18, "bbox": [float(v) for v in box],
+         "area": float(box[2] * box[3]), "iscrowd": 0,
+         "segmentation": [[box[0], box[1], box[0] + box[2], box[1], box[0] + box[2],
+                           box[1] + box[3], box[0], box[1] + box[3]]]}
+        for n, box in enumerate(boxes)
+    ]  # fmt: skip
+    truth = [ImageTruth(3, 200, 160, json.dumps(annotations))]
+
+    def seen(shift: int) -> Detections:
+        masks = np.zeros((2, 80, 80), bool)
+        corners = []
+        for index, (x, y, w, h) in enumerate(boxes):
+            left, top = x // 2 - 10 + shift, y // 2
+            masks[index, top : top + h // 2, left : left + w // 2] = True
+            corners.append([left, top, left + w // 2, top + h // 2])
+        return Detections(
+            np.array(corners, np.float32), np.array([0.9, 0.8], np.float32),
+            np.array([18, 18]), masks,
+        )  # fmt: skip
+
+    exact = CocoDetection(manifest, CATEGORIES)
+    exact.submit([seen(0)], truth, 1)
+    metrics = exact.finish()
+    assert metrics["mask_map"] == pytest.approx(1.0) and metrics["map"] == pytest.approx(1.0)
+    shifted = CocoDetection(manifest, CATEGORIES)
+    shifted.submit([seen(3)], truth, 1)
+    ours = shifted.finish()
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    results = []
+    for mask, score in zip(seen(3).masks, (0.9, 0.8), strict=True):
+        full = np.zeros((160, 200), np.uint8)
+        full[:, 20:180] = np.repeat(np.repeat(mask, 2, axis=0), 2, axis=1)
+        results.append({"image_id": 3, "category_id": 18, "score": score,
+                        "segmentation": rle.encode(np.asfortranarray(full))})  # fmt: skip
+    with contextlib.redirect_stdout(io.StringIO()):
+        gt = COCO()
+        categories = [{"id": i, "name": n} for i, n in CATEGORIES.items()]
+        gt.dataset = {"images": [{"id": 3, "width": 200, "height": 160}],
+                      "annotations": annotations, "categories": categories}  # fmt: skip
+        gt.createIndex()
+        evaluation = COCOeval(gt, gt.loadRes(results), "segm")
+        evaluation.evaluate()
+        evaluation.accumulate()
+        evaluation.summarize()
+    assert 0 < ours["mask_map"] < 1
+    assert ours["mask_map"] == pytest.approx(float(evaluation.stats[0]), abs=1e-6)
+    assert ours["mask_map_50"] == pytest.approx(float(evaluation.stats[1]), abs=1e-6)

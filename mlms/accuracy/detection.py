@@ -1,10 +1,13 @@
-"""COCO detection metrics by pycocotools (the COCO team's own ``COCOeval``).
+"""COCO detection and instance-segmentation metrics by pycocotools (the COCO team's own
+``COCOeval``).
 
 Each kept detection goes back from the model input's pixels to its image's (the pipeline's
 resize and centre crop undone), as a COCO result row ``[image_id, x, y, width, height, score,
 category]`` whose category is the model's label: the zoo's detectors and COCO share category ids
 (torchvision numbers its 91 classes as COCO does). The ground truth is the data set's own
-annotations, for every image seen. ``COCOeval`` runs once, on the whole pass, in ``finish``.
+annotations, for every image seen. An instance segmenter's masks (Mask R-CNN's, pasted at the
+model input's size) go back the same way and are scored as COCO's RLEs with ``iouType`` segm.
+``COCOeval`` runs once, on the whole pass, in ``finish``.
 """
 
 from __future__ import annotations
@@ -41,11 +44,12 @@ STATS = (
 
 
 def coco_metrics(
-    dataset: dict[str, Any], results: np.ndarray, iou_type: str = "bbox"
+    dataset: dict[str, Any], results: np.ndarray | list[dict[str, Any]], iou_type: str = "bbox"
 ) -> dict[str, float]:
     """``COCOeval``'s stats for ground truth ``dataset`` (COCO's instances JSON as a dict) and
-    ``results`` rows ``[image_id, x, y, width, height, score, category]``; a stat COCO leaves
-    at -1 (no object of that size) is left out."""
+    ``results``: rows ``[image_id, x, y, width, height, score, category]`` for boxes, COCO's
+    result objects (with an RLE ``segmentation``) for masks; a stat COCO leaves at -1 (no
+    object of that size) is left out."""
     from pycocotools.coco import COCO
     from pycocotools.cocoeval import COCOeval
 
@@ -56,7 +60,9 @@ def coco_metrics(
         truth = COCO()
         truth.dataset = dataset
         truth.createIndex()
-        found = truth.loadRes(np.asarray(results, dtype=np.float64))
+        found = truth.loadRes(
+            np.asarray(results, dtype=np.float64) if isinstance(results, np.ndarray) else results
+        )
         evaluation = COCOeval(truth, found, iou_type)
         evaluation.evaluate()
         evaluation.accumulate()
@@ -75,8 +81,26 @@ def image_boxes(boxes: np.ndarray, steps: Preprocessing, width: int, height: int
     return np.concatenate([corners[:, :2], corners[:, 2:] - corners[:, :2]], axis=1)
 
 
+def image_mask(mask: np.ndarray, steps: Preprocessing, width: int, height: int) -> np.ndarray:
+    """A mask over the model input's pixels as a ``height`` x ``width`` mask of its image: put
+    back into the resized image where the crop took it from, then resized (nearest)."""
+    from PIL import Image
+
+    resized = resized_size(steps, width, height)
+    left, top = crop_offset(steps, *resized)
+    canvas = np.zeros((resized[1], resized[0]), np.uint8)
+    rows, columns = mask.shape
+    # A crop larger than the resized image padded it: those pixels lie outside the image.
+    source = mask[max(0, -top) :, max(0, -left) :]
+    window = canvas[max(0, top) : top + rows, max(0, left) : left + columns]
+    window[:] = source[: window.shape[0], : window.shape[1]]
+    picture = Image.fromarray(canvas).resize((width, height), Image.Resampling.NEAREST)
+    return np.asarray(picture)
+
+
 class CocoDetection(Scorer):
-    """mAP and AR of a detector's kept boxes over a COCO-format data set."""
+    """mAP and AR of a detector's kept boxes over a COCO-format data set; of an instance
+    segmenter's masks too (``mask_`` metrics) where the annotations have segmentations."""
 
     task = "detection"
 
@@ -87,6 +111,7 @@ class CocoDetection(Scorer):
         self._images: list[dict[str, int]] = []
         self._annotations: list[dict[str, Any]] = []
         self._results: list[np.ndarray] = []
+        self._masks: list[dict[str, Any]] = []
 
     def postprocess(self, outputs: np.ndarray, step: Step) -> list[Detections]:
         return detections(self._manifest, outputs, step)
@@ -104,6 +129,23 @@ class CocoDetection(Scorer):
             rows[:, 5] = found.scores
             rows[:, 6] = found.labels
             self._results.append(rows)
+            if found.masks is not None:
+                self._add_masks(image, found, rows)
+
+    def _add_masks(self, image: ImageTruth, found: Detections, rows: np.ndarray) -> None:
+        from pycocotools import mask as rle
+
+        steps = self._manifest.inputs[0].preprocessing
+        for mask, row in zip(found.masks, rows, strict=True):  # type: ignore[arg-type]
+            full = image_mask(mask, steps, image.width, image.height)
+            self._masks.append(
+                {
+                    "image_id": image.image_id,
+                    "category_id": int(row[6]),
+                    "segmentation": rle.encode(np.asfortranarray(full)),
+                    "score": float(row[5]),
+                }
+            )
 
     def ground_truth(self) -> dict[str, Any]:
         """The images seen and their annotations as COCO's instances JSON."""
@@ -118,4 +160,9 @@ class CocoDetection(Scorer):
         return np.concatenate(self._results) if self._results else np.empty((0, 7))
 
     def metrics(self) -> dict[str, float]:
-        return coco_metrics(self.ground_truth(), self.found())
+        truth = self.ground_truth()
+        metrics = coco_metrics(truth, self.found())
+        if self._masks and any("segmentation" in a for a in self._annotations):
+            masks = coco_metrics(truth, self._masks, "segm")
+            metrics |= {f"mask_{name}": value for name, value in masks.items()}
+        return metrics

@@ -73,6 +73,8 @@ class Detections:
     boxes: np.ndarray  # (n, 4): x1, y1, x2, y2
     scores: np.ndarray  # (n,)
     labels: np.ndarray  # (n,)
+    #: An instance segmenter's (Mask R-CNN's): each detection's mask, (n, height, width) bool.
+    masks: np.ndarray | None = None
 
 
 def detections(
@@ -88,12 +90,8 @@ def detections(
     raw = torch.from_numpy(np.ascontiguousarray(outputs, dtype=np.float32))
     if name and family_of(name) in ONE_STAGE:
         kept = OneStageDecoder.of(name, _image_size(manifest)).detections(raw, step)
-    else:
-        kept = _two_stage(raw, _image_size(manifest), k, step)
-    return [
-        Detections(boxes[:k].numpy(), scores[:k].numpy(), labels[:k].numpy())
-        for boxes, scores, labels in kept
-    ]
+        return [Detections(b[:k].numpy(), s[:k].numpy(), c[:k].numpy()) for b, s, c in kept]
+    return _two_stage(raw, _image_size(manifest), k, step)
 
 
 def _detections(
@@ -108,24 +106,26 @@ def _detections(
     return labels, scores
 
 
-def _two_stage(
-    raw: Any, size: tuple[int, int], k: int | None, step: Step
-) -> list[tuple[Any, Any, Any]]:
+def _two_stage(raw: Any, size: tuple[int, int], k: int | None, step: Step) -> list[Detections]:
     """Faster and Mask R-CNN's kept boxes: ``[x1, y1, x2, y2, score, label, mask (28 x 28)?]``
     rows, best first, padding scored -1."""
     from torchvision.models.detection.roi_heads import paste_masks_in_image
 
     with step("score filter"):
-        images = [rows[rows[:, 4] >= 0] for rows in raw]
+        images = [rows[rows[:, 4] >= 0][:k] for rows in raw]
+    masks: list[np.ndarray | None] = [None] * len(images)
     if raw.shape[-1] > 6:
         side = round((raw.shape[-1] - 6) ** 0.5)
         with step("mask pasting"):
-            # The returned detections' masks at image size, as their consumer gets them; the
-            # answer keeps the boxes, labels and scores.
-            for rows in images:
-                probabilities = rows[:k, 6:].reshape(-1, 1, side, side)
-                paste_masks_in_image(probabilities, rows[:k, :4], size).gt_(0.5)
-    return [(rows[:, :4], rows[:, 4], rows[:, 5].long()) for rows in images]
+            # The returned detections' masks at image size, as their consumer gets them.
+            for index, rows in enumerate(images):
+                probabilities = rows[:, 6:].reshape(-1, 1, side, side)
+                pasted = paste_masks_in_image(probabilities, rows[:, :4], size)
+                masks[index] = pasted[:, 0].gt(0.5).numpy()
+    return [
+        Detections(rows[:, :4].numpy(), rows[:, 4].numpy(), rows[:, 5].long().numpy(), mask)
+        for rows, mask in zip(images, masks, strict=True)
+    ]
 
 
 class OneStageDecoder:
