@@ -58,10 +58,12 @@ class AdviceRequest(BaseModel):
     #: A latency objective every recommended configuration must meet at ``percentile``.
     slo_ms: float | None = Field(default=None, gt=0, le=MAX_SECONDS * 1000, allow_inf_nan=False)
     percentile: float = 99.0
-    #: Accuracy is checked on this data set (top-1 against the fp32 baseline's), else as top-1
-    #: agreement with the fp32 baseline on synthetic inputs.
+    #: Accuracy is checked on this data set (its task's headline metric against the fp32
+    #: baseline's: top-1, mAP, mIoU, perplexity, BLEU), else as top-1 agreement with the fp32
+    #: baseline on synthetic inputs.
     dataset: str | None = None
-    #: Percentage points of top-1 a configuration may lose against the fp32 baseline.
+    #: Points of that metric a configuration may lose against the fp32 baseline
+    #: (``mlms.evaluation.record.Accuracy.drop_from``).
     max_accuracy_drop: float = Field(default=0.5, ge=0, le=100, allow_inf_nan=False)
     #: Wall time of probes and verification together.
     budget_minutes: float = Field(default=10.0, gt=0, le=24 * 60, allow_inf_nan=False)
