@@ -10,13 +10,16 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
 from mlms import errors
 from mlms.evaluation.query import EvaluationQuery
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
+from mlms.protos.mlms.v2 import evaluator_pb2_grpc
 from mlms.registry.memory import MemoryRegistry
 from mlms.remote_client import RemoteClient, server_addresses
+from mlms.rpc.payloads import evaluate_message
 from mlms.server.process import Server, ServerConfig
 from mlms.store.factory import store_from_url
 from tests.loopback_fleet import LoopbackFleet, running_fleet
@@ -126,3 +129,15 @@ def test_an_evaluation_outlives_its_server(fleet: LoopbackFleet) -> None:
     finally:
         other.stop()
         fleet.start_server()  # for any test after this one
+
+
+def test_a_client_chosen_evaluation_id_is_checked(two_servers) -> None:
+    with grpc.insecure_channel(f"127.0.0.1:{two_servers[0].port}") as channel:
+        stub = evaluator_pb2_grpc.EvaluatorStub(channel)
+        message = evaluate_message(EvaluationRequest(model="digits_cnn"), "not-an-id")
+        with pytest.raises(grpc.RpcError) as caught:
+            next(stub.Evaluate(message, timeout=30))
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.value.details() == (
+        "evaluation id 'not-an-id': expected 32 lowercase hex digits, or none"
+    )
