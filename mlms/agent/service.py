@@ -18,8 +18,8 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 import grpc
@@ -202,10 +202,7 @@ class PredictorService(predictor_pb2_grpc.PredictorServicer):
         if which == "images":
             if not request.images.images:
                 raise InvalidArgument("batch size 0: expected at least one image")
-            budget = _PixelBudget()
-            return predictor.preprocess(
-                [_decode(i, d, budget) for i, d in enumerate(request.images.images)]
-            )
+            return predictor.preprocess(_decoded(request.images.images))
         if which != "tensor":
             raise InvalidArgument("empty predict request: expected a tensor or images")
         batch = tensors.from_proto(request.tensor)
@@ -391,12 +388,28 @@ class _PixelBudget:
         self.left -= pixels
 
 
-def _decode(index: int, data: bytes, budget: _PixelBudget) -> np.ndarray:
+def _decoded(images: Sequence[bytes]) -> list[np.ndarray]:
+    """The batch's images as RGB arrays, once every image's size (read from its header alone)
+    fits the pixel budget: a batch over it is refused before any of its pixels is decoded."""
+    budget = _PixelBudget()
+    with ExitStack() as stack:
+        opened = []
+        for index, data in enumerate(images):
+            with _readable(index, data):
+                opened.append(stack.enter_context(Image.open(io.BytesIO(data))))
+            budget.take(index, *opened[-1].size)
+        decoded = []
+        for index, (data, image) in enumerate(zip(images, opened, strict=True)):
+            with _readable(index, data):
+                decoded.append(np.asarray(image.convert("RGB")))
+        return decoded
+
+
+@contextmanager
+def _readable(index: int, data: bytes) -> Iterator[None]:
+    """What PIL raises for a bad image, as the caller's fault naming the image."""
     try:
-        # Opening reads the header only: the size is known before any pixel is decoded.
-        with Image.open(io.BytesIO(data)) as image:
-            budget.take(index, *image.size)
-            return np.asarray(image.convert("RGB"))
+        yield
     except (UnidentifiedImageError, OSError, Image.DecompressionBombError) as exc:
         raise InvalidArgument(
             f"image {index} of the batch ({len(data)} bytes) is not a readable image: "
