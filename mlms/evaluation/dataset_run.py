@@ -146,7 +146,9 @@ def run_pass(
     """Predict every batch of the data set (the first ``limit`` ones where given)."""
     result = Pass(Hits(data.scorer()))
     scorer = result.hits.scorer
-    step = functools.partial(_step, tracer)
+    step = functools.partial(post_step, tracer)
+    # Only a pass over every sample is scored; a partial one (warm-up, deeper levels) counts.
+    scored = limit is None
     target = data.batches(batch_size) if limit is None else min(limit, data.batches(batch_size))
     clock = time.perf_counter_ns
     began = clock()
@@ -167,7 +169,10 @@ def run_pass(
                 if isinstance(scorer, TopKScorer):
                     _check_outputs(data.bound, truth, logits.shape[1])
                 answers = scorer.postprocess(logits, step)
-            scorer.submit(answers, truth, len(inputs))
+            if scored:
+                scorer.submit(answers, truth, len(inputs))
+            else:
+                scorer.samples += len(inputs)
             # A short last batch would pass for a faster predict.
             if len(inputs) == batch_size or (not result.latencies and done == target):
                 result.latencies.append(elapsed)
@@ -176,7 +181,7 @@ def run_pass(
     return result
 
 
-def _step(tracer: Tracer, name: str) -> AbstractContextManager[object]:
+def post_step(tracer: Tracer, name: str) -> AbstractContextManager[object]:
     """One post-processing step's span, inside the postprocess span."""
     return tracer.span(name, TraceLevel.APPLICATION)
 

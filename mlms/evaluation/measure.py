@@ -13,12 +13,12 @@ from __future__ import annotations
 import functools
 import time
 from abc import ABC, abstractmethod
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from mlms.evaluation.dataset_run import DatasetInputs, Pass, run_pass
+from mlms.evaluation.dataset_run import DatasetInputs, Pass, post_step, run_pass
 from mlms.evaluation.energy import EnergyMeter
 from mlms.evaluation.feed import Feed, host_batch
 from mlms.evaluation.inputs import InputSource
@@ -304,15 +304,10 @@ def measure_loop(
                 logits = predictor.predict(batch)
                 latencies.append(clock() - start)
         with tracer.span("postprocess", TraceLevel.APPLICATION):
-            predictor.postprocess(logits, step=functools.partial(_step, tracer))
+            predictor.postprocess(logits, step=functools.partial(post_step, tracer))
         index += 1
         report(Progress(batch_size, level.label, index, request.iterations))
     return predictor.ranks.slowest(latencies), (clock() - began) / 1e9
-
-
-def _step(tracer: Tracer, name: str) -> AbstractContextManager[object]:
-    """One post-processing step's span, inside the postprocess span."""
-    return tracer.span(name, TraceLevel.APPLICATION)
 
 
 def _copy_result(copies: list[InputCopy]) -> InputCopyResult | None:
