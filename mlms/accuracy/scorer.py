@@ -18,6 +18,9 @@ import numpy as np
 
 from mlms.tasks.postprocess import Step
 
+#: Batches handed over and not yet scored, at most.
+BACKLOG = 8
+
 
 class Scorer(ABC):
     """One pass's accuracy for one task."""
@@ -45,6 +48,9 @@ class Scorer(ABC):
     def submit(self, answers: Any, truth: Any, rows: int) -> None:
         """Hand one batch of ``rows`` samples to the scoring thread."""
         self.samples += rows
+        if len(self._pending) >= BACKLOG:
+            # A scorer slower than the model holds the pass back rather than fill the memory.
+            self._pending[0].result()
         for future in [f for f in self._pending if f.done()]:
             future.result()  # a scoring error surfaces at the next batch, not the pass's end
         self._pending = [f for f in self._pending if not f.done()]
