@@ -229,7 +229,10 @@ def test_bad_labels_over_the_cli(store, tmp_path, capsys, monkeypatch) -> None:
     mask = Image.new("L", (80, 60), 0)
     ImageDraw.Draw(mask).rectangle([1, 1, 5, 5], fill=40)
     mask.save(seg / "masks" / "000.png")
-    assert run_cli(["datasets", "add", str(seg), "--name", name], capsys, monkeypatch)[0] == 0
+    status, out, _ = run_cli(["datasets", "add", str(seg), "--name", name], capsys, monkeypatch)
+    assert status == 0 and f"added data set {name}@1: 3 samples (images), mask classes 0..40" in out
+    status, out, _ = run_cli(["datasets"], capsys, monkeypatch)
+    assert status == 0 and "segmentation" in out and "mask classes 0..40" in out
     one_line_error(
         run_cli(["eval", "-m", "lraspp_mobilenet_v3", "--dataset", name], capsys, monkeypatch),
         f"data set {name!r} has masks with class 40: model 'lraspp_mobilenet_v3' has 21 classes",
