@@ -13,15 +13,20 @@ packed into at most 8 files under OUT; ``unpack`` merges them into the results f
     .venv/bin/python benchmarks/gpu_kit.py unpack FILES_AT [--into DIR]
     .venv/bin/python benchmarks/gpu_kit.py summary PLAN [--results DIR]
     .venv/bin/python benchmarks/gpu_kit.py wheels PLAN    # .whl-kit/: benchmarks/gpu_wheels.txt
+    .venv/bin/python benchmarks/gpu_kit.py check PLAN     # before a call: wheels, carry size
 
-On the GPU machine the carried wheels (``.whl-kit/``: mlms's pure-Python dependencies that the
-image lacks, listed in ``benchmarks/gpu_wheels.txt``) are installed once per machine: a second
-call on the same warm machine finds them installed and goes straight to the cells. The image's
+On the GPU machine the carried wheels (``.whl-kit/``: mlms's dependencies that the image lacks,
+pinned in ``benchmarks/gpu_wheels.txt``, installed here for the image's Python and packed with
+xz) are unpacked once per machine: a second call on the same warm machine finds them unpacked
+and goes straight to the cells. The image's
 own torch, transformers and timm are used where they are in mlms's ranges. The device tool's call:
 
     run(command="python3 benchmarks/gpu_kit.py run PLAN $OUT", carry=[".whl-kit"], kind=...)
 
-then, here, ``python3 benchmarks/gpu_kit.py unpack FILES_AT`` and commit the results folder. To
+A call whose .whl-kit/ lacks a wheel of the plan's groups stops before its first cell, naming
+what is missing; ``check`` says so here, and whether the working tree with .whl-kit/ and
+.kit-src/ fits in the 64 MiB one call carries. Then, here, ``python3 benchmarks/gpu_kit.py
+unpack FILES_AT`` and commit the results folder. To
 measure one commit while the working tree changes, ``snapshot [COMMIT]`` puts that commit's code
 in .kit-src/; the call then carries it too and runs ``python3 .kit-src/benchmarks/gpu_kit.py``.
 The kit uses the standard library only: it runs before anything is installed.
@@ -60,6 +65,12 @@ REPO = ROOT.parent if SNAPSHOT.is_file() else ROOT
 SNAPSHOT_DIR = REPO / ".kit-src"
 WHEELS = REPO / ".whl-kit"
 WHEEL_LIST = ROOT / "benchmarks" / "gpu_wheels.txt"
+#: In .whl-kit/: the plan's wheels installed for the image's Python, packed (xz packs them into
+#: two thirds of the wheels' own size), and the pins they are.
+SITE = "site.tar.xz"
+PINS = "PINS"
+#: What one device call carries at most: the working tree and the folders named to carry.
+CARRY_LIMIT = 64 * 2**20
 IMAGE_LIST = ROOT / "benchmarks" / "gpu_image_packages.txt"
 PLANS = ROOT / "benchmarks" / "plans"
 RESULTS = REPO / "benchmarks" / "results"
@@ -148,27 +159,26 @@ def load_plan(spec: str) -> Plan:
 
 
 def install_wheels(wheels: Path, site: Path) -> str:
-    """Install the carried wheels into ``site`` unless this machine has them already (the same
-    files: their names and sizes hashed into a marker)."""
-    files = sorted(wheels.glob("*.whl"))
+    """Unpack the carried site (``SITE``: the wheels installed here for the image's Python,
+    packed with xz) into ``site`` unless this machine has it already (the same archive: its
+    name and size hashed into a marker)."""
+    packed = wheels / SITE
     digest = hashlib.sha256(
-        "\n".join(f"{f.name} {f.stat().st_size}" for f in files).encode()
+        f"{packed.name} {packed.stat().st_size}".encode() if packed.is_file() else b""
     ).hexdigest()
     marker = site / ".kit-wheels"
+    pins = len(_held_pins(wheels))
     if marker.is_file() and marker.read_text() == digest:
-        return f"wheels: {len(files)} installed already"
+        return f"wheels: {pins} installed already"
     # An older install's dist-info would shadow a newer wheel's: start from nothing.
     shutil.rmtree(site, ignore_errors=True)
     began = time.monotonic()
-    if files:
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
-             "--no-compile", "--no-cache-dir", "--target", str(site), *map(str, files)],
-            check=True, timeout=180,
-        )  # fmt: skip
-    site.mkdir(parents=True, exist_ok=True)
+    site.mkdir(parents=True)
+    if packed.is_file():
+        with tarfile.open(packed, "r:xz") as tar:
+            tar.extractall(site, filter="data")
     marker.write_text(digest)
-    return f"wheels: {len(files)} installed in {time.monotonic() - began:.0f} s"
+    return f"wheels: {pins} installed in {time.monotonic() - began:.0f} s"
 
 
 def unpack_etcd(wheels: Path, bin_dir: Path) -> Path | None:
@@ -314,6 +324,42 @@ def _canonical(distribution: str) -> str:
     return re.sub(r"[-_.]+", "-", distribution).lower()
 
 
+def missing_wheels(plan: Plan, wheels: Path) -> list[str]:
+    """The pins of the plan's groups (``base`` and its ``WHEELS``) that ``wheels`` holds no
+    wheel of, and ``etcd.xz`` where the plan runs a fleet without it: what a call would fail
+    on at a cell's first import, minutes in."""
+    held = {_canonical_pin(pin) for pin in _held_pins(wheels)}
+    groups = {"base", *plan.wheels}
+    missing = [pin for pin in _pins(groups) if _canonical_pin(pin) not in held]
+    if "fleet" in groups and not (wheels / "etcd.xz").is_file():
+        missing.append("etcd.xz")
+    return missing
+
+
+def _held_pins(wheels: Path) -> list[str]:
+    listed = wheels / PINS
+    return listed.read_text().split() if listed.is_file() else []
+
+
+def _canonical_pin(pin: str) -> str:
+    name, version = pin.split("==")
+    return f"{_canonical(name)}=={version}"
+
+
+def carried_bytes(folders: list[Path]) -> int:
+    """What a device call carries from this checkout: the files git tracks or would add (the
+    working tree as the device tool copies it) and the carried ``folders``."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True,
+        check=True,
+    ).stdout.decode()  # fmt: skip
+    tree = sum((REPO / name).stat().st_size for name in listed.split("\0")
+               if name and (REPO / name).is_file())  # fmt: skip
+    carried = sum(p.stat().st_size for folder in folders if folder.is_dir()
+                  for p in folder.rglob("*") if p.is_file())  # fmt: skip
+    return tree + carried
+
+
 def missing_on_image(plan: Plan) -> tuple[list[str], list[str]]:
     """The distributions installed here that a cell on the GPU image would not find, neither
     on the image nor among the plan's wheels (mlms itself travels with the working tree), and
@@ -440,6 +486,12 @@ def run(args: argparse.Namespace) -> int:
         gpus = gpu_names()
         if not gpus:
             raise SystemExit("gpu_kit: no GPU here (nvidia-smi lists none); --dry runs on the CPU")
+        missing = missing_wheels(plan, WHEELS)
+        if missing:
+            raise SystemExit(
+                f"gpu_kit: {WHEELS.name}/ lacks what plan {plan.name} needs: "
+                f"{', '.join(missing)}; run `gpu_kit.py wheels {plan.name}` and carry it"
+            )
         kit = Kit(dry=False, python=sys.executable, gpus=gpus)
         machine = Path(args.machine or MACHINE)
         notes = [install_wheels(WHEELS, machine / "site")]
@@ -579,29 +631,58 @@ def summary(args: argparse.Namespace) -> int:
 
 def wheels(args: argparse.Namespace) -> int:
     """Download the pinned wheels of a plan's groups (``base`` and its ``WHEELS``) for the GPU
-    image's Python (3.12) into .whl-kit/, and pack this machine's etcd server beside them when
-    the plan runs a fleet."""
+    image's Python (3.12), install them into a site folder here and pack it into .whl-kit/
+    (``SITE``, with ``PINS``), and pack this machine's etcd server beside them when the plan
+    runs a fleet."""
+    import tempfile
+
     plan = load_plan(args.plan)
     groups = {"base", *plan.wheels}
     pins = _pins(groups)
     shutil.rmtree(WHEELS, ignore_errors=True)
-    platforms = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64",
-                 "manylinux_2_17_x86_64", "manylinux2014_x86_64", "any"]  # fmt: skip
-    command = [sys.executable, "-m", "pip", "download", "-q", "-d", str(WHEELS),
-               "--no-deps", "--only-binary=:all:", "--python-version", "3.12",
-               "--implementation", "cp"]  # fmt: skip
-    for platform in platforms:
-        command += ["--platform", platform]
-    subprocess.run(command + pins, check=True)
+    WHEELS.mkdir()
+    target = ["--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp"]
+    for platform in ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64",
+                     "manylinux_2_17_x86_64", "manylinux2014_x86_64", "any"):  # fmt: skip
+        target += ["--platform", platform]
+    pip = [sys.executable, "-m", "pip", "-q"]
+    with tempfile.TemporaryDirectory(prefix="gpu-kit-wheels-") as work:
+        downloads, site = Path(work) / "downloads", Path(work) / "site"
+        subprocess.run([*pip, "download", "-d", str(downloads), "--no-deps", *target, *pins],
+                       check=True)  # fmt: skip
+        subprocess.run([*pip, "install", "--no-index", "--no-deps", "--no-compile", "--target",
+                        str(site), *target, *map(str, sorted(downloads.glob("*.whl")))],
+                       check=True)  # fmt: skip
+        wheel_bytes = sum(p.stat().st_size for p in downloads.glob("*.whl"))
+        with tarfile.open(WHEELS / SITE, "w:xz", preset=9) as tar:
+            tar.add(site, arcname=".")
+    (WHEELS / PINS).write_text("\n".join(pins) + "\n")
     etcd = shutil.which("etcd")
     if "fleet" in groups:
         if etcd is None:
             raise SystemExit("gpu_kit: plan runs a fleet but this machine has no etcd to carry")
         (WHEELS / "etcd.xz").write_bytes(lzma.compress(Path(etcd).read_bytes(), preset=9))
     total = sum(p.stat().st_size for p in WHEELS.iterdir())
-    print(f"{WHEELS}: {len(list(WHEELS.iterdir()))} files, {total / 2**20:.1f} MiB "
-          f"(groups: {', '.join(sorted(groups))})")  # fmt: skip
+    print(f"{WHEELS}: {len(pins)} wheels ({wheel_bytes / 2**20:.1f} MiB) packed with the rest "
+          f"into {total / 2**20:.1f} MiB (groups: {', '.join(sorted(groups))})")  # fmt: skip
     return 0
+
+
+def check(args: argparse.Namespace) -> int:
+    """Before a device call: whether .whl-kit/ holds the plan's wheels, and whether the
+    working tree with .whl-kit/ and .kit-src/ fits in what one call carries."""
+    plan = load_plan(args.plan)
+    missing = missing_wheels(plan, WHEELS)
+    size = carried_bytes([WHEELS, SNAPSHOT_DIR])
+    print(f"carried: {size / 2**20:.1f} MiB of {CARRY_LIMIT / 2**20:.0f} (the working tree, "
+          f"{WHEELS.name}/, {SNAPSHOT_DIR.name}/)")  # fmt: skip
+    if missing:
+        print(f"{WHEELS.name}/ lacks what plan {plan.name} needs: {', '.join(missing)}; run "
+              f"`gpu_kit.py wheels {plan.name}`")  # fmt: skip
+    if size > CARRY_LIMIT:
+        print("too large to carry: drop a wheel group the cells of this call do not import, or "
+              "results no longer needed from the working tree")  # fmt: skip
+    return 1 if missing or size > CARRY_LIMIT else 0
 
 
 def snapshot(args: argparse.Namespace) -> int:
@@ -650,9 +731,11 @@ def main() -> int:
     getting.add_argument("plan")
     snapping = verbs.add_parser("snapshot", help="one commit's code in .kit-src/ to carry")
     snapping.add_argument("commit", nargs="?", default="HEAD")
+    checking = verbs.add_parser("check", help="before a call: the plan's wheels, the carry size")
+    checking.add_argument("plan")
     args = parser.parse_args()
     verbs_run = {"run": run, "unpack": unpack, "summary": summary, "wheels": wheels,
-                 "snapshot": snapshot}  # fmt: skip
+                 "snapshot": snapshot, "check": check}  # fmt: skip
     verb = verbs_run[args.verb]
     return verb(args)
 

@@ -7,13 +7,13 @@ commit that runs with the repository's results. The real plans are checked to li
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
-import zipfile
 from importlib import metadata
 from pathlib import Path
 from types import ModuleType
@@ -131,30 +131,43 @@ def test_bad_plan_cell_and_machine_are_one_line(tmp_path: Path) -> None:
     assert "has no env.txt: expected the files of a kit call" in nothing.stderr
 
 
-def _wheel(folder: Path, name: str) -> Path:
-    """A pure-Python wheel made by hand: pip installs it offline."""
-    path = folder / f"{name}-1.0-py3-none-any.whl"
-    info = f"{name}-1.0.dist-info"
-    with zipfile.ZipFile(path, "w") as wheel:
-        wheel.writestr(f"{name}/__init__.py", "VALUE = 7\n")
-        wheel.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
-        wheel.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\n"
-                       "Root-Is-Purelib: true\nTag: py3-none-any\n")  # fmt: skip
-        wheel.writestr(f"{info}/RECORD", "")
-    return path
+def _packed_site(folder: Path, *names: str) -> None:
+    """A packed site as ``gpu_kit.py wheels`` leaves it, made by hand: a package per name."""
+    folder.mkdir(exist_ok=True)
+    with tarfile.open(folder / "site.tar.xz", "w:xz") as tar:
+        for name in names:
+            data = b"VALUE = 7\n"
+            member = tarfile.TarInfo(f"./{name}/__init__.py")
+            member.size = len(data)
+            tar.addfile(member, io.BytesIO(data))
+    (folder / "PINS").write_text("".join(f"{name}==1.0\n" for name in names))
 
 
 def test_wheels_install_once_per_machine(tmp_path: Path) -> None:
     module = kit_module()
     wheels, site = tmp_path / "wheels", tmp_path / "site"
-    wheels.mkdir()
-    _wheel(wheels, "kittest_one")
-    assert "installed in" in module.install_wheels(wheels, site)
+    _packed_site(wheels, "kittest_one")
+    assert "wheels: 1 installed in" in module.install_wheels(wheels, site)
     assert (site / "kittest_one" / "__init__.py").read_text() == "VALUE = 7\n"
     assert module.install_wheels(wheels, site) == "wheels: 1 installed already"
-    _wheel(wheels, "kittest_two")  # another set of wheels: installed afresh
-    assert "installed in" in module.install_wheels(wheels, site)
+    _packed_site(wheels, "kittest_one", "kittest_two")  # another set: unpacked afresh
+    assert "wheels: 2 installed in" in module.install_wheels(wheels, site)
     assert (site / "kittest_two").is_dir()
+
+
+def test_a_call_without_the_plans_wheels_is_refused_naming_them(tmp_path: Path) -> None:
+    """A .whl-kit/ packed for another plan: the call would fail at a cell's first import."""
+    module = kit_module()
+    plan = module.Plan(name="p", results="p", cells=lambda kit: [], summarize=None,
+                       wheels=("cupti", "fleet"))  # fmt: skip
+    needed = module._pins({"base", "cupti", "fleet"})
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "PINS").write_text("\n".join(p for p in needed if "cupti" not in p))
+    assert module.missing_wheels(plan, wheels) == [*(p for p in needed if "cupti" in p), "etcd.xz"]
+    (wheels / "PINS").write_text("\n".join(needed).replace("_", "-"))  # names as pip spells them
+    (wheels / "etcd.xz").write_bytes(b"")
+    assert module.missing_wheels(plan, wheels) == []
 
 
 def test_snapshot_runs_one_commit_with_the_repository_results(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from benchmarks.gpu_kit import ROOT, Cell, Kit
 
 RESULTS = "zoo_sweep_gpu"
-WHEELS = ("grpc", "site")
+WHEELS = ("cupti", "grpc", "site", "keras")  # CUPTI for the hardware level, Keras for jax
 CHUNK = 10
 DRY_MODELS = ("digits_cnn", "squeezenet1_1", "distilbert_base")
 #: One model per task, traced to the hardware level (CUPTI): the layer/kernel joins per task.
