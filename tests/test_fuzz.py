@@ -64,6 +64,7 @@ from mlms import hardware
 from mlms.agent.process import Agent, AgentConfig
 from mlms.agent.service import MAX_BATCH_PIXELS, MAX_IMAGE_PIXELS
 from mlms.assets.manager import AssetManager
+from mlms.catalog.library_models import library_manifests
 from mlms.catalog.zoo import BUILTIN_DIR, LABELS_DIR, get_model
 from mlms.config import mlms_home
 from mlms.datasets.index import parse_reference
@@ -329,6 +330,9 @@ def fleet(store) -> Iterator[Fleet]:
     canary = _canary(CANARY)
     # Built here so that no case pays for it (and its temporary files are not the cases').
     AssetManager(store, mlms_home() / "cache").ensure(get_model("digits_cnn"), "torch")
+    # The libraries' listing (ListModels with libraries), which the process keeps, likewise:
+    # importing timm imports torch._dynamo, which makes torch's cache folder in /tmp.
+    library_manifests()
     registry = MemoryRegistry()
     agent = Agent(AgentConfig(framework="torch", grace=0), registry=registry).start()
     server = Server(ServerConfig(grace=0), registry=registry).start()
