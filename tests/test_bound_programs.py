@@ -101,7 +101,7 @@ def test_mlms_bound_refuses_another_format_in_one_line(store, tmp_path):
     _one_line_error(
         mlms("bound", "--model", _torchscript(tmp_path, store)),
         "a zoo model (its torch architecture) or a torch.export program (.pt2)",
-        "'digits_script' is a torchscript file",
+        "'digits_script' is a file model (torchscript)",
     )
 
 
@@ -113,7 +113,7 @@ def test_over_grpc_another_format_is_an_invalid_argument(server, store, tmp_path
         client.bound(BoundRequest(model=name, repeats=3, iterations=1))
     message = str(refused.value)
     assert "\n" not in message and "torch.export program (.pt2)" in message
-    assert "'digits_script' is a torchscript file" in message
+    assert "'digits_script' is a file model (torchscript)" in message
 
 
 def test_a_zoo_network_on_token_ids_is_read_from_its_export():

@@ -250,7 +250,8 @@ def test_compare_sweep_and_loadgen_take_a_model_file(artifacts, tmp_path, monkey
     assert loaded.exit_code == 0 and "mlms's own clock" in loaded.output, loaded.output
     bound = runner.invoke(cli, ["bound", "--model", onnx])
     assert isinstance(bound.exception, InvalidArgument)
-    assert "is a file model, which has none" in str(bound.exception)
+    assert "a bound reads the layers of a zoo model" in str(bound.exception)
+    assert "is a file model (onnx)" in str(bound.exception)
 
 
 @pytest.fixture

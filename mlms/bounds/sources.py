@@ -40,7 +40,8 @@ def graph_source(asked: str, manifest: ModelManifest, store: ObjectStore) -> Gra
         return GraphSource(model=manifest.name, dtype=dtype)
     source = manifest.file_source
     if source is None or source.format != "torch_export":
-        what = f"a {source.format} file" if source is not None else f"a {manifest.origin} model"
+        kind = f"file model ({source.format})" if source is not None else f"{manifest.origin} model"
+        what = f"a {kind}"
         raise InvalidArgument(
             f"bound --model {asked}: a bound reads the layers of {ACCEPTED}; "
             f"model {manifest.name!r} is {what}"
