@@ -26,7 +26,7 @@ from pathlib import Path
 from benchmarks.gpu_kit import ROOT, Cell, Kit
 
 RESULTS = "zoo_sweep_gpu"
-WHEELS = ("cupti", "grpc", "site", "keras")  # CUPTI for the hardware level, Keras for jax
+WHEELS = ("cupti", "grpc", "site", "keras", "tls")  # CUPTI: hardware level; jax: Keras, TLS
 CHUNK = 10
 DRY_MODELS = ("digits_cnn", "squeezenet1_1", "distilbert_base")
 #: One model per task, traced to the hardware level (CUPTI): the layer/kernel joins per task.
