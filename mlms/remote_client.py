@@ -10,8 +10,9 @@ which the client keeps using; each call tries each server once. An evaluation ca
 chosen here, so that when its stream breaks before the server assigned it, the next server
 takes it with the same id (an evaluation is stored once, whichever copy finishes first); once
 assigned, its agent finishes it whatever became of the server, so the client follows it by id
-through the next server (``FOLLOW_POLL_S``) until its record is stored, or fails it when
-neither a server's job, an agent nor the store has it. A call refused for load (RESOURCE_EXHAUSTED,
+through the next server (``FOLLOW_POLL_S``) until its record is stored; when neither a server's
+job, an agent nor the store has it (the server went away before the agent took it), it is sent
+again under its id. A call refused for load (RESOURCE_EXHAUSTED,
 ``Overloaded``) is made again after the pushback the server sent, when that is short
 (``MAX_PUSHBACK_WAIT_S``), at most ``OVERLOAD_RETRIES`` times.
 """
@@ -159,8 +160,13 @@ class RemoteClient:
 
         def events(metadata) -> Iterator[calls_pb2.EvaluateEvent]:
             if assigned:  # its server went away after assigning it: the agent finishes it
-                yield from self._follow(assigned[0])
-                return
+                record = self._follow(assigned[0])
+                if record is not None:
+                    yield calls_pb2.EvaluateEvent(
+                        evaluation=to_proto(record, evaluation_pb2.EvaluationRecord)
+                    )
+                    return
+                assigned.clear()  # ran nowhere: again, under its id (stored once)
             for event in self._stub.Evaluate(
                 evaluate_message(request, evaluation_id), metadata=metadata
             ):
@@ -173,9 +179,9 @@ class RemoteClient:
                 lambda: record_from_events(events(metadata), progress, self.peer, EvaluationRecord)
             )
 
-    def _follow(self, evaluation_id: str) -> Iterator[calls_pb2.EvaluateEvent]:
-        """The record of an evaluation assigned by a server that went away, as an event, once
-        stored; Unavailable when no server's job, no agent and no store has it."""
+    def _follow(self, evaluation_id: str) -> EvaluationRecord | None:
+        """The record of an evaluation assigned by a server that went away, once stored; None
+        when no server's job, no agent and no store has it."""
         misses = 0
         while True:
             running = any(evaluation_id in agent.running for agent in self.list_agents())
@@ -186,15 +192,9 @@ class RemoteClient:
             except UnknownEvaluation:
                 misses = 0 if running else misses + 1
                 if misses >= FOLLOW_MISSES:
-                    raise Unavailable(
-                        f"evaluation {evaluation_id} was lost: its server went away, and no "
-                        "agent runs it nor is its record stored; run it again"
-                    ) from None
+                    return None
             else:
-                yield calls_pb2.EvaluateEvent(
-                    evaluation=to_proto(record, evaluation_pb2.EvaluationRecord)
-                )
-                return
+                return record
             time.sleep(FOLLOW_POLL_S)
 
     def bound(self, request: BoundRequest, progress: ProgressCallback | None = None) -> BoundRecord:
