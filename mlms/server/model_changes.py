@@ -31,7 +31,8 @@ class ModelChanges:
         self._counter = itertools.count()
         self._lock = threading.Lock()
         self._generation = next(self._counter)
-        self._watch = registry.watch_prefix(PREFIX, lambda _current: self._moved())
+        self._seen: dict[str, bytes] | None = None
+        self._watch = registry.watch_prefix(PREFIX, self._observed)
 
     def generation(self) -> str:
         """Moves with every change this server makes or any server announces."""
@@ -48,6 +49,12 @@ class ModelChanges:
             self.lease.put(KEY, uuid.uuid4().hex.encode())
         except MlmsError as exc:  # the key is put again once the registry answers
             log.warning("the other servers learn of the changed models later: %s", exc)
+
+    def _observed(self, current: dict[str, bytes]) -> None:
+        # The watch's first call is the state at its start, which nothing kept predates.
+        first, self._seen = self._seen is None, current
+        if not first:
+            self._moved()
 
     def _moved(self) -> None:
         with self._lock:
