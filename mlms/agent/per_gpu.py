@@ -46,6 +46,7 @@ from typing import IO
 
 from mlms.errors import HardwareNotFound, InvalidArgument, Unavailable
 from mlms.hardware import GpuInfo, HardwareInfo, visible_gpus
+from mlms.parent_death import end_with_parent
 from mlms.rpc.serving import split_address, write_address_file
 
 log = logging.getLogger(__name__)
@@ -125,11 +126,7 @@ def die_with_parent() -> None:
     parent = os.environ.pop(PARENT_VARIABLE, None)
     if not parent or not sys.platform.startswith("linux"):
         return
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+    end_with_parent()
     if os.getppid() != int(parent):
         raise SystemExit(f"mlms: error: the agent's parent {parent} is gone")
 

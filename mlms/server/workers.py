@@ -18,17 +18,14 @@ the server's statelessness makes safe.
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import dataclasses
 import logging
 import multiprocessing
-import signal
 import socket
-import sys
 from collections.abc import Callable
 
 from mlms.errors import Unavailable
+from mlms.parent_death import end_with_parent
 from mlms.rpc.serving import advertised, split_address, write_address_file
 
 log = logging.getLogger(__name__)
@@ -122,18 +119,9 @@ def _worker(config, number: int, ready) -> None:
     from mlms.rpc.serving import StopSignal
     from mlms.server.process import serve
 
-    _die_with_parent()
+    end_with_parent()
     logging.basicConfig(
         level=logging.INFO,
         format=f"%(asctime)s %(levelname)s worker {number} %(name)s: %(message)s",
     )
     serve(config, StopSignal(), reuse_port=True, started=lambda: ready.put(number))
-
-
-def _die_with_parent() -> None:
-    """SIGTERM to this process when the parent dies (Linux; elsewhere nothing)."""
-    if not sys.platform.startswith("linux"):
-        return
-    pr_set_pdeathsig = 1
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
