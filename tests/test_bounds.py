@@ -156,8 +156,9 @@ def test_mlms_bound_rejects_bad_input_in_one_line(args, fragments):
 
 def test_a_failing_benchmark_process_is_one_clear_error():
     task = BenchTask(
-        source=GraphSource(model="digits_cnn"), input_shape=[1, 1, 8, 8], device="cpu", precisions=["fp32"],
-        repeats=3, keys=["x"], fused=[FusedConv(conv_node="no_such_node", activation="relu")],
+        source=GraphSource(model="digits_cnn"), input_shape=[1, 1, 8, 8], device="cpu",
+        precisions=["fp32"], repeats=3, keys=["x"],
+        fused=[FusedConv(conv_node="no_such_node", activation="relu")],
     )  # fmt: skip
     with pytest.raises(MlmsError, match="layer benchmarks of digits_cnn failed: KeyError"):
         list(run_in_child(task))
