@@ -124,29 +124,27 @@ def test_cudnn_calls_carry_the_engine_cudnn_chose():
     assert calls and isinstance(calls[0].attributes["engine_id"], int)
 
 
-@needs_gpu
-def test_hardware_level_evaluation_joins_kernels_to_layers(store):
+def _resnet18_at_the_hardware_level(store, **changes):
+    """(record, its spans, spans by id, the hardware run's kernels) of resnet18 on the GPU."""
     from mlms.evaluation.record import EvaluationRequest
     from mlms.evaluation.runner import evaluate
     from mlms.tracer.archive import read_spans, records_of
 
-    record = evaluate(
-        EvaluationRequest(
-            model="resnet18",
-            hw="gpu",
-            trace_level="hardware",
-            iterations=3,
-            min_seconds=0,
-            warmup=2,
-        ),
-        store=store,
-    )
+    values = dict(model="resnet18", hw="gpu", trace_level="hardware", iterations=3,
+                  min_seconds=0, warmup=2)  # fmt: skip
+    record = evaluate(EvaluationRequest(**values | changes), store=store)
+    spans = records_of(read_spans(store, record.trace_id))
+    hardware = record.results[0].levels["hardware"].run
+    kernels = [s for s in spans if s.kind == "kernel" and s.run == hardware]
+    return record, spans, {s.span_id: s for s in spans}, kernels
+
+
+@needs_gpu
+def test_hardware_level_evaluation_joins_kernels_to_layers(store):
+    record, spans, by_id, kernels = _resnet18_at_the_hardware_level(store)
     levels = record.results[0].levels
     assert list(levels) == ["model", "framework", "ml_library", "system_library", "hardware"]
     assert all(level.dropped == 0 for level in levels.values())
-    spans = records_of(read_spans(store, record.trace_id))
-    by_id = {s.span_id: s for s in spans}
-    kernels = [s for s in spans if s.kind == "kernel" and s.run == levels["hardware"].run]
     assert kernels
     under_layers = [
         k for k in kernels if by_id[by_id[k.parent_id].parent_id].level == TraceLevel.FRAMEWORK
@@ -161,27 +159,9 @@ def test_hardware_level_evaluation_joins_kernels_to_layers(store):
 
 @needs_gpu
 def test_a_compiled_model_traces_its_kernels_under_the_model(store):
-    from mlms.evaluation.record import EvaluationRequest
-    from mlms.evaluation.runner import evaluate
-    from mlms.tracer.archive import read_spans, records_of
-
-    record = evaluate(
-        EvaluationRequest(
-            model="resnet18",
-            hw="gpu",
-            trace_level="hardware",
-            compile="default",
-            iterations=3,
-            min_seconds=0,
-            warmup=2,
-        ),
-        store=store,
-    )
+    record, spans, by_id, kernels = _resnet18_at_the_hardware_level(store, compile="default")
     levels = record.results[0].levels
     assert list(levels) == ["model", "ml_library", "system_library", "hardware"]
-    spans = records_of(read_spans(store, record.trace_id))
-    by_id = {s.span_id: s for s in spans}
-    kernels = [s for s in spans if s.kind == "kernel" and s.run == levels["hardware"].run]
     assert kernels
     # Inductor's kernels, each under its launch, under the predict that ran it.
     assert any(k.name.startswith("triton_") for k in kernels)
