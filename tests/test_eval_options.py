@@ -50,6 +50,76 @@ def test_bf16_on_the_cpu_is_recorded_and_compared(store) -> None:
     assert run_options(record) == "bf16, channels-last"
 
 
+def test_cudnn_benchmark_is_set_on_each_load_and_recorded(store) -> None:
+    """A process-wide switch: set by the load that asks for it, and off again at the next load
+    that does not, whatever ran before in the process."""
+    import torch
+
+    tuned = evaluate(_request(cudnn_benchmark=True), store=store)
+    assert torch.backends.cudnn.benchmark is True
+    assert tuned.settings["cudnn_benchmark"] is True and tuned.request.cudnn_benchmark
+    assert run_options(tuned) == "fp32, cudnn benchmark"
+    assert tuned.request.options() == "fp32, cudnn benchmark"
+    plain = evaluate(_request(), store=store)
+    assert torch.backends.cudnn.benchmark is False and plain.settings["cudnn_benchmark"] is False
+    assert run_options(plain) == "fp32"
+
+
+def test_cudnn_benchmark_travels_from_the_command_lines() -> None:
+    """``mlms eval``/``compare`` take it as a run option, ``mlms sweep`` for every cell."""
+    from mlms.cli.evaluation_options import run_fields
+    from mlms.evaluation.sweep import SweepSpec, new_sweep
+
+    fields = run_fields(
+        {"seq_len": None, "precision": "tf32", "compile": None, "channels_last": False,
+         "cudnn_benchmark": True, "input_on_device": False, "input_shapes": (),
+         "tensor_parallel": 1}
+    )  # fmt: skip
+    assert fields["cudnn_benchmark"] is True
+    spec = SweepSpec(models=["digits_cnn"], frameworks=["torch"], batch_sizes=[1, 2], hw=["cpu"],
+                     cudnn_benchmark=True)  # fmt: skip
+    state = new_sweep(spec)
+    assert state.group(state.groups()[0]).request.cudnn_benchmark is True
+    result = CliRunner().invoke(cli, ["sweep", "--resume", "abc", "--cudnn-benchmark"])
+    assert result.exit_code == 1 and "nor --cudnn-benchmark" in str(result.exception)
+    refused = CliRunner().invoke(
+        cli, ["eval", "-m", "digits_cnn", "-f", "onnxruntime", "--cudnn-benchmark", "-n", "1"]
+    )
+    assert refused.exit_code == 1 and "\n" not in str(refused.exception)
+    assert str(refused.exception).endswith("framework 'onnxruntime' has none; expected torch")
+
+
+def test_cudnn_benchmark_on_another_framework_is_invalid_argument_over_grpc(store) -> None:
+    import grpc
+
+    from mlms.agent.service import Load, PredictorService
+    from mlms.protos.mlms.v2 import calls_pb2, evaluation_pb2, predictor_pb2_grpc
+    from mlms.rpc.options import CHANNEL_OPTIONS
+    from mlms.rpc.otlp import process_provider
+    from mlms.rpc.serving import Service, start_server
+
+    service = PredictorService(
+        framework="onnxruntime", store=store, describe=lambda: '{"id": "test"}',
+        agent_labels=lambda: {"agent_id": "test"}, load=Load(),
+        provider=process_provider("mlms-agent", None),
+    )  # fmt: skip
+    running = start_server(
+        "127.0.0.1:0",
+        [Service("mlms.v2.Predictor", service, predictor_pb2_grpc.add_PredictorServicer_to_server)],
+    )
+    spec = evaluation_pb2.EvaluationSpec(model="digits_cnn", batch_sizes=[1], cudnn_benchmark=True)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{running.port}", options=CHANNEL_OPTIONS) as channel:
+            stub = predictor_pb2_grpc.PredictorStub(channel)
+            with pytest.raises(grpc.RpcError) as caught:
+                list(stub.Evaluate(calls_pb2.EvaluateRequest(spec=spec)))
+    finally:
+        running.stop(0)
+        service.close_all()
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.value.details().startswith("--cudnn-benchmark: torch's cuDNN autotuning switch")
+
+
 def test_onnxruntime_optimisation_level_is_its_compile_mode(store) -> None:
     record = evaluate(_request(framework="onnxruntime", compile="basic"), store=store)
     assert record.settings["graph_optimization"] == "ORT_ENABLE_BASIC"
@@ -107,6 +177,11 @@ def test_onnxruntime_fp16_runs_the_converted_graph(store, mlms_home) -> None:
         ({"compile": "default", "trace_level": "hardware"}, r"'hardware' has no collector on cpu"),
         ({"channels_last": True, "framework": "onnxruntime"}, r"a torch memory format"),
         ({"channels_last": True, "model": "bert_base"}, r"'bert_base' takes inputs of layout"),
+        (
+            {"cudnn_benchmark": True, "framework": "onnxruntime"},
+            r"^--cudnn-benchmark: torch's cuDNN autotuning switch; framework 'onnxruntime' has "
+            r"none; expected torch$",
+        ),
         ({"input_on_device": True}, r"--input-on-device: the evaluation runs on cpu"),
         ({"generate": 4}, r"--generate 4: model 'digits_cnn' is not a language model"),
         (

@@ -45,6 +45,8 @@ def run_options(record: EvaluationRecord) -> str:
         parts.append(f"compile: {mode}")
     if request.channels_last:
         parts.append("channels-last")
+    if request.cudnn_benchmark:
+        parts.append("cudnn benchmark")
     if request.seq_len is not None:
         parts.append(f"seq-len {request.seq_len}")
     if request.input_on_device:

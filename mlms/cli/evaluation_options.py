@@ -18,6 +18,7 @@ FIELDS = (
     "precision",
     "compile",
     "channels_last",
+    "cudnn_benchmark",
     "input_on_device",
     "input_shapes",
     "tensor_parallel",
@@ -41,6 +42,9 @@ def run_options(command: F) -> F:
                           "or TensorFlow's XLA (xla)."),
         click.option("--channels-last", is_flag=True,
                      help="CNNs on torch: the NHWC memory format."),
+        click.option("--cudnn-benchmark", is_flag=True,
+                     help="torch on a GPU: cuDNN's autotuning (torch.backends.cudnn.benchmark), "
+                          "which times convolution algorithms per input shape in the warm-up."),
         click.option("--input-on-device", is_flag=True,
                      help="GPU: copy the inputs to the device before measuring (otherwise each "
                           "iteration copies them from pinned host memory, timed on its own)."),

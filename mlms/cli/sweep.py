@@ -96,6 +96,11 @@ def select_models(text: str, client: Client) -> list[str]:
     metavar="N",
     help="Split every cell's model over N devices of its --hw (torch; see mlms eval).",
 )
+@click.option(
+    "--cudnn-benchmark",
+    is_flag=True,
+    help="Every cell with cuDNN's autotuning (torch on a GPU; see mlms eval).",
+)
 @click.option("--resume", "resume", default=None, metavar="ID", help="Resume the sweep ID.")
 @click.option(
     "--report",
@@ -114,6 +119,7 @@ def sweep(
     warmup: int,
     min_seconds: float,
     tensor_parallel: int,
+    cudnn_benchmark: bool,
     resume: str | None,
     report: Path | None,
     server: str | None,
@@ -142,12 +148,13 @@ def sweep(
             warmup=warmup,
             min_seconds=min_seconds,
             tensor_parallel=tensor_parallel,
+            cudnn_benchmark=cudnn_benchmark,
             **chosen,
         )
-    elif models is not None or frameworks is not None or precisions is not None:
+    elif models is not None or frameworks is not None or precisions is not None or cudnn_benchmark:
         raise InvalidArgument(
             f"--resume {resume} runs the stored sweep as it was given: expected no --models, "
-            "--frameworks or --precisions with it"
+            "--frameworks or --precisions with it, nor --cudnn-benchmark"
         )
     if report is not None:
         writable(report)  # checked before the evaluations, which take minutes

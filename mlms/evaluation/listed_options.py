@@ -12,6 +12,7 @@ class RunOptions:
     precision: str = "fp32"
     compile: str | None = None
     channels_last: bool = False
+    cudnn_benchmark: bool = False
     inputs: tuple[str, ...] = ("synthetic",)
     input_on_device: bool = False
     seq_len: int | None = None
@@ -28,6 +29,8 @@ class RunOptions:
             parts.append(f"compile {self.compile}")
         if self.channels_last:
             parts.append("channels-last")
+        if self.cudnn_benchmark:
+            parts.append("cudnn benchmark")
         if self.inputs != ("synthetic",):
             shown = self.inputs if len(self.inputs) <= 2 else (*self.inputs[:2], "...")
             parts.append(f"inputs {' '.join(shown)}")

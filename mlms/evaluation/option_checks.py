@@ -53,6 +53,11 @@ def check_options(
                 f"--channels-last: model {manifest.name!r} takes inputs of layout "
                 f"{spec.layout!r}; channels-last applies to CHW image batches (CNNs)"
             )
+    if request.cudnn_benchmark and not cls.has_cudnn_benchmark:
+        raise InvalidArgument(
+            f"--cudnn-benchmark: torch's cuDNN autotuning switch; framework {cls.framework!r} "
+            "has none; expected torch"
+        )
     if request.input_on_device and not cls.stages_on_gpu:
         raise InvalidArgument(
             f"--input-on-device: framework {cls.framework!r} reads its inputs from host "

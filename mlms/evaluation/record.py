@@ -67,6 +67,9 @@ class EvaluationRequest(BaseModel):
     #: level); "default" is the framework's first; None: as the framework runs by default.
     compile: str | None = None
     channels_last: bool = False
+    #: torch on a GPU: cuDNN's autotuning (``torch.backends.cudnn.benchmark``), which times the
+    #: convolution algorithms for each new input shape and keeps the fastest.
+    cudnn_benchmark: bool = False
     #: Copy each input to the device before measuring, so the model latency holds no copy;
     #: otherwise each iteration copies it from pinned host memory as a pipeline step of its own.
     input_on_device: bool = False

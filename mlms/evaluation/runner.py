@@ -261,6 +261,7 @@ def _ready(
             precision=request.precision,
             compile=plan.compile,
             channels_last=request.channels_last,
+            cudnn_benchmark=request.cudnn_benchmark,
         ),
     )
 

@@ -66,6 +66,8 @@ class SweepSpec(BaseModel):
     min_seconds: float = Field(default=1.0, ge=0, le=MAX_SECONDS, allow_inf_nan=False)
     #: Every cell's model split over this many devices (``EvaluationRequest.tensor_parallel``).
     tensor_parallel: int = Field(default=1, ge=1, le=MAX_TENSOR_PARALLEL)
+    #: Every cell with cuDNN's autotuning (``EvaluationRequest.cudnn_benchmark``).
+    cudnn_benchmark: bool = False
 
     @field_validator("batch_sizes")
     @classmethod
@@ -227,6 +229,7 @@ class SweepState(BaseModel):
             warmup=self.spec.warmup,
             min_seconds=self.spec.min_seconds,
             tensor_parallel=self.spec.tensor_parallel,
+            cudnn_benchmark=self.spec.cudnn_benchmark,
         )
         return CellGroup(tuple(indices), uuid.uuid5(_NAMESPACE, key).hex, request)
 

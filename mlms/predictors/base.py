@@ -35,6 +35,7 @@ class PredictorOptions:
     precision: str = "fp32"  # fp32, tf32, fp16 or bf16: what the framework computes in
     compile: str | None = None  # a mode of the framework's ``compile_modes``; None: as shipped
     channels_last: bool = False  # torch: NHWC memory format for 4-D image batches
+    cudnn_benchmark: bool = False  # torch: cuDNN's autotuning of convolution algorithms
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,8 @@ class Predictor(ABC):
     layers_when_compiled: ClassVar[bool] = True
     #: Whether ``channels_last`` exists for it.
     has_channels_last: ClassVar[bool] = False
+    #: Whether ``cudnn_benchmark`` (cuDNN's autotuning switch) exists for it.
+    has_cudnn_benchmark: ClassVar[bool] = False
     #: Whether ``stage`` puts batches on a GPU (``--input-on-device`` keeps them there).
     stages_on_gpu: ClassVar[bool] = False
     #: Whether it has ``generate`` (``TokenGenerator``).

@@ -2,6 +2,8 @@
 
 Precision: fp32 computes in float32 with TF32 off; tf32 lets matrix products and convolutions
 use TF32 (GPUs from compute capability 8.0); fp16 and bf16 convert the weights and the inputs.
+``cudnn_benchmark`` turns on cuDNN's autotuning: the first convolution of each input shape times
+cuDNN's algorithms and keeps the fastest (the warm-up pays for it).
 Inputs on a CUDA device are staged in pinned host memory and copied asynchronously (``stage``),
 the copy timed with device events.
 
@@ -53,6 +55,7 @@ class TorchPredictor(Predictor):
     # The hooks and profiler ranges see modules that inductor has fused away.
     layers_when_compiled = False
     has_channels_last = True
+    has_cudnn_benchmark = True
     stages_on_gpu = True
     generates = True
     #: torch's switch that turns autograd off around each predict.
@@ -93,6 +96,9 @@ class TorchPredictor(Predictor):
             # Process-wide switches: set on every load so that an earlier model's stay out.
             torch.backends.cuda.matmul.allow_tf32 = options.precision == "tf32"
             torch.backends.cudnn.allow_tf32 = options.precision == "tf32"
+        # Process-wide too; set on every device, where a CPU run changes nothing by it, so that
+        # the record says what the process ran with.
+        torch.backends.cudnn.benchmark = options.cudnn_benchmark
         self._layout = torch.channels_last if options.channels_last else None
         if manifest.file_source is not None:
             layers, runs = load_torch_module(manifest, asset_path)
@@ -135,11 +141,11 @@ class TorchPredictor(Predictor):
                 else f"eager, {self.autograd_off}"
             ),
             "channels_last": self.options.channels_last,
+            "cudnn_benchmark": torch.backends.cudnn.benchmark,
         }
         if self.device.type == "cuda":
             values |= {
                 "cudnn_version": torch.backends.cudnn.version(),
-                "cudnn_benchmark": torch.backends.cudnn.benchmark,
                 "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
                 "tf32_cudnn": torch.backends.cudnn.allow_tf32,
                 "cuda_version": torch.version.cuda,

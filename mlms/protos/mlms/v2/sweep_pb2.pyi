@@ -24,7 +24,7 @@ CELL_STATE_COMPLETED: CellState
 CELL_STATE_FAILED: CellState
 
 class SweepSpec(_message.Message):
-    __slots__ = ("models", "frameworks", "batch_sizes", "hw", "iterations", "warmup", "min_seconds", "tensor_parallel", "precisions")
+    __slots__ = ("models", "frameworks", "batch_sizes", "hw", "iterations", "warmup", "min_seconds", "tensor_parallel", "precisions", "cudnn_benchmark")
     MODELS_FIELD_NUMBER: _ClassVar[int]
     FRAMEWORKS_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZES_FIELD_NUMBER: _ClassVar[int]
@@ -34,6 +34,7 @@ class SweepSpec(_message.Message):
     MIN_SECONDS_FIELD_NUMBER: _ClassVar[int]
     TENSOR_PARALLEL_FIELD_NUMBER: _ClassVar[int]
     PRECISIONS_FIELD_NUMBER: _ClassVar[int]
+    CUDNN_BENCHMARK_FIELD_NUMBER: _ClassVar[int]
     models: _containers.RepeatedScalarFieldContainer[str]
     frameworks: _containers.RepeatedScalarFieldContainer[str]
     batch_sizes: _containers.RepeatedScalarFieldContainer[int]
@@ -43,7 +44,8 @@ class SweepSpec(_message.Message):
     min_seconds: float
     tensor_parallel: int
     precisions: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, models: _Optional[_Iterable[str]] = ..., frameworks: _Optional[_Iterable[str]] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., hw: _Optional[_Iterable[str]] = ..., iterations: _Optional[int] = ..., warmup: _Optional[int] = ..., min_seconds: _Optional[float] = ..., tensor_parallel: _Optional[int] = ..., precisions: _Optional[_Iterable[str]] = ...) -> None: ...
+    cudnn_benchmark: bool
+    def __init__(self, models: _Optional[_Iterable[str]] = ..., frameworks: _Optional[_Iterable[str]] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., hw: _Optional[_Iterable[str]] = ..., iterations: _Optional[int] = ..., warmup: _Optional[int] = ..., min_seconds: _Optional[float] = ..., tensor_parallel: _Optional[int] = ..., precisions: _Optional[_Iterable[str]] = ..., cudnn_benchmark: _Optional[bool] = ...) -> None: ...
 
 class SweepCell(_message.Message):
     __slots__ = ("model", "framework", "batch_size", "hw", "evaluation_id", "state", "agent_id", "started_at", "finished_at", "error", "p50_ms", "throughput", "joules_per_inference", "precision")
