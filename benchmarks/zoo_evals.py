@@ -1,0 +1,46 @@
+"""``mlms eval`` of several models in one process, each with the same options, as the zoo_sweep
+plan's non-sweep cells run them: a process a model would pay torch's import and the CUDA
+context's start-up (seconds on a GPU machine) once per model, more than many evaluations take.
+Each model's output is the command's own (its ``evaluation ID`` line among it), after a line
+``== MODEL``; a model that fails prints its one ``mlms: error:`` line and the others still run.
+
+    python benchmarks/zoo_evals.py resnet50,vgg16 -f torch -b 16 -t framework
+"""
+
+from __future__ import annotations
+
+import sys
+
+#: What precedes each model's output, so that a reader of the log (``zoo_findings``) knows
+#: whose error line follows.
+MARK = "== "
+
+
+def run(models: list[str], options: list[str]) -> int:
+    """The number of models whose evaluation failed."""
+    from mlms.cli.main import main
+
+    failed = 0
+    for model in models:
+        print(f"{MARK}{model}", flush=True)
+        sys.argv = ["mlms", "eval", "--model", model, *options]
+        try:
+            main()
+        except SystemExit as exc:  # main's exit for an error it printed as one line
+            failed += exc.code not in (None, 0)
+        except Exception as exc:  # one model's bug leaves the others running
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            print(f"mlms: error: {type(exc).__name__}: {first}", file=sys.stderr, flush=True)
+            failed += 1
+        sys.stdout.flush()
+        sys.stderr.flush()
+    return failed
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
+        sys.exit("usage: zoo_evals.py MODEL[,MODEL...] [mlms eval options]")
+    names = sys.argv[1].split(",")
+    failures = run(names, sys.argv[2:])
+    print(f"{failures} of {len(names)} models failed", flush=True)
+    sys.exit(1 if failures else 0)
