@@ -57,6 +57,7 @@ OUTLIER_RUNS = {
     "tf32": ("--precision", "tf32"),
     "tf32_cudnn": ("--precision", "tf32", "--cudnn-benchmark"),
 }
+DRY_OUTLIERS = ("digits_cnn",)
 #: The CPU has no TF32: a dry run stands fp32 in for it.
 DRY_OUTLIER_RUNS = {
     "fp32": ("--precision", "fp32"),
@@ -95,11 +96,10 @@ def cells(kit: Kit) -> list[Cell]:
     models = _order(kit)
     if kit.dry:
         small, batches, b16 = ("-n", "2", "--warmup", "1", "--min-seconds", "0"), "1,2", "2"
-        outlier_batches, outlier_runs = "1,2", DRY_OUTLIER_RUNS
-        layers_small = small
+        outlier_runs, careful, layers_small = DRY_OUTLIER_RUNS, (*small, "-b", "1,2"), small
     else:
         small, batches, b16 = ("-n", "5", "--warmup", "2", "--min-seconds", "0.2"), "1,16,64", "16"
-        outlier_batches, outlier_runs = "1,4", OUTLIER_RUNS
+        outlier_runs, careful = OUTLIER_RUNS, ("-n", "10", "--warmup", "3", "-b", "1,4")
         layers_small = ("-n", "5", "--warmup", "2", "--min-seconds", "0")
     torch = ("-f", "torch", "--hw", kit.hw)
     heavy_names = DRY_HEAVY if kit.dry else HEAVY
@@ -108,28 +108,32 @@ def cells(kit: Kit) -> list[Cell]:
     builders = ("{python}", "benchmarks/plans/zoo_sweep.py", "--build", ",".join(models),
                 "--workers", "1" if kit.dry else "6")  # fmt: skip
     precisions = ("--precisions", "fp32,bf16")
-    plan = [Cell("assets", builders, timeout_s=60, min_s=10)]
+
+    def cell(name: str, argv: tuple[str, ...], timeout_s: float, min_s: float) -> Cell:
+        # A dry run's cells are small: each runs whatever is left of the budget.
+        return Cell(name, argv, timeout_s=timeout_s, min_s=10 if kit.dry else min_s)
+
+    plan = [cell("assets", builders, 60, 10)]
     chunks = [light[i : i + CHUNK] for i in range(0, len(light), CHUNK)]
     sweeps = [_sweep(chunk, *torch, *small, "-b", batches, *precisions) for chunk in chunks]
-    plan += [Cell(f"sweep_{n:02d}", argv, timeout_s=400, min_s=60) for n, argv in enumerate(sweeps)]
-    outliers = DRY_HEAVY if kit.dry else OUTLIERS
-    careful = ("-n", "10", "--warmup", "3", "-b", outlier_batches)
+    plan += [cell(f"sweep_{n:02d}", argv, 400, 60) for n, argv in enumerate(sweeps)]
+    outliers = DRY_OUTLIERS if kit.dry else OUTLIERS
     plan += [
-        Cell(f"outliers_{name}", _evals(outliers, *torch, *careful, *run), timeout_s=300, min_s=60)
+        cell(f"outliers_{name}", _evals(outliers, *torch, *careful, *run), 300, 60)
         for name, run in outlier_runs.items()
     ]
-    plan.append(Cell("sweep_heavy", _sweep(heavy, *torch, *small, "-b", batches, *precisions),
-                     timeout_s=500, min_s=240))  # fmt: skip
-    plan.append(Cell("framework_b16", _evals(models, *torch, *layers_small, "-b", b16, "-t",
-                                             "framework"), timeout_s=500, min_s=240))  # fmt: skip
+    plan.append(cell("sweep_heavy", _sweep(heavy, *torch, *small, "-b", batches, *precisions),
+                     500, 240))  # fmt: skip
+    framework = _evals(models, *torch, *layers_small, "-b", b16, "-t", "framework")
+    plan.append(cell("framework_b16", framework, 500, 240))
     by_task = list(DRY_MODELS[:2] if kit.dry else BY_TASK)
     hardware = "model" if kit.dry else "hardware"  # no CUPTI on the CPU
-    plan.append(Cell("hardware_by_task", _evals(by_task, *torch, *layers_small, "-b", batches,
-                                                "-t", hardware), min_s=90))  # fmt: skip
+    kernels = _evals(by_task, *torch, *layers_small, "-b", batches, "-t", hardware)
+    plan.append(cell("hardware_by_task", kernels, 600, 90))
     jax = _with_jax(models)
     if jax:
-        plan.append(Cell("jax", _sweep(jax, "-f", "jax", "--hw", kit.hw, "-b", batches, *small),
-                         min_s=90))  # fmt: skip
+        jax_sweep = _sweep(jax, "-f", "jax", "--hw", kit.hw, "-b", batches, *small)
+        plan.append(cell("jax", jax_sweep, 600, 90))
     return plan
 
 

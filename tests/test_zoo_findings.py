@@ -1,0 +1,121 @@
+"""``benchmarks/zoo_findings.py`` over a results folder laid out as the GPU run kit brings one
+back (``cells/<cell>/log.txt``, ``store/``), made here by the commands the zoo_sweep plan's
+cells run, in-process and small (digits_cnn on this CPU): a sweep in strict fp32, bf16 and
+fp16 (which torch refuses on the CPU: failed cells with their reason), a framework-level eval,
+the outliers' fp32 and fp32 with cuDNN's autotuning, and a model that does not exist; and the
+rules of its tables (saturation, launch-bound, bf16) on numbers chosen to sit each side."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks import zoo_evals, zoo_findings  # noqa: E402
+from mlms.cli.main import main  # noqa: E402
+
+SMALL = ["-f", "torch", "-n", "2", "--warmup", "1", "--min-seconds", "0"]
+#: The eval cells: name, models, options, how many models fail.
+EVALS = (
+    ("framework_b16", ["digits_cnn", "no_such_model"], ["-b", "2", "-t", "framework"], 1),
+    ("outliers_fp32", ["digits_cnn"], ["-b", "1,2", "--precision", "fp32"], 0),
+    ("outliers_fp32_cudnn", ["digits_cnn"], ["-b", "1,2", "--cudnn-benchmark"], 0),
+)
+
+
+@contextlib.contextmanager
+def _log() -> Iterator[io.StringIO]:
+    """What a cell prints, as the kit's log.txt holds it (stdout and stderr together)."""
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text), contextlib.redirect_stderr(text):
+        yield text
+
+
+def _cell(results: Path, name: str, log: str) -> None:
+    folder = results / "cells" / name
+    folder.mkdir(parents=True)
+    (folder / "log.txt").write_text(log)
+    (folder / "cell.json").write_text(json.dumps({"cell": name, "status": "done", "wall_s": 1}))
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory, mlms_home: Path) -> Path:
+    """The kit's results folder is the MLMS_HOME the cells ran with: its store/ is theirs (the
+    built models linked from the session's store, as the kit's packing leaves them out)."""
+    folder = tmp_path_factory.mktemp("zoo_sweep_gpu")
+    (mlms_home / "store" / "models").mkdir(parents=True, exist_ok=True)
+    (folder / "store").mkdir()
+    (folder / "store" / "models").symlink_to(mlms_home / "store" / "models")
+    sweep = ["sweep", "-m", "digits_cnn", *SMALL, "-b", "1,2", "--precisions", "fp32,bf16,fp16"]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLMS_HOME", str(folder))
+        patch.setattr(sys, "argv", ["mlms", *sweep])
+        with _log() as log, pytest.raises(SystemExit):  # the fp16 cells fail: exit status 1
+            main()
+        _cell(folder, "sweep_00", log.getvalue())
+        for name, models, options, failing in EVALS:
+            with _log() as log:
+                failed = zoo_evals.run(models, [*SMALL, *options])
+            assert failed == failing, log.getvalue()
+            _cell(folder, name, log.getvalue())
+    return folder
+
+
+def test_findings_of_a_small_sweeps_folder(results: Path) -> None:
+    text = zoo_findings.findings(results)
+    assert "## image_classification" in text
+    assert "| digits_cnn" in text and "fp32 b1 (ms)" in text and "bf16 b2 (ms)" in text
+    assert "4 sweep cells completed of 6 (1 models)" in text
+    # The framework-level record's layer types, from mlms's layer_types over its archive.
+    layer_rows = [
+        line for line in text.splitlines() if line.startswith("| digits_cnn") and "%" in line
+    ]
+    assert any("conv" in line for line in layer_rows)
+    # Outliers: one column per run, and strict fp32's ratio to the autotuned run.
+    assert "fp32 + cudnn benchmark p50 (ms)" in text and "fp32/fp32 + cudnn benchmark" in text
+    failures = _rows(text.split("## Failures", 1)[1])
+    assert [
+        "digits_cnn",
+        "sweep fp16 b1,2",
+        "--precision fp16: torch on cpu supports fp32, bf16",
+    ] in (failures)
+    assert [row[:2] for row in failures] == [
+        ["digits_cnn", "sweep fp16 b1,2"], ["no_such_model", "framework_b16"]
+    ]  # fmt: skip
+    assert failures[1][2].startswith("unknown model 'no_such_model'")
+
+
+def _rows(markdown: str) -> list[list[str]]:
+    """The body rows of the first markdown table in ``markdown``, each cell stripped."""
+    lines = [line for line in markdown.splitlines() if line.startswith("|")]
+    return [[cell.strip() for cell in line.strip("|").split("|")] for line in lines[2:]]
+
+
+def test_the_tables_rules_on_numbers_each_side() -> None:
+    rows = []
+    # fast: flat 1 -> 16 (launch-bound), saturates at 16; slow: proportional, still rising.
+    for model, p50 in (("fast", {1: 2.0, 16: 3.0, 64: 11.0}), ("slow", {1: 2.0, 16: 30, 64: 60})):
+        for precision, scale in (("fp32", 1.0), ("bf16", 0.5 if model == "slow" else 0.97)):
+            for batch, ms in p50.items():
+                ms *= scale
+                rows.append({"model": model, "framework": "torch", "precision": precision,
+                             "batch_size": batch, "hw": "h200", "state": "completed",
+                             "p50_ms": ms, "throughput": 1000 * batch / ms})  # fmt: skip
+    cells = pd.DataFrame(rows)
+    saturation = zoo_findings.saturation_table(cells).set_index(["model", "precision"])
+    assert saturation.loc[("fast", "fp32"), "saturates at"] == "16"
+    assert saturation.loc[("slow", "fp32"), "saturates at"] == "no (rising at 64)"
+    launch = zoo_findings.launch_table(cells, pd.DataFrame()).set_index("model")
+    assert bool(launch.loc["fast", "launch-bound"]) and not bool(launch.loc["slow", "launch-bound"])
+    bf16 = zoo_findings.bf16_table(cells).set_index("model")
+    assert bf16.loc["slow", "bf16 pays"] == "yes" and bf16.loc["fast", "bf16 pays"] == "no"
+    assert bf16.loc["slow", "bf16/fp32 b64"] == pytest.approx(0.5)
