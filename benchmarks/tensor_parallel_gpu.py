@@ -4,10 +4,10 @@ small, on the CPU with gloo).
 
 Prints, and writes as JSON under ``--out``:
 1. mlms p50 / bare p50 of tinyllama_1b (bf16, 512 tokens, inputs on the device) at batch 1 and 16,
-   rounds interleaved (target <= 1.02). The bare loop: two processes, transformers'
-   ``LlamaForCausalLM`` split by its config's ``base_model_tp_plan`` with torch's
-   ``parallelize_module`` directly, each predict timed around the forward and the logits' copy to
-   the host (what mlms's predict does), the slowest rank's per iteration.
+   rounds interleaved, the side that goes first alternating (target <= 1.02). The bare loop: two
+   processes, transformers' ``LlamaForCausalLM`` split by its config's ``base_model_tp_plan``
+   with torch's ``parallelize_module`` directly, each predict timed around the forward and the
+   logits' copy to the host (what mlms's predict does), the slowest rank's per iteration.
 2. NCCL kernel time per iteration: mlms's hardware-level trace (CUPTI in each rank) against
    torch.profiler over the bare loop (target: within 2 %). A rank's NCCL kernel lasts until
    the last rank joins the collective, so its sum per iteration measures the ranks' skew, which
@@ -18,7 +18,8 @@ Prints, and writes as JSON under ``--out``:
 3. The scaling table: one GPU against two (speedup, efficiency, energy per inference), and
    time to first token / per output token with ``--generate``.
 
-``--compile default`` compiles both loops (torch.compile traces through the split's DTensors).
+``--compile default`` compiles both loops (torch.compile traces through the split's DTensors);
+``--compile reduce-overhead`` replays them as CUDA graphs, NCCL's collectives included.
 """
 
 from __future__ import annotations
@@ -321,12 +322,18 @@ def main() -> int:
         rounds = []
         for number in range(setup.rounds):
             began = time.perf_counter()
+            # The sides alternate which goes first, so that a drift of the host or the GPUs
+            # over a round (clocks, caches warming) does not favour one side.
+            bare_first = number % 2 == 1
+            theirs = bare(setup, args.out) if bare_first else None
             record = mlms_eval(setup, store)
             mine = {str(r.batch_size): r.latency_ms.p50 for r in record.results}
-            theirs = bare(setup, args.out)
-            rounds.append({"mlms": mine, "bare": theirs, "mlms_id": record.id})
+            theirs = theirs or bare(setup, args.out)
+            first = "bare" if bare_first else "mlms"
+            rounds.append({"mlms": mine, "bare": theirs, "mlms_id": record.id, "first": first})
             seconds = time.perf_counter() - began
-            print(f"round {number}: mlms {mine}  bare {theirs}  ({seconds:.0f} s)", flush=True)
+            print(f"round {number} ({first} first): mlms {mine}  bare {theirs}  "
+                  f"({seconds:.0f} s)", flush=True)  # fmt: skip
         report["latency"] = rounds
         print("\n| batch | mlms p50 (ms) | bare p50 (ms) | mlms / bare |")
         print("|---:|---:|---:|---:|")

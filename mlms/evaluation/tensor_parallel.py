@@ -85,10 +85,13 @@ def check_split_request(request: EvaluationRequest, framework: str) -> None:
             f"--tensor-parallel {ranks}: framework {framework!r} does not split models here; "
             "expected torch"
         )
-    if request.compile not in (None, "default"):
+    from mlms.predictors.tensor_parallel import SplitTorchPredictor
+
+    modes = SplitTorchPredictor.compile_modes
+    if request.compile not in (None, *modes):
         raise InvalidArgument(
             f"--tensor-parallel {ranks} with --compile {request.compile}: a split model "
-            "compiles in torch.compile's default mode only; expected --compile default"
+            f"compiles in torch.compile's {' or '.join(modes)} mode; expected one of them"
         )
     for given, flag in (
         (request.dataset is not None, "--dataset"),
