@@ -36,7 +36,7 @@ from mlms.analysis.engine import Spans
 from mlms.catalog.zoo import get_model
 from mlms.evaluation.record import EvaluationRecord
 from mlms.evaluation.record_store import load_record
-from mlms.evaluation.sweep import load_sweep
+from mlms.evaluation.sweep import SweepCell, SweepState, load_sweep
 from mlms.store.local import LocalStore
 
 #: Throughput saturates at a batch when no larger swept batch has this many times its inputs/s.
@@ -80,7 +80,7 @@ class Results:
                 done = load_sweep(store, sweep).cells
                 ids += [cell.evaluation_id for cell in done if cell.state == "completed"]
             by_cell[name] = [load_record(store, i) for i in dict.fromkeys(ids)]
-        return cls(folder, store, _sweep_cells(store_root / "sweeps"), by_cell, outcomes)
+        return cls(folder, store, _sweep_cells(store), by_cell, outcomes)
 
     def records(self, prefix: str) -> list[EvaluationRecord]:
         return [r for name, own in self.by_cell.items() if name.startswith(prefix) for r in own]
@@ -94,22 +94,29 @@ def _log(folder: Path, cell: str) -> str:
     return path.read_text(errors="replace") if path.is_file() else ""
 
 
-def _sweep_cells(folder: Path) -> pd.DataFrame:
-    """Every stored sweep's cells; where a cell was swept twice (a cut chunk run again), its
-    completed state wins, the later of two alike."""
-    rows = []
-    for path in sorted(folder.glob("*.json")):
-        for cell in json.loads(path.read_text())["cells"]:
-            rows.append({**cell, "sweep": path.stem})
-    columns = ["model", "framework", "precision", "batch_size", "hw", "state", "p50_ms",
-               "throughput", "error", "started_at", "finished_at", "sweep"]  # fmt: skip
-    table = pd.DataFrame(rows, columns=columns)
-    if table.empty:
-        return table
-    table["done"] = table.state == "completed"
-    table = table.sort_values(["done", "finished_at"], na_position="first")
-    key = ["model", "framework", "precision", "batch_size", "hw"]
-    return table.drop_duplicates(key, keep="last").drop(columns="done")
+def merged_sweep(store: LocalStore) -> SweepState | None:
+    """Every stored sweep's cells as one sweep (the plan's chunks, the heavy models, jax), the
+    oldest's id and spec; where a cell was swept twice (a cut chunk run again), a completed
+    state wins over another, the later of two alike."""
+    sweeps = [load_sweep(store, path.stem) for path in (store.root / "sweeps").glob("*.json")]
+    if not sweeps:
+        return None
+    sweeps.sort(key=lambda sweep: sweep.created_at)
+    cells: dict[tuple, SweepCell] = {}
+    for cell in (cell for sweep in sweeps for cell in sweep.cells):
+        key = (cell.group_key, cell.batch_size)
+        if key not in cells or cell.state == "completed" or cells[key].state != "completed":
+            cells[key] = cell
+    return sweeps[0].model_copy(update={"cells": list(cells.values())})
+
+
+def _sweep_cells(store: LocalStore) -> pd.DataFrame:
+    """The merged sweep's cells, one row each."""
+    sweep = merged_sweep(store)
+    columns = list(SweepCell.model_fields)
+    if sweep is None:
+        return pd.DataFrame(columns=columns)
+    return pd.DataFrame([cell.model_dump() for cell in sweep.cells], columns=columns)
 
 
 def _task(model: str) -> str:
@@ -307,17 +314,23 @@ def _first_line(text: str) -> str:
     return line if len(line) <= 160 else line[:157] + "..."
 
 
-def sweep_rate(cells: pd.DataFrame) -> str:
-    """Completed sweep cells a minute over the sweeps' own time (first start to last end of
-    each sweep, summed), model loads included."""
+def sweep_rate(results: Results, cells: pd.DataFrame) -> str:
+    """Completed sweep cells a minute: over the kit's sweep cells' wall time (processes'
+    start-up, model loads and all), and over the evaluations' own time (first cell's start to
+    last cell's end of each evaluation, summed)."""
     done = cells[cells.state == "completed"]
     if done.empty:
         return "no completed sweep cells"
-    spans = done.groupby("sweep").agg(start=("started_at", "min"), end=("finished_at", "max"))
-    seconds = (pd.to_datetime(spans.end) - pd.to_datetime(spans.start)).dt.total_seconds().sum()
-    per_minute = len(done) / (seconds / 60) if seconds > 0 else float("nan")
-    return (f"{len(done)} sweep cells completed of {len(cells)} ({done.model.nunique()} models) "
-            f"in {seconds:.0f} s of sweeping: {per_minute:.1f} cells a minute")  # fmt: skip
+    wall = sum(o["wall_s"] for name, o in results.outcomes.items() if name.startswith("sweep"))
+    by_evaluation = done.groupby("evaluation_id").agg(start=("started_at", "min"),
+                                                      end=("finished_at", "max"))  # fmt: skip
+    inside = (pd.to_datetime(by_evaluation.end) - pd.to_datetime(by_evaluation.start)).sum()
+    seconds = inside.total_seconds()
+    rates = [f"{len(done) / (s / 60):.1f} cells a minute over {s:.0f} s of {what}"
+             for s, what in ((wall, "the kit's sweep cells"), (seconds, "evaluations"))
+             if s > 0]  # fmt: skip
+    return (f"{len(done)} sweep cells completed of {len(cells)} ({done.model.nunique()} models, "
+            f"{len(by_evaluation)} evaluations): " + "; ".join(rates))  # fmt: skip
 
 
 def _machine(results: Results) -> str:
@@ -358,7 +371,7 @@ def findings(folder: Path) -> str:
         ),
         f"Kernels' shares (hardware level, top {TOP_KERNELS})": (kernel_shares(results), ".3g"),
     }
-    rate = sweep_rate(torch_cells) if not torch_cells.empty else "none"
+    rate = sweep_rate(results, torch_cells) if not torch_cells.empty else "none"
     parts = [f"# Zoo findings: {folder.name}\n", f"Machine: {_machine(results)}.\n",
              f"Sweep: {rate}.\n", "## Cells\n", _markdown(cell_table(results), ".4g")]  # fmt: skip
     for task in sorted(set(tasks.values())):

@@ -74,7 +74,7 @@ def test_findings_of_a_small_sweeps_folder(results: Path) -> None:
     text = zoo_findings.findings(results)
     assert "## image_classification" in text
     assert "| digits_cnn" in text and "fp32 b1 (ms)" in text and "bf16 b2 (ms)" in text
-    assert "4 sweep cells completed of 6 (1 models)" in text
+    assert "4 sweep cells completed of 6 (1 models, 2 evaluations)" in text
     # The framework-level record's layer types, from mlms's layer_types over its archive.
     layer_rows = [
         line for line in text.splitlines() if line.startswith("| digits_cnn") and "%" in line
