@@ -142,10 +142,10 @@ class Registry(Protocol):
     def watch_prefix(self, prefix: str, callback: WatchCallback) -> WatchHandle:
         """Call ``callback(current)`` with the whole current dict under ``prefix`` once at the
         start and after every change, from a background thread. Changes close together may
-        arrive as one call with the latest state (etcd: the prefix is polled every 0.2 s;
-        memory: at once). Keeps going across registry outages (no calls while it is down; one
-        call with the new state when it is back). Exceptions from the callback are logged,
-        never propagated."""
+        arrive as one call with the latest state (etcd: pushed by etcd's watch as each commits,
+        ``mlms.registry.etcd_watch``; memory: at once). Keeps going across registry outages
+        (no calls while it is down; one call with the new state when it is back). Exceptions
+        from the callback are logged, never propagated."""
         ...
 
     def close(self) -> None:

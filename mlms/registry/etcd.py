@@ -1,9 +1,8 @@
 """The registry in etcd, over etcd's v3 HTTP gateway (``/v3/...``) with the ``etcd3gw`` client.
 
 The HTTP gateway keeps etcd's own gRPC/protobuf stack out of this process (ours is newer than
-what the gRPC etcd clients build against). Watches poll the prefix every ``WATCH_EVERY``
-seconds rather than holding a gateway watch stream: a poll is one small range request, it
-survives etcd restarts without any reconnection logic, and ``Fleet`` resyncs anyway.
+what the gRPC etcd clients build against). Watches follow etcd's watch stream through the
+same gateway: changes are pushed as they commit, in revision order (``etcd_watch``).
 
 Where etcd is and how to reach it: the URL gives the transport, environment variables give the
 files and credentials (so that the CLI, servers, agents and deployments need no flags):
@@ -62,12 +61,11 @@ from mlms.client_tls import handshake_failure, is_loopback, pem_file, pem_from_e
 from mlms.errors import AccessRefused, InvalidArgument, MlmsError, Unavailable
 from mlms.reasons import short_reason
 from mlms.registry.base import ROOT, WatchCallback, validate_key
-from mlms.registry.keeper import Holdings, KeptLease, PrefixWatch
+from mlms.registry.etcd_watch import IDLE_S, Snapshot, StreamWatch
+from mlms.registry.keeper import Holdings, KeptLease
 
 log = logging.getLogger(__name__)
 
-#: Seconds between two reads of a watched prefix.
-WATCH_EVERY = 0.2
 #: Seconds one HTTP call to etcd may take; short, so that a hung etcd reads as down.
 TIMEOUT = 3.0
 
@@ -229,7 +227,7 @@ class EtcdRegistry:
             api_path="/v3/",
             session=session,
         )
-        self._held = Holdings()
+        self._held: Holdings[StreamWatch] = Holdings()
         try:
             self._call("status", self._client.status)
             if self._token is not None:
@@ -253,13 +251,17 @@ class EtcdRegistry:
         return bytes(values[0]) if values else None
 
     def get_prefix(self, prefix: str) -> dict[str, bytes]:
-        full = ROOT + validate_key(prefix, prefix=True)
-        found = self._call("get_prefix", self._client.get_prefix, full, sort_target="key")
-        return {meta["key"].decode()[len(ROOT) :]: bytes(value) for value, meta in found}
+        return self._snapshot(prefix)[0]
 
-    def watch_prefix(self, prefix: str, callback: WatchCallback) -> PrefixWatch:
+    def watch_prefix(self, prefix: str, callback: WatchCallback) -> StreamWatch:
         return self._held.watch(
-            lambda: self.get_prefix(prefix), callback, every=WATCH_EVERY, prefix=prefix
+            StreamWatch(
+                read=lambda: self._snapshot(prefix),
+                open_stream=lambda revision: self._watch_stream(prefix, revision),
+                root=ROOT,
+                prefix=prefix,
+                callback=callback,
+            )
         )
 
     def close(self) -> None:
@@ -285,6 +287,33 @@ class EtcdRegistry:
             self._call("lease revoke", self._lease(lease_id).revoke)
 
     # -- the adapter ----------------------------------------------------------------------
+    def _range(self, prefix: str) -> dict[str, str]:
+        full = ROOT + validate_key(prefix, prefix=True)
+        return {"key": _base64(full.encode()), "range_end": _base64(_prefix_end(full.encode()))}
+
+    def _snapshot(self, prefix: str) -> Snapshot:
+        """The keys under ``prefix`` (relative to the root, in key order) and the revision
+        etcd read them at (etcd3gw's ``get_prefix`` drops it)."""
+        url = self._client.get_url("/kv/range")
+        answer = self._call("get_prefix", self._client.post, url, json=self._range(prefix))
+        keys = {
+            base64.b64decode(kv["key"]).decode()[len(ROOT) :]: base64.b64decode(kv.get("value", ""))
+            for kv in answer.get("kvs", ())
+        }
+        return keys, int(answer["header"]["revision"])
+
+    def _watch_stream(self, prefix: str, revision: int) -> requests.Response:
+        """etcd's watch stream of ``prefix`` from ``revision``, quiet at most ``IDLE_S``."""
+        create = {"create_request": {**self._range(prefix), "start_revision": revision}}
+        try:
+            response = self._client.session.post(
+                self._client.get_url("/watch"), json=create, stream=True, timeout=(TIMEOUT, IDLE_S)
+            )
+            response.raise_for_status()
+        except requests.RequestException as exc:
+            raise self._error("watch", exc) from exc
+        return response
+
     def _lease(self, lease_id: int) -> etcd3gw.Lease:
         return etcd3gw.Lease(lease_id, self._client)
 
@@ -381,6 +410,15 @@ class EtcdRegistry:
         except Unavailable as exc:
             if "lease not found" not in str(exc):
                 raise
+
+
+def _base64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _prefix_end(prefix: bytes) -> bytes:
+    """The end of the range of keys that start with ``prefix`` (its last byte plus one)."""
+    return prefix[:-1] + bytes([prefix[-1] + 1])
 
 
 def _answer(exc: Exception) -> str:

@@ -1,5 +1,6 @@
-"""What every registry shares above its storage: leases kept alive (and re-granted when lost)
-and prefix watches. A backend supplies a few primitive calls; this module adds the threads.
+"""What every registry shares above its storage: leases kept alive (and re-granted when lost),
+prefix watches read again on a nudge, and what a registry hands out, closed with it. A backend
+supplies a few primitive calls; this module adds the threads.
 """
 
 from __future__ import annotations
@@ -7,10 +8,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Protocol
+from typing import Generic, Protocol, TypeVar
 
 from mlms.errors import MlmsError, Unavailable
-from mlms.registry.base import WatchCallback, validate_key, validate_ttl
+from mlms.registry.base import WatchCallback, WatchHandle, validate_key, validate_ttl
 
 log = logging.getLogger(__name__)
 
@@ -190,12 +191,15 @@ class PrefixWatch:
             self._wake.wait(self._every)
 
 
-class Holdings:
+W = TypeVar("W", bound=WatchHandle)
+
+
+class Holdings(Generic[W]):
     """The leases and watches a registry has handed out, closed together with it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._watches: list[PrefixWatch] = []
+        self._watches: list[W] = []
         self._leases: list[KeptLease] = []
 
     def lease(self, backend: LeaseBackend, ttl: float) -> KeptLease:
@@ -204,20 +208,12 @@ class Holdings:
             self._leases.append(lease)
         return lease
 
-    def watch(
-        self,
-        read: Callable[[], dict[str, bytes]],
-        callback: WatchCallback,
-        *,
-        every: float,
-        prefix: str,
-    ) -> PrefixWatch:
-        watch = PrefixWatch(read, callback, every=every, prefix=prefix)
+    def watch(self, watch: W) -> W:
         with self._lock:
             self._watches.append(watch)
         return watch
 
-    def watches(self) -> list[PrefixWatch]:
+    def watches(self) -> list[W]:
         with self._lock:
             return list(self._watches)
 

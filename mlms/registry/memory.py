@@ -108,7 +108,7 @@ class MemoryRegistry:
     url = "memory://"
 
     def __init__(self) -> None:
-        self._held = Holdings()
+        self._held: Holdings[PrefixWatch] = Holdings()
         self._wake = threading.Event()
         self._store = _Store(self._on_change)
         self._reaper = threading.Thread(target=self._reap, name="mlms-memory-reaper", daemon=True)
@@ -125,7 +125,9 @@ class MemoryRegistry:
 
     def watch_prefix(self, prefix: str, callback: WatchCallback) -> PrefixWatch:
         return self._held.watch(
-            lambda: self.get_prefix(prefix), callback, every=_WATCH_BACKSTOP, prefix=prefix
+            PrefixWatch(
+                lambda: self.get_prefix(prefix), callback, every=_WATCH_BACKSTOP, prefix=prefix
+            )
         )
 
     def close(self) -> None:
