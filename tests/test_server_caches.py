@@ -1,10 +1,12 @@
 """The server's caches of answers (records by id; listings of evaluations, models and agents,
-each while its source is unchanged) and the registry read that listings share; the listings'
-invalidation on each kind of change, through real servers on one registry and store."""
+each while its source is unchanged), the index read that listings share and the jobs in flight
+they name from memory; the listings' invalidation on each kind of change, through real servers
+on one registry (in memory, and a real etcd) and store."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -14,16 +16,16 @@ import pytest
 
 from mlms.assets.file_models import ModelOptions
 from mlms.catalog.resolve import all_models
-from mlms.errors import Unavailable
+from mlms.errors import EvaluationInFlight, Unavailable
 from mlms.protos.mlms.v2 import evaluator_pb2
 from mlms.registry.agents import register_agent
 from mlms.registry.memory import MemoryRegistry
 from mlms.remote_client import RemoteClient
 from mlms.server import service as service_module
 from mlms.server.caches import ListingCache, record_cache
-from mlms.server.jobs import Jobs
 from mlms.server.process import Server, ServerConfig
 from mlms.server.shared_reads import SharedRead
+from tests.evaluation_copies import real_record
 from tests.processes import wait_for
 from tests.test_selection import _agent
 
@@ -169,17 +171,111 @@ def test_agents_are_listed_from_memory_until_the_registry_changes(two_servers) -
         wait_for(lambda: client.list_agents() == [], 10, "the agent gone from the listing")
 
 
-def test_a_job_leaves_the_listing_as_soon_as_it_leaves_the_registry(two_servers) -> None:
-    """The jobs come from a registry read that began after the call, never a watch's lagging
-    copy: a job written is listed by the next call, and one removed is not."""
-    first, _, registry = two_servers
-    keeper = Jobs(registry, registry.lease(10.0), "server-x")
-    with RemoteClient(f"127.0.0.1:{first.port}") as client:
-        assert client.list_evaluations().in_flight == []
-        keeper.start("a" * 32, "digits_cnn", agent_id="agent-1")
-        assert [j.evaluation_id for j in client.list_evaluations().in_flight] == ["a" * 32]
-        keeper.finish("a" * 32)
-        assert client.list_evaluations().in_flight == []
+@pytest.fixture
+def etcd_servers(etcd, tmp_path: Path) -> Iterator[tuple[Server, Server]]:
+    """Two servers on a real etcd, one store and index."""
+    config = ServerConfig(registry=etcd.url, store=str(tmp_path / "store"), ttl=2.0)
+    servers: list[Server] = []
+    try:
+        servers.extend(Server(config).start() for _ in range(2))
+        yield servers[0], servers[1]
+    finally:
+        for server in servers:
+            server.stop(0)
+
+
+def _in_flight(client: RemoteClient) -> list[str]:
+    return [job.evaluation_id for job in client.list_evaluations().in_flight]
+
+
+def _client(server: Server) -> RemoteClient:
+    return RemoteClient(f"127.0.0.1:{server.port}")
+
+
+def test_a_servers_own_jobs_are_listed_as_it_writes_them(etcd_servers) -> None:
+    """This server's jobs reach its listing as they are written, not when the watch brings
+    them back: with its watch stopped, a job it starts is listed at once, one it finishes is
+    gone at once."""
+    first, _ = etcd_servers
+    first.in_flight.close()  # nothing from etcd from now on
+    jobs = first.dispatcher.jobs
+    with _client(first) as client:
+        assert _in_flight(client) == []
+        job = jobs.start("a" * 32, "digits_cnn", agent_id="agent-1", attempt=1)
+        assert _in_flight(client) == ["a" * 32]
+        jobs.running(job, "agent-2", 2)
+        assert [(j.agent_id, j.attempt) for j in client.list_evaluations().in_flight] == [
+            ("agent-2", 2)
+        ]
+        jobs.finish("a" * 32)
+        assert _in_flight(client) == []
+
+
+def test_another_servers_jobs_are_listed_within_the_watchs_delay(etcd_servers) -> None:
+    """A job written through another server is listed once etcd's watch pushes it, and leaves
+    the listing the same way; asked for by id, it is read from etcd at once (a client following
+    its evaluation through this server), whatever the watch."""
+    first, second = etcd_servers
+    with _client(first) as client:
+        began = time.monotonic()
+        second.dispatcher.jobs.start("b" * 32, "digits_cnn", agent_id="agent-1", attempt=1)
+        wait_for(lambda: _in_flight(client) == ["b" * 32], 5, "the other server's job listed")
+        print(f"listed {1000 * (time.monotonic() - began):.1f} ms after it was written")
+        second.dispatcher.jobs.finish("b" * 32)
+        wait_for(lambda: _in_flight(client) == [], 5, "the other server's job gone")
+        first.in_flight.close()
+        second.dispatcher.jobs.start("c" * 32, "digits_cnn", agent_id="agent-1", attempt=1)
+        with pytest.raises(EvaluationInFlight, match=f"evaluation {'c' * 32} of digits_cnn"):
+            client.get_evaluation("c" * 12)
+        assert _in_flight(client) == []  # the watch stopped: the listing does not see it
+
+
+def test_an_evaluation_followed_by_id_while_etcd_is_away_is_as_last_seen(
+    etcd_servers, running_etcd
+) -> None:
+    """A client following its evaluation by id while etcd restarts is told it is in flight as
+    this server last saw it, not refused; an id this server never saw is refused as before."""
+    first, second = etcd_servers
+    second.dispatcher.jobs.start("f" * 32, "digits_cnn", agent_id="agent-1", attempt=1)
+    with _client(first) as client:
+        wait_for(lambda: _in_flight(client) == ["f" * 32], 5, "the other server's job listed")
+        running_etcd.stop()
+        with pytest.raises(EvaluationInFlight, match=f"evaluation {'f' * 32} of digits_cnn"):
+            client.get_evaluation("f" * 32)
+        with pytest.raises(Unavailable, match=f"etcd at {running_etcd.address}"):
+            client.get_evaluation("0" * 32)
+
+
+def test_listings_read_nothing_from_etcd(etcd_servers, monkeypatch: pytest.MonkeyPatch) -> None:
+    first, second = etcd_servers
+    second.dispatcher.jobs.start("d" * 32, "digits_cnn", agent_id="agent-1", attempt=1)
+    reads: list[str] = []
+    client_post = first.registry._client.post
+    monkeypatch.setattr(
+        first.registry._client,
+        "post",
+        lambda url, *a, **k: reads.append(url) or client_post(url, *a, **k),
+    )
+    with _client(first) as client:
+        wait_for(lambda: _in_flight(client) == ["d" * 32], 5, "the other server's job listed")
+        for _ in range(20):
+            assert _in_flight(client) == ["d" * 32]
+    assert not [url for url in reads if url.endswith("/kv/range")]
+
+
+def test_a_job_whose_record_is_indexed_is_not_listed_in_flight(etcd_servers) -> None:
+    """The record wins: indexed while its job is still in etcd (its server removes the job
+    after indexing the record, and the watch brings the removal later), the evaluation is
+    listed stored, not in flight."""
+    first, second = etcd_servers
+    record = real_record().model_copy(update={"id": "e" * 32})
+    with _client(first) as client:
+        second.dispatcher.jobs.start(record.id, "digits_cnn", agent_id="agent-1", attempt=1)
+        wait_for(lambda: _in_flight(client) == [record.id], 5, "the other server's job listed")
+        first.index.add([record])
+        listing = client.list_evaluations()
+        assert [s.id for s in listing.summaries] == [record.id] and listing.in_flight == []
+        assert [s.id for s in client.list_evaluations().summaries] == [record.id]
 
 
 def _flatten_model():

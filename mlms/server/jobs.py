@@ -5,15 +5,17 @@ Bounds are dispatched the same way and keep a job too (``kind`` "bound", the bou
 When the server dies its lease expires and its jobs vanish with it, so nothing stays
 "running" forever; the records of finished evaluations are in the object store. Any server
 reads every server's jobs (``in_flight``, ``find``), which is how a second server answers for
-an evaluation that the first is still dispatching.
+an evaluation that the first is still dispatching; listings read them from memory instead
+(``mlms.server.in_flight``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Literal, NoReturn
+from typing import Literal, NoReturn, Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -51,21 +53,35 @@ class Job(BaseModel):
 def in_flight(registry: Registry, kind: Kind | None = None) -> list[Job]:
     """Every evaluation (or bound, or both: None) a live server is dispatching now, oldest
     first."""
+    return oldest_first(readable(registry.get_prefix(PREFIX)), kind)
+
+
+def readable(values: Mapping[str, bytes]) -> list[Job]:
+    """The jobs among the registry's values under ``jobs/``, by key."""
     jobs = []
-    for key, value in registry.get_prefix(PREFIX).items():
+    for key, value in values.items():
         try:
-            job = Job.model_validate_json(value)
+            jobs.append(Job.model_validate_json(value))
         except ValidationError:  # another mlms version's job, or a hand-written key
             log.warning("ignoring unreadable job at %s", key)
-            continue
-        if kind is None or job.kind == kind:
-            jobs.append(job)
-    return sorted(jobs, key=lambda job: job.started_at)
+    return jobs
+
+
+def oldest_first(jobs: Iterable[Job], kind: Kind | None = None) -> list[Job]:
+    """Those of ``kind`` (None: all), oldest first."""
+    return sorted(
+        (job for job in jobs if kind is None or job.kind == kind), key=lambda job: job.started_at
+    )
 
 
 def find(registry: Registry, evaluation_id: str, kind: Kind | None = None) -> Job | None:
     """The in-flight job with this id or unique id prefix; None when there is none."""
-    matches = [j for j in in_flight(registry, kind) if j.evaluation_id.startswith(evaluation_id)]
+    return matching(in_flight(registry, kind), evaluation_id)
+
+
+def matching(jobs: Iterable[Job], evaluation_id: str) -> Job | None:
+    """The one of ``jobs`` with this id or unique id prefix; None when there is none."""
+    matches = [j for j in jobs if j.evaluation_id.startswith(evaluation_id)]
     if len(matches) > 1:
         raise InvalidArgument(
             f"evaluation id {evaluation_id!r} matches {len(matches)} evaluations in flight: "
@@ -74,11 +90,25 @@ def find(registry: Registry, evaluation_id: str, kind: Kind | None = None) -> Jo
     return matches[0] if matches else None
 
 
+class View(Protocol):
+    """This server's jobs in memory (``mlms.server.in_flight``), told of each as it is written
+    to the registry."""
+
+    def wrote(self, job: Job) -> None: ...
+
+    def finished(self, evaluation_id: str) -> None: ...
+
+
 class Jobs:
-    def __init__(self, registry: Registry, lease: Lease, server: str) -> None:
+    def __init__(
+        self, registry: Registry, lease: Lease, server: str, view: View | None = None
+    ) -> None:
+        """``view``: this server's jobs in flight in memory, which each job is written to as
+        it is to the registry (so the server lists its own jobs without waiting for them)."""
         self.registry = registry
         self.lease = lease
         self.server = server
+        self.view = view
 
     def put(self, job: Job) -> None:
         # Bookkeeping: a registry hiccup must not fail an evaluation that an agent can run.
@@ -86,6 +116,11 @@ class Jobs:
             self.lease.put(f"{PREFIX}{job.evaluation_id}", job.model_dump_json().encode())
         except MlmsError as exc:
             log.warning("could not record job %s: %s", job.evaluation_id, exc)
+        self._shown(job)
+
+    def _shown(self, job: Job) -> None:
+        if self.view is not None:
+            self.view.wrote(job)
 
     def start(
         self,
@@ -118,6 +153,7 @@ class Jobs:
                 self.lease.refresh()
             except MlmsError as exc:
                 self._refuse(evaluation_id, kind, exc)
+        self._shown(job)
         return job
 
     def _refuse(self, evaluation_id: str, kind: Kind, exc: MlmsError) -> NoReturn:
@@ -144,6 +180,8 @@ class Jobs:
         return job
 
     def finish(self, evaluation_id: str) -> None:
+        if self.view is not None:
+            self.view.finished(evaluation_id)
         try:
             self.lease.delete(f"{PREFIX}{evaluation_id}")
         except MlmsError as exc:  # the lease expiry removes it anyway

@@ -1,8 +1,9 @@
 """The server process: stateless; everything it knows is in the registry and the store.
 
-It serves ``Evaluator`` (plus health and reflection), watches the registry's agents, records
-in-flight jobs under its own lease and reads records and span archives from the store, so any
-number of servers can run side by side and a second one answers for the first's work.
+It serves ``Evaluator`` (plus health and reflection), watches the registry's agents and every
+server's jobs, records its in-flight jobs under its own lease and reads records and span
+archives from the store, so any number of servers can run side by side and a second one
+answers for the first's work.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from mlms.server.backpressure import Backpressure, Limits
 from mlms.server.caches import DEFAULT_LISTINGS, DEFAULT_SIZE, ListingCache, record_cache
 from mlms.server.dispatch import Dispatcher
 from mlms.server.fleet import Fleet
+from mlms.server.in_flight import InFlight
 from mlms.server.jobs import Jobs
 from mlms.server.model_changes import ModelChanges
 from mlms.server.models import DEFAULT_MAX_UPLOAD_BYTES
@@ -132,8 +134,12 @@ class Server:
             config.tls, insecure=config.insecure, agent_name=config.agent_tls_name
         )
         self.tokens = Tokens(self.store) if config.requires_tokens else None
+        self.in_flight = InFlight(self.registry, self.id)
         self.dispatcher = Dispatcher(
-            self.fleet, Jobs(self.registry, self.lease, self.id), self.channels, self.store
+            self.fleet,
+            Jobs(self.registry, self.lease, self.id, self.in_flight),
+            self.channels,
+            self.store,
         )
         self.model_changes = ModelChanges(self.registry, self.lease)
         self.service = EvaluatorService(
@@ -147,6 +153,7 @@ class Server:
             cache=record_cache(config.record_cache),
             listings=ListingCache(config.listing_cache),
             model_changes=self.model_changes,
+            in_flight=self.in_flight,
         )
         self.server: RunningServer | None = None
         self._stopped = threading.Event()
@@ -210,6 +217,7 @@ class Server:
             self.server.stop(grace)
         self.fleet.close()
         self.model_changes.close()
+        self.in_flight.close()
         self.channels.close()
         self.keeper.stop()
         self.index.close()

@@ -61,6 +61,7 @@ from mlms.server.caches import (
 )
 from mlms.server.dispatch import Dispatcher
 from mlms.server.fleet import Fleet
+from mlms.server.in_flight import InFlight
 from mlms.server.model_changes import ModelChanges
 from mlms.server.models import DEFAULT_MAX_UPLOAD_BYTES, receive_model
 from mlms.server.shared_reads import SharedRead
@@ -90,13 +91,15 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         cache: Lru[str, Message] | None = None,
         listings: ListingCache | None = None,
         model_listings: ListingCache | None = None,
+        in_flight: InFlight | None = None,
     ) -> None:
         """``cache``, ``listings``, ``model_listings``: the answers kept for GetEvaluation,
-        ListEvaluations and ListModels (``mlms.server.caches``)."""
+        ListEvaluations and ListModels (``mlms.server.caches``); ``in_flight``: the jobs of
+        every server that ListEvaluations names (``mlms.server.in_flight``)."""
         self.max_upload_bytes = max_upload_bytes
         self.dispatcher = dispatcher
         self.fleet = fleet
-        self.registry = registry  # in-flight jobs of every server
+        self.registry = registry  # in-flight jobs of every server, for GetEvaluation's id
         self.store = store
         self.index = index  # shared by every server of the fleet
         self.records = cache if cache is not None else record_cache()
@@ -109,11 +112,12 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         )
         # The fleet's view changes only with a watch's call: no age limit.
         self.agent_listing = ListingCache(1, math.inf)
-        # What every ListEvaluations reads (the index's generation, the jobs in flight), read
-        # once for the calls that wait meanwhile.
-        self.listing_state = SharedRead(
-            lambda: (index.generation(), jobs.in_flight(registry, "evaluation"))
-        )
+        # Every ListEvaluations reads the index's generation; the calls waiting meanwhile
+        # share one read.
+        self.generation = SharedRead(index.generation)
+        self.in_flight = in_flight if in_flight is not None else InFlight(registry)
+        # The jobs in flight whose records are not indexed, while neither changes.
+        self.unstored_listing = ListingCache(1)
         self.provider = provider
         self.tracer = provider.get_tracer("mlms.server")
         self.cells = FleetCells(dispatcher, fleet, registry, store)
@@ -309,7 +313,7 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
             record = load_record(self.store, wanted)
         except UnknownEvaluation:
             # Not stored yet: it may be in flight on this or any other server.
-            job = jobs.find(self.registry, request.evaluation_id, "evaluation")
+            job = self._job(request.evaluation_id)
             if job is None:
                 raise
             return evaluator_pb2.GetEvaluationResponse(job=to_proto(job, fleet_pb2.Job))
@@ -322,17 +326,49 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         self.records.put(record.id, answer)
         return answer
 
+    def _job(self, evaluation_id: str) -> jobs.Job | None:
+        """The evaluation in flight with this id (or unique prefix) as the registry has it
+        now; while the registry is out of reach, as this server last saw it (a client that
+        follows its evaluation waits on, instead of failing while etcd restarts)."""
+        try:
+            return jobs.find(self.registry, evaluation_id, "evaluation")
+        except Unavailable:
+            seen = jobs.matching(self.in_flight.jobs("evaluation"), evaluation_id)
+            if seen is None:
+                raise
+            return seen
+
     def ListEvaluations(self, request, context):
         # Read before the page: a write in between makes the next call read the page again.
-        generation, in_flight = self.listing_state.get()
+        generation = self.generation.get()
+        unstored = self._unstored(generation).jobs
         key = request.query.SerializeToString(deterministic=True)
         answer = self.listings.answer(key, generation, lambda: self._listing(request))
-        if not in_flight:
+        if not unstored:
             return answer
         reply = evaluator_pb2.ListEvaluationsResponse()
         reply.CopyFrom(answer)  # the cached answer is shared by every call
-        reply.jobs.extend(to_proto(j, fleet_pb2.Job) for j in in_flight)
+        # A record indexed after the jobs were checked, and on this page: the record wins.
+        paged = {summary.id for summary in answer.summaries}
+        reply.jobs.extend(job for job in unstored if job.evaluation_id not in paged)
         return reply
+
+    def _unstored(self, generation: str | None) -> evaluator_pb2.ListEvaluationsResponse:
+        """The evaluations in flight whose records are not indexed: a server indexes a record
+        before it removes the job, and the watch brings another server's removal later, so a
+        job whose record is indexed is never listed as in flight."""
+        version = self.in_flight.version()  # read before the jobs, as the generation is
+        return self.unstored_listing.answer(
+            b"", generation and f"{generation}/{version}", self._unstored_jobs
+        )
+
+    def _unstored_jobs(self) -> evaluator_pb2.ListEvaluationsResponse:
+        in_flight = self.in_flight.jobs("evaluation")
+        # The index is asked only while some are in flight.
+        indexed = self.index.present([j.evaluation_id for j in in_flight]) if in_flight else set()
+        return evaluator_pb2.ListEvaluationsResponse(
+            jobs=[to_proto(j, fleet_pb2.Job) for j in in_flight if j.evaluation_id not in indexed]
+        )
 
     def _listing(self, request) -> evaluator_pb2.ListEvaluationsResponse:
         query = (

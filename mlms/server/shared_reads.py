@@ -1,11 +1,9 @@
 """A read that concurrent callers share, never older than the call that asks for it.
 
-ListEvaluations names the evaluations in flight from the registry's ``jobs/``: read on every
-call, a flood of listings is a flood of registry reads (about 0.6 ms of the server's CPU each,
-and the registry's own). A watch would be cheaper but lags (etcd's is polled every 0.2 s), so a
-job just written might not be listed, or one gone still be. Here each call gets the result of a
-read that began after the call did, which keeps that order; the calls that arrive while one
-read runs wait for the next and all share it, so under load the registry is read one time after
+Every ListEvaluations reads the index's generation (a database round trip) to know whether the
+page it keeps is still the page. Here each call gets the result of a read that began after the
+call did, so a record indexed before the call is listed by it; the calls that arrive while one
+read runs wait for the next and all share it, so under load the database is read one time after
 another (one read at a time), not once a call.
 """
 
