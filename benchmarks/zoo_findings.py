@@ -350,7 +350,9 @@ def _framework(cells: pd.DataFrame, name: str) -> pd.DataFrame:
 def findings(folder: Path) -> str:
     results = Results.read(folder)
     torch_cells = _framework(results.cells, "torch")
-    tasks = {m: _task(m) for m in torch_cells.model.unique()}
+    # The models of the eval cells too: one traced there need not be in a sweep.
+    recorded = {r.model.name for own in results.by_cell.values() for r in own}
+    tasks = {m: _task(m) for m in {*torch_cells.model, *recorded}}
     per_model = {
         "Latency against batch size: p50 (ms)": (latency_table(torch_cells), ".3g"),
         f"Where throughput saturates (no larger batch gains {SATURATION:.1f}x)": (

@@ -2,7 +2,8 @@
 back (``cells/<cell>/log.txt``, ``store/``), made here by the commands the zoo_sweep plan's
 cells run, in-process and small (digits_cnn on this CPU): a sweep in strict fp32, bf16 and
 fp16 (which torch refuses on the CPU: failed cells with their reason), a framework-level eval,
-the outliers' fp32 and fp32 with cuDNN's autotuning, and a model that does not exist; and the
+the outliers' fp32 and fp32 with cuDNN's autotuning, a model that does not exist, and for the
+hardware level's kernels an H100's Kineto trace of resnet18 imported (no GPU here); and the
 rules of its tables (saturation, launch-bound, bf16) on numbers chosen to sit each side."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks import zoo_evals, zoo_findings  # noqa: E402
 from mlms.cli.main import main  # noqa: E402
 
+GPU_TRACE = REPO / "tests" / "data" / "kineto_resnet18_h100.json.gz"
 SMALL = ["-f", "torch", "-n", "2", "--warmup", "1", "--min-seconds", "0"]
 #: The eval cells: name, models, options, how many models fail.
 EVALS = (
@@ -67,6 +69,12 @@ def results(tmp_path_factory, mlms_home: Path) -> Path:
                 failed = zoo_evals.run(models, [*SMALL, *options])
             assert failed == failing, log.getvalue()
             _cell(folder, name, log.getvalue())
+        # The hardware level's kernels: an H100's trace of resnet18, imported (no GPU here).
+        patch.setattr(sys, "argv", ["mlms", "import", "kineto", str(GPU_TRACE), "--model",
+                                    "resnet18"])  # fmt: skip
+        with _log() as log:
+            main()
+        _cell(folder, "hardware_by_task", log.getvalue())
     return folder
 
 
@@ -82,6 +90,9 @@ def test_findings_of_a_small_sweeps_folder(results: Path) -> None:
     assert any("conv" in line for line in layer_rows)
     # Outliers: one column per run, and strict fp32's ratio to the autotuned run.
     assert "fp32 + cudnn benchmark p50 (ms)" in text and "fp32/fp32 + cudnn benchmark" in text
+    # The imported H100 trace's kernels, by mlms's kernel_breakdown: cuDNN's convolution first.
+    kernel_rows = _rows(text.split("### Kernels' shares", 1)[1])
+    assert kernel_rows[0][:2] == ["resnet18", "1"] and "fprop_implicit_gemm" in kernel_rows[0][2]
     failures = _rows(text.split("## Failures", 1)[1])
     assert [
         "digits_cnn",
