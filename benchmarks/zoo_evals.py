@@ -19,11 +19,13 @@ MARK = "== "
 def run(models: list[str], options: list[str]) -> int:
     """The number of models whose evaluation failed."""
     from mlms.cli.main import main
+    from mlms.library_errors import TRACEBACKS
 
     failed = 0
     for model in models:
         print(f"{MARK}{model}", flush=True)
         sys.argv = ["mlms", "eval", "--model", model, *options]
+        handlers = list(TRACEBACKS.handlers)
         try:
             main()
         except SystemExit as exc:  # main's exit for an error it printed as one line
@@ -32,6 +34,10 @@ def run(models: list[str], options: list[str]) -> int:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
             print(f"mlms: error: {type(exc).__name__}: {first}", file=sys.stderr, flush=True)
             failed += 1
+        # Each main() adds its log file's handler: the next model's tracebacks go there once.
+        for handler in TRACEBACKS.handlers[len(handlers) :]:
+            handler.close()
+        TRACEBACKS.handlers[:] = handlers
         sys.stdout.flush()
         sys.stderr.flush()
     return failed
