@@ -14,8 +14,8 @@ cores and returns at once: the sweep cells that follow measure while they build 
 lock makes a sweep wait for a model being built rather than build it twice). The models come in
 ``benchmarks/zoo_sweep_order.py``'s order (one of each task and family first, the largest last),
 in chunks of ``CHUNK``, one sweep cell each, so that a budget cuts between chunks and the next
-call resumes with the chunk it cut; the two-stage detectors (``HEAVY``) are one cell of their
-own. The cells that are not sweeps run ``mlms eval`` per model in one process
+call resumes with the chunk it cut; the detectors and segmenters of large inputs (``_heavy``)
+come after the others, in cells of their own with fewer iterations. The cells that are not sweeps run ``mlms eval`` per model in one process
 (``benchmarks/zoo_evals.py``). Strict fp32 is mlms's ``fp32`` (TF32 off); ``tf32`` is its own
 precision.
 """
@@ -33,16 +33,18 @@ from benchmarks.gpu_kit import ROOT, Cell, Kit
 RESULTS = "zoo_sweep_gpu"
 WHEELS = ("cupti", "grpc", "site", "keras", "tls")  # CUPTI: hardware level; jax: Keras, TLS
 CHUNK = 10
+JAX_CHUNK = 4
 DRY_MODELS = ("digits_cnn", "squeezenet1_1", "distilbert_base")
 #: One model per task, traced to the hardware level (CUPTI): the layer/kernel joins per task.
 BY_TASK = ("resnet50", "ssdlite320_mobilenet_v3", "deeplabv3_resnet50", "bert_base", "gpt2_small",
            "t5_small")  # fmt: skip
-#: Swept in a cell of their own after the others: on an H200 in strict fp32 each takes 0.7 s a
-#: predict at batch 16 and about 3 s at 64 (seeded weights keep every proposal), minutes
-#: together, which a call should start only with that much of its budget left.
-HEAVY = ("fasterrcnn_resnet50_fpn", "fasterrcnn_resnet50_fpn_v2", "maskrcnn_resnet50_fpn",
-         "maskrcnn_resnet50_fpn_v2", "fasterrcnn_mobilenet_v3_fpn",
-         "fasterrcnn_mobilenet_v3_320_fpn")  # fmt: skip
+#: Swept in cells of their own after the others, with fewer iterations: the detectors and
+#: segmenters of inputs from 512 px. On an H200 in strict fp32 a predict at batch 64 took 0.73 s
+#: (deeplabv3_resnet50) to 3.3 s (maskrcnn), and each iteration's host postprocess (a 520x520
+#: class map per input; every proposal, as seeded weights keep them all) as long again:
+#: deeplabv3's batch-64 cell of 13 iterations took 51.5 s, maskrcnn's 49.1 s.
+HEAVY_TASKS = ("object_detection", "semantic_segmentation")
+HEAVY_PIXELS = 512
 DRY_HEAVY = ("squeezenet1_1",)
 #: Each background asset builder's threads: 6 builders of 2 leave 4 of a GPU machine's 16 cores
 #: to the measuring process, whose kernel launches are what a small model's latency is made of.
@@ -79,6 +81,18 @@ def _with_jax(models: list[str]) -> list[str]:
     return [name for name in models if "jax" in get_model(name).framework_names]
 
 
+def _heavy(models: list[str]) -> list[str]:
+    from mlms.catalog.zoo import get_model
+
+    manifests = [get_model(name) for name in models]
+    return [m.name for m in manifests
+            if m.task in HEAVY_TASKS and max(m.inputs[0].shape) >= HEAVY_PIXELS]  # fmt: skip
+
+
+def _chunks(models: list[str], size: int = CHUNK) -> list[list[str]]:
+    return [models[i : i + size] for i in range(0, len(models), size)]
+
+
 def _evals(models: list[str] | tuple[str, ...], *options: str) -> tuple[str, ...]:
     """``mlms eval`` of each model in one process (``benchmarks/zoo_evals.py``)."""
     return ("{python}", "benchmarks/zoo_evals.py", ",".join(models), *options)
@@ -89,22 +103,24 @@ def _sweep(models: list[str] | tuple[str, ...], *options: str) -> tuple[str, ...
 
 
 def cells(kit: Kit) -> list[Cell]:
-    """The model-level sweep first (the light models in chunks, then the heavy detectors), the
-    outliers, the framework-level pass, the hardware level by task and jax. Iterations: 5 and
-    at least 0.2 s after 2 warm-ups, so a model of milliseconds runs dozens of predicts and one
-    of seconds (a two-stage detector at batch 64) seven, not thirteen."""
+    """The model-level sweep first (the light models, then the heavy ones), the outliers, the
+    framework-level pass, the hardware level by task and jax: what the issue needs most comes
+    first, so that a short budget cuts the least needed. Iterations at the model level: 5 and
+    at least 0.2 s after 2 warm-ups (a model of milliseconds runs dozens), 3 after 1 for the
+    heavy models and the leveled passes, which need few predicts for their shares."""
     models = _order(kit)
     if kit.dry:
-        small, batches, b16 = ("-n", "2", "--warmup", "1", "--min-seconds", "0"), "1,2", "2"
-        outlier_runs, careful, layers_small = DRY_OUTLIER_RUNS, (*small, "-b", "1,2"), small
+        small = few = ("-n", "2", "--warmup", "1", "--min-seconds", "0")
+        batches, b16, jax_batches = "1,2", "2", "1,2"
+        outlier_runs, careful = DRY_OUTLIER_RUNS, (*small, "-b", "1,2")
     else:
-        small, batches, b16 = ("-n", "5", "--warmup", "2", "--min-seconds", "0.2"), "1,16,64", "16"
+        small = ("-n", "5", "--warmup", "2", "--min-seconds", "0.2")
+        few = ("-n", "3", "--warmup", "1", "--min-seconds", "0")
+        batches, b16, jax_batches = "1,16,64", "16", "1,16,64"
         outlier_runs, careful = OUTLIER_RUNS, ("-n", "10", "--warmup", "3", "-b", "1,4")
-        layers_small = ("-n", "5", "--warmup", "2", "--min-seconds", "0")
     torch = ("-f", "torch", "--hw", kit.hw)
-    heavy_names = DRY_HEAVY if kit.dry else HEAVY
-    heavy = [m for m in models if m in heavy_names]
-    light = [m for m in models if m not in heavy_names]
+    heavy = [m for m in models if m in DRY_HEAVY] if kit.dry else _heavy(models)
+    light = [m for m in models if m not in heavy]
     builders = ("{python}", "benchmarks/plans/zoo_sweep.py", "--build", ",".join(models),
                 "--workers", "1" if kit.dry else "6")  # fmt: skip
     precisions = ("--precisions", "fp32,bf16")
@@ -114,26 +130,26 @@ def cells(kit: Kit) -> list[Cell]:
         return Cell(name, argv, timeout_s=timeout_s, min_s=10 if kit.dry else min_s)
 
     plan = [cell("assets", builders, 60, 10)]
-    chunks = [light[i : i + CHUNK] for i in range(0, len(light), CHUNK)]
-    sweeps = [_sweep(chunk, *torch, *small, "-b", batches, *precisions) for chunk in chunks]
-    plan += [cell(f"sweep_{n:02d}", argv, 400, 60) for n, argv in enumerate(sweeps)]
+    for n, chunk in enumerate(_chunks(light)):
+        plan.append(cell(f"sweep_{n:02d}", _sweep(chunk, *torch, *small, "-b", batches,
+                                                  *precisions), 400, 60))  # fmt: skip
     outliers = DRY_OUTLIERS if kit.dry else OUTLIERS
-    plan += [
-        cell(f"outliers_{name}", _evals(outliers, *torch, *careful, *run), 300, 60)
-        for name, run in outlier_runs.items()
-    ]
-    plan.append(cell("sweep_heavy", _sweep(heavy, *torch, *small, "-b", batches, *precisions),
-                     500, 240))  # fmt: skip
-    framework = _evals(models, *torch, *layers_small, "-b", b16, "-t", "framework")
-    plan.append(cell("framework_b16", framework, 500, 240))
+    for name, run in outlier_runs.items():
+        plan.append(cell(f"outliers_{name}", _evals(outliers, *torch, *careful, *run), 300, 60))
+    for n, chunk in enumerate(_chunks(heavy)):
+        plan.append(cell(f"sweep_heavy_{n}", _sweep(chunk, *torch, *few, "-b", batches,
+                                                    *precisions), 450, 200))  # fmt: skip
+    layers = (*torch, *few, "-b", b16, "-t", "framework")
+    plan.append(cell("framework_b16", _evals(light, *layers), 500, 150))
     by_task = list(DRY_MODELS[:2] if kit.dry else BY_TASK)
     hardware = "model" if kit.dry else "hardware"  # no CUPTI on the CPU
-    kernels = _evals(by_task, *torch, *layers_small, "-b", batches, "-t", hardware)
-    plan.append(cell("hardware_by_task", kernels, 600, 90))
-    jax = _with_jax(models)
-    if jax:
-        jax_sweep = _sweep(jax, "-f", "jax", "--hw", kit.hw, "-b", batches, *small)
-        plan.append(cell("jax", jax_sweep, 600, 90))
+    kernels = _evals(by_task, *torch, *few, "-b", batches, "-t", hardware)
+    plan.append(cell("hardware_by_task", kernels, 400, 90))
+    plan.append(cell("framework_b16_heavy", _evals(heavy, *layers), 400, 120))
+    jax = ("-f", "jax", "--hw", kit.hw, "-b", jax_batches, *small)
+    # A jit compile a model and batch size (6 s for resnet50 at 64 on an H200): small chunks.
+    for n, chunk in enumerate(_chunks(_with_jax(models), JAX_CHUNK)):
+        plan.append(cell(f"jax_{n}", _sweep(chunk, *jax), 300, 90))
     return plan
 
 
