@@ -2,7 +2,8 @@
 plan's non-sweep cells run them: a process a model would pay torch's import and the CUDA
 context's start-up (seconds on a GPU machine) once per model, more than many evaluations take.
 Each model's output is the command's own (its ``evaluation ID`` line among it), after a line
-``== MODEL``; a model that fails prints its one ``mlms: error:`` line and the others still run.
+``== MODEL``; a model that fails prints its one ``mlms: error:`` line and the others still run
+(the exit status stays 0: a failure is a finding, listed by ``zoo_findings``).
 
     python benchmarks/zoo_evals.py resnet50,vgg16 -f torch -b 16 -t framework
 """
@@ -48,5 +49,6 @@ if __name__ == "__main__":
         sys.exit("usage: zoo_evals.py MODEL[,MODEL...] [mlms eval options]")
     names = sys.argv[1].split(",")
     failures = run(names, sys.argv[2:])
+    # Exit status 0: every model ran to its end, its failure (if any) one line of the log for
+    # zoo_findings; the kit keeps "failed" for a cell that broke off.
     print(f"{failures} of {len(names)} models failed", flush=True)
-    sys.exit(1 if failures else 0)

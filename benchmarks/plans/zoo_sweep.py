@@ -15,9 +15,10 @@ lock makes a sweep wait for a model being built rather than build it twice). The
 ``benchmarks/zoo_sweep_order.py``'s order (one of each task and family first, the largest last),
 in chunks of ``CHUNK``, one sweep cell each, so that a budget cuts between chunks and the next
 call resumes with the chunk it cut; the detectors and segmenters of large inputs (``_heavy``)
-come after the others, in cells of their own with fewer iterations. The cells that are not sweeps run ``mlms eval`` per model in one process
-(``benchmarks/zoo_evals.py``). Strict fp32 is mlms's ``fp32`` (TF32 off); ``tf32`` is its own
-precision.
+come after the others, in cells of their own with fewer iterations. The detectors run strict
+fp32 only (``DETECTION``); one bf16 evaluation of one of them records why. The cells that are
+not sweeps run ``mlms eval`` per model in one process (``benchmarks/zoo_evals.py``). Strict fp32
+is mlms's ``fp32`` (TF32 off); ``tf32`` is its own precision.
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ BY_TASK = ("resnet50", "ssdlite320_mobilenet_v3", "deeplabv3_resnet50", "bert_ba
 #: deeplabv3's batch-64 cell of 13 iterations took 51.5 s, maskrcnn's 49.1 s.
 HEAVY_TASKS = ("object_detection", "semantic_segmentation")
 HEAVY_PIXELS = 512
+#: torchvision's detectors stop at non-maximum suppression in bf16: its ``nms`` (and Mask and
+#: Faster R-CNN's ``roi_align``) has float32, float64 and float16 kernels only, on the CPU and on
+#: CUDA ("nms_kernel" not implemented for 'BFloat16'). Their sweeps run strict fp32; the
+#: ``bf16_probe`` cell evaluates one of them in bf16, and its one-line failure is the finding.
+DETECTION = "object_detection"
+BF16_PROBE = "ssdlite320_mobilenet_v3"
 DRY_HEAVY = ("squeezenet1_1",)
 #: Each background asset builder's threads: 6 builders of 2 leave 4 of a GPU machine's 16 cores
 #: to the measuring process, whose kernel launches are what a small model's latency is made of.
@@ -89,6 +96,12 @@ def _heavy(models: list[str]) -> list[str]:
             if m.task in HEAVY_TASKS and max(m.inputs[0].shape) >= HEAVY_PIXELS]  # fmt: skip
 
 
+def _detectors(models: list[str]) -> list[str]:
+    from mlms.catalog.zoo import get_model
+
+    return [name for name in models if get_model(name).task == DETECTION]
+
+
 def _chunks(models: list[str], size: int = CHUNK) -> list[list[str]]:
     return [models[i : i + size] for i in range(0, len(models), size)]
 
@@ -123,22 +136,32 @@ def cells(kit: Kit) -> list[Cell]:
     light = [m for m in models if m not in heavy]
     builders = ("{python}", "benchmarks/plans/zoo_sweep.py", "--build", ",".join(models),
                 "--workers", "1" if kit.dry else "6")  # fmt: skip
-    precisions = ("--precisions", "fp32,bf16")
+    both, fp32 = ("--precisions", "fp32,bf16"), ("--precisions", "fp32")
 
     def cell(name: str, argv: tuple[str, ...], timeout_s: float, min_s: float) -> Cell:
         # A dry run's cells are small: each runs whatever is left of the budget.
         return Cell(name, argv, timeout_s=timeout_s, min_s=10 if kit.dry else min_s)
 
-    plan = [cell("assets", builders, 60, 10)]
-    for n, chunk in enumerate(_chunks(light)):
-        plan.append(cell(f"sweep_{n:02d}", _sweep(chunk, *torch, *small, "-b", batches,
-                                                  *precisions), 400, 60))  # fmt: skip
+    def sweeps(name: str, chosen: list[str], options: tuple[str, ...], min_s: float) -> list[Cell]:
+        """Strict fp32 and bf16 for all but the detectors, strict fp32 for them."""
+        detectors = _detectors(chosen)
+        others = [m for m in chosen if m not in detectors]
+        chunks = [
+            _sweep(chunk, *torch, *options, "-b", batches, *both) for chunk in _chunks(others)
+        ]
+        cells = [cell(f"{name}_{n:02d}", argv, 450, min_s) for n, argv in enumerate(chunks)]
+        if detectors:
+            argv = _sweep(detectors, *torch, *options, "-b", batches, *fp32)
+            cells.append(cell(f"{name}_detectors", argv, 450, min_s))
+        return cells
+
+    plan = [cell("assets", builders, 60, 10), *sweeps("sweep", light, small, 60)]
     outliers = DRY_OUTLIERS if kit.dry else OUTLIERS
     for name, run in outlier_runs.items():
         plan.append(cell(f"outliers_{name}", _evals(outliers, *torch, *careful, *run), 300, 60))
-    for n, chunk in enumerate(_chunks(heavy)):
-        plan.append(cell(f"sweep_heavy_{n}", _sweep(chunk, *torch, *few, "-b", batches,
-                                                    *precisions), 450, 200))  # fmt: skip
+    probe = _evals([BF16_PROBE], *torch, *few, "-b", "1", "--precision", "bf16")
+    plan.append(cell("bf16_probe", probe, 120, 20))
+    plan += sweeps("sweep_heavy", heavy, few, 200)
     layers = (*torch, *few, "-b", b16, "-t", "framework")
     plan.append(cell("framework_b16", _evals(light, *layers), 500, 150))
     by_task = list(DRY_MODELS[:2] if kit.dry else BY_TASK)
