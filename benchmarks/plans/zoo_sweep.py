@@ -15,10 +15,11 @@ lock makes a sweep wait for a model being built rather than build it twice). The
 ``benchmarks/zoo_sweep_order.py``'s order (one of each task and family first, the largest last),
 in chunks of ``CHUNK``, one sweep cell each, so that a budget cuts between chunks and the next
 call resumes with the chunk it cut; the detectors and segmenters of large inputs (``_heavy``)
-come after the others, in cells of their own with fewer iterations. The detectors run strict
-fp32 only (``DETECTION``); one bf16 evaluation of one of them records why. The cells that are
-not sweeps run ``mlms eval`` per model in one process (``benchmarks/zoo_evals.py``). Strict fp32
-is mlms's ``fp32`` (TF32 off); ``tf32`` is its own precision.
+come after the others, in cells of their own with fewer iterations. The two-stage detectors
+run strict fp32 only (``NMS_INSIDE``); one bf16 evaluation of one of them records why. The
+cells that are not sweeps run ``mlms eval`` per model in one process
+(``benchmarks/zoo_evals.py``). Strict fp32 is mlms's ``fp32`` (TF32 off); ``tf32`` is its own
+precision.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from benchmarks.gpu_kit import ROOT, Cell, Kit
 RESULTS = "zoo_sweep_gpu"
 WHEELS = ("cupti", "grpc", "site", "keras", "tls")  # CUPTI: hardware level; jax: Keras, TLS
 CHUNK = 10
+HEAVY_CHUNK = 5
 JAX_CHUNK = 4
 DRY_MODELS = ("digits_cnn", "squeezenet1_1", "distilbert_base")
 #: One model per task, traced to the hardware level (CUPTI): the layer/kernel joins per task.
@@ -46,12 +48,13 @@ BY_TASK = ("resnet50", "ssdlite320_mobilenet_v3", "deeplabv3_resnet50", "bert_ba
 #: deeplabv3's batch-64 cell of 13 iterations took 51.5 s, maskrcnn's 49.1 s.
 HEAVY_TASKS = ("object_detection", "semantic_segmentation")
 HEAVY_PIXELS = 512
-#: torchvision's detectors stop at non-maximum suppression in bf16: its ``nms`` (and Mask and
-#: Faster R-CNN's ``roi_align``) has float32, float64 and float16 kernels only, on the CPU and on
-#: CUDA ("nms_kernel" not implemented for 'BFloat16'). Their sweeps run strict fp32; the
+#: The families whose models run non-maximum suppression inside (Faster and Mask R-CNN's region
+#: proposals; the one-stage detectors' runs in mlms's postprocess, in float32): torchvision's
+#: ``nms`` (and ``roi_align``) has float32, float64 and float16 kernels only, on the CPU and on
+#: CUDA ("nms_kernel" not implemented for 'BFloat16'), so these run strict fp32 only; the
 #: ``bf16_probe`` cell evaluates one of them in bf16, and its one-line failure is the finding.
-DETECTION = "object_detection"
-BF16_PROBE = "ssdlite320_mobilenet_v3"
+NMS_INSIDE = ("faster_rcnn", "mask_rcnn")
+BF16_PROBE = "fasterrcnn_mobilenet_v3_320_fpn"
 DRY_HEAVY = ("squeezenet1_1",)
 #: Each background asset builder's threads: 6 builders of 2 leave 4 of a GPU machine's 16 cores
 #: to the measuring process, whose kernel launches are what a small model's latency is made of.
@@ -96,10 +99,10 @@ def _heavy(models: list[str]) -> list[str]:
             if m.task in HEAVY_TASKS and max(m.inputs[0].shape) >= HEAVY_PIXELS]  # fmt: skip
 
 
-def _detectors(models: list[str]) -> list[str]:
+def _strict_only(models: list[str]) -> list[str]:
     from mlms.catalog.zoo import get_model
 
-    return [name for name in models if get_model(name).task == DETECTION]
+    return [name for name in models if get_model(name).attributes.get("family") in NMS_INSIDE]
 
 
 def _chunks(models: list[str], size: int = CHUNK) -> list[list[str]]:
@@ -142,26 +145,26 @@ def cells(kit: Kit) -> list[Cell]:
         # A dry run's cells are small: each runs whatever is left of the budget.
         return Cell(name, argv, timeout_s=timeout_s, min_s=10 if kit.dry else min_s)
 
-    def sweeps(name: str, chosen: list[str], options: tuple[str, ...], min_s: float) -> list[Cell]:
-        """Strict fp32 and bf16 for all but the detectors, strict fp32 for them."""
-        detectors = _detectors(chosen)
+    def sweeps(name: str, chosen: list[str], options: tuple[str, ...], size: int, min_s: float):
+        """Strict fp32 and bf16 for all but the two-stage detectors, strict fp32 for them."""
+        detectors = _strict_only(chosen)
         others = [m for m in chosen if m not in detectors]
         chunks = [
-            _sweep(chunk, *torch, *options, "-b", batches, *both) for chunk in _chunks(others)
+            _sweep(chunk, *torch, *options, "-b", batches, *both) for chunk in _chunks(others, size)
         ]
         cells = [cell(f"{name}_{n:02d}", argv, 450, min_s) for n, argv in enumerate(chunks)]
         if detectors:
             argv = _sweep(detectors, *torch, *options, "-b", batches, *fp32)
-            cells.append(cell(f"{name}_detectors", argv, 450, min_s))
+            cells.append(cell(f"{name}_rcnn", argv, 450, min_s))
         return cells
 
-    plan = [cell("assets", builders, 60, 10), *sweeps("sweep", light, small, 60)]
+    plan = [cell("assets", builders, 60, 10), *sweeps("sweep", light, small, CHUNK, 60)]
     outliers = DRY_OUTLIERS if kit.dry else OUTLIERS
     for name, run in outlier_runs.items():
         plan.append(cell(f"outliers_{name}", _evals(outliers, *torch, *careful, *run), 300, 60))
     probe = _evals([BF16_PROBE], *torch, *few, "-b", "1", "--precision", "bf16")
     plan.append(cell("bf16_probe", probe, 120, 20))
-    plan += sweeps("sweep_heavy", heavy, few, 200)
+    plan += sweeps("sweep_heavy", heavy, few, HEAVY_CHUNK, 200)
     layers = (*torch, *few, "-b", b16, "-t", "framework")
     plan.append(cell("framework_b16", _evals(light, *layers), 500, 150))
     by_task = list(DRY_MODELS[:2] if kit.dry else BY_TASK)
