@@ -29,7 +29,6 @@ from collections.abc import Callable, Iterator
 import requests
 from urllib3.exceptions import ReadTimeoutError
 
-from mlms.errors import MlmsError
 from mlms.registry.base import WatchCallback, validate_key
 
 log = logging.getLogger(__name__)
@@ -89,10 +88,14 @@ class StreamWatch:
             try:
                 if self._keys is None:
                     self._keys, self._revision = self._read()
+                    if failing:
+                        log.info("watch of %r: following etcd again", self._prefix)
+                    failing = False
                     self._deliver()
                 self._follow()
-                failing = False
-            except (MlmsError, requests.RequestException, _StartOver) as exc:
+            # Whatever failed (etcd away, a stream cut mid-line), the copy is read again: a
+            # thread that ended here would leave its watcher's view frozen.
+            except Exception as exc:
                 if self._stopped.is_set():
                     return
                 if _idle(exc):
