@@ -310,8 +310,10 @@ def _eval_errors(log: str) -> Iterable[tuple[str, str]]:
 
 
 def _first_line(text: str) -> str:
+    """The first line, its middle left out past 160 characters: a library's error says what
+    failed at its end ("... not implemented for 'BFloat16'"), after a source path."""
     line = text.strip().splitlines()[0] if text.strip() else "failed"
-    return line if len(line) <= 160 else line[:157] + "..."
+    return line if len(line) <= 160 else f"{line[:60]} ... {line[-95:]}"
 
 
 def sweep_rate(results: Results, cells: pd.DataFrame) -> str:

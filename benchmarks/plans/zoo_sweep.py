@@ -105,7 +105,7 @@ def _strict_only(models: list[str]) -> list[str]:
     return [name for name in models if get_model(name).attributes.get("family") in NMS_INSIDE]
 
 
-def _chunks(models: list[str], size: int = CHUNK) -> list[list[str]]:
+def _chunks(models: list[str], size: int) -> list[list[str]]:
     return [models[i : i + size] for i in range(0, len(models), size)]
 
 
@@ -119,9 +119,9 @@ def _sweep(models: list[str] | tuple[str, ...], *options: str) -> tuple[str, ...
 
 
 def cells(kit: Kit) -> list[Cell]:
-    """The model-level sweep first (the light models, then the heavy ones), the outliers, the
-    framework-level pass, the hardware level by task and jax: what the issue needs most comes
-    first, so that a short budget cuts the least needed. Iterations at the model level: 5 and
+    """The light models' sweep, the outliers, the heavy models' sweep, the framework-level
+    pass, the hardware level by task and jax: what the issue needs most comes first, so that a
+    short budget cuts the least needed. Iterations at the model level: 5 and
     at least 0.2 s after 2 warm-ups (a model of milliseconds runs dozens), 3 after 1 for the
     heavy models and the leveled passes, which need few predicts for their shares."""
     models = _order(kit)
