@@ -35,6 +35,7 @@ LATENCY_ROUNDS = 2
 def cells(kit: Kit) -> list[Cell]:
     dry = ("--dry",) if kit.dry else ()
     split = ("{python}", "benchmarks/tensor_parallel_gpu.py", "--out", "{out}", *dry)
+    ab = ("{python}", "benchmarks/tensor_parallel_compile_ab.py", *dry)
     agents = ("{python}", "benchmarks/gpu_agents.py", "--out", "{out}/gpu_agents.json", *dry)
     return [
         Cell("scaling", (*split, "--parts", "scaling"), timeout_s=400, min_s=200),
@@ -74,6 +75,25 @@ def cells(kit: Kit) -> list[Cell]:
             )
             for kind, mode in (("graphs", "reduce-overhead"), ("whole", "default"))
             for n in range(LATENCY_ROUNDS)
+        ),
+        # mlms's compiled split against the bare loop's in the same two processes, blocks
+        # interleaved: what the rounds above cannot resolve between processes.
+        Cell("compile_ab", (*ab, "--out", "{out}"), 330, 200),
+        Cell(
+            "compile_ab_graphs",
+            (
+                *ab,
+                "--out",
+                "{out}",
+                "--mode",
+                "reduce-overhead",
+                "--variants",
+                "mlms_module,bare",
+                "--hang-s",
+                "230",
+            ),
+            260,
+            150,
         ),
         Cell(
             "scaling_graphs",
