@@ -328,15 +328,13 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
 
     def _job(self, evaluation_id: str) -> jobs.Job | None:
         """The evaluation in flight with this id (or unique prefix) as the registry has it
-        now; while the registry is out of reach, as this server last saw it (a client that
-        follows its evaluation waits on, instead of failing while etcd restarts)."""
+        now; while the registry is out of reach, as this server last saw it: a client that
+        follows its evaluation goes on by what it is told (in flight, or not, and then by the
+        agents' view) instead of failing while etcd restarts."""
         try:
             return jobs.find(self.registry, evaluation_id, "evaluation")
         except Unavailable:
-            seen = jobs.matching(self.in_flight.jobs("evaluation"), evaluation_id)
-            if seen is None:
-                raise
-            return seen
+            return jobs.matching(self.in_flight.jobs("evaluation"), evaluation_id)
 
     def ListEvaluations(self, request, context):
         # Read before the page: a write in between makes the next call read the page again.
