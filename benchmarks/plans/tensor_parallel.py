@@ -14,9 +14,10 @@ is the median of the rounds' ratios), ``scaling_compiled`` (one GPU against two,
 ``agents_reserved`` (the agents' sweep again, once the server counted its choice at once),
 ``nccl_compiled`` (the NCCL comparison with both loops compiled) and
 ``latency_compiled_0`` ... (mlms against the bare loop, both compiled; the bare loop compiled its
-body alone), ``latency_graphs_0`` ... and ``latency_whole_0`` ... (two rounds each, the side going
-first alternating, both loops compiling the body and the head in one region, with CUDA graphs and
-without) and ``scaling_graphs`` (one GPU against two, both with CUDA graphs).
+body alone), ``latency_whole_0`` ... (two rounds each, the side going first alternating, both
+loops compiling the body and the head in one region) and ``predict_ab`` (mlms's predict against
+the bare loop's in the same two processes, blocks interleaved:
+``benchmarks/tensor_parallel_compile_ab.py``).
 """
 
 from __future__ import annotations
@@ -63,44 +64,21 @@ def cells(kit: Kit) -> list[Cell]:
         ),
         # The bare loop compiling what mlms compiles (the body and the head in one region),
         # where the rounds above compiled the body alone; two rounds a cell, the side going
-        # first alternating. CUDA graphs first: a compiled split is still host-bound at batch 1
-        # (~370 launches and 44 collectives a forward), and the host's pace moves 14-24 ms from
-        # one process to the next, more than the 2 % to resolve.
+        # first alternating.
         *(
             Cell(
-                f"latency_{kind}_{n}",
-                (*split, "--parts", "latency", "--rounds", "2", "--compile", mode),
+                f"latency_whole_{n}",
+                (*split, "--parts", "latency", "--rounds", "2", "--compile", "default"),
                 570,
                 400,
             )
-            for kind, mode in (("graphs", "reduce-overhead"), ("whole", "default"))
             for n in range(LATENCY_ROUNDS)
         ),
-        # mlms's compiled split against the bare loop's in the same two processes, blocks
-        # interleaved: what the rounds above cannot resolve between processes.
-        Cell("compile_ab", (*ab, "--out", "{out}"), 330, 200),
-        Cell(
-            "compile_ab_graphs",
-            (
-                *ab,
-                "--out",
-                "{out}",
-                "--mode",
-                "reduce-overhead",
-                "--variants",
-                "mlms_module,bare",
-                "--hang-s",
-                "230",
-            ),
-            260,
-            150,
-        ),
-        Cell(
-            "scaling_graphs",
-            (*split, "--parts", "scaling", "--compile", "reduce-overhead"),
-            400,
-            200,
-        ),
+        # A compiled split is host-bound at batch 1 (~370 launches and 44 collectives a
+        # forward) and the host's pace moves 14-24 ms from one process to the next, more than
+        # the 2 % to resolve: mlms's predict against the bare loop's in the same two
+        # processes, blocks interleaved.
+        Cell("predict_ab", (*ab, "--out", "{out}"), 450, 250),
     ]
 
 
@@ -116,7 +94,6 @@ def summarize(results: Path) -> str:
         ("latency_", "eager"),
         ("latency_compiled_", "compiled, the bare loop's body alone"),
         ("latency_whole_", "compiled, the same region in both"),
-        ("latency_graphs_", "compiled with CUDA graphs (reduce-overhead)"),
     ):
         lines += _latency(reports, prefix, title)
     for name in ("nccl", "nccl_compiled"):
@@ -144,7 +121,7 @@ def summarize(results: Path) -> str:
         lines.append(f"{name}: sweep of {len(found['models'])} models x "
                      f"{len(found['batch_sizes'])} batch sizes: one GPU agent {one:.1f} s, two "
                      f"{two:.1f} s, ratio {found['ratio']:.3f} (target <= 0.55)\n")  # fmt: skip
-    for name in ("scaling", "scaling_compiled", "scaling_graphs"):
+    for name in ("scaling", "scaling_compiled"):
         scaling = results / "cells" / name / "log.txt"
         if scaling.is_file():
             text = scaling.read_text(errors="replace")
