@@ -91,7 +91,8 @@ def check_split_request(request: EvaluationRequest, framework: str) -> None:
     if request.compile not in (None, *modes):
         raise InvalidArgument(
             f"--tensor-parallel {ranks} with --compile {request.compile}: a split model "
-            f"compiles in torch.compile's {' or '.join(modes)} mode; expected one of them"
+            f"compiles in torch.compile's {' or '.join(modes)} mode only; expected --compile "
+            + " or ".join(modes)
         )
     for given, flag in (
         (request.dataset is not None, "--dataset"),
