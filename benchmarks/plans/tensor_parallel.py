@@ -121,6 +121,13 @@ def summarize(results: Path) -> str:
         lines.append(f"{name}: sweep of {len(found['models'])} models x "
                      f"{len(found['batch_sizes'])} batch sizes: one GPU agent {one:.1f} s, two "
                      f"{two:.1f} s, ratio {found['ratio']:.3f} (target <= 0.55)\n")  # fmt: skip
+    for name in ("compile_ab", "compile_ab_graphs", "predict_ab"):
+        ab = results / "cells" / name / "log.txt"
+        if ab.is_file():
+            table = [
+                line for line in ab.read_text(errors="replace").splitlines() if line[:1] == "|"
+            ]
+            lines += [f"{name}: the same two processes, blocks interleaved", "", *table, ""]
     for name in ("scaling", "scaling_compiled"):
         scaling = results / "cells" / name / "log.txt"
         if scaling.is_file():
