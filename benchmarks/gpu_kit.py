@@ -505,8 +505,10 @@ def run(args: argparse.Namespace) -> int:
     # A plan may import mlms to list its cells: the kit then sees what the cells see.
     os.environ.update(env)
     sys.path[:0] = env["PYTHONPATH"].split(os.pathsep)
-    # A dry run resumes within its own machine folder: it never marks the real plan's cells done.
-    results = Path(args.results or (machine / "resume" if kit.dry else RESULTS / plan.results))
+    # A dry run resumes within its own machine folder, a folder per plan: it never marks the
+    # real plan's cells done, nor another plan's cells of the same name.
+    dry_results = machine / "resume" / plan.name
+    results = Path(args.results or (dry_results if kit.dry else RESULTS / plan.results))
     (out / "env.txt").write_text(
         f"plan {plan.name}: results {results}\n" + "\n".join(notes) + "\n"
         + describe_machine(kit.python, env, kit.dry)
