@@ -103,6 +103,7 @@ def rank_main(rank: int, args: argparse.Namespace, port: int, folder: str) -> No
     group = dist.new_group(backend="gloo")
     name = "llama_mini" if args.dry else "tinyllama_1b"
     seq_len, batch_sizes = SHAPES[name]
+    batch_sizes = tuple(args.batch_sizes or batch_sizes)
     precision = "fp32" if args.dry else "bf16"
     dtype = torch.float32 if args.dry else torch.bfloat16
     # A hang (a collective one rank never joins) ends the run with every thread's stack.
@@ -148,8 +149,18 @@ def rank_main(rank: int, args: argparse.Namespace, port: int, folder: str) -> No
         if args.out:
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / f"compile_ab_{args.mode}.json").write_text(json.dumps(found, indent=1))
+    if args.release_graphs:
+        # CUDA graphs that captured NCCL collectives hold the communicator: freed first, so
+        # that the process group can be destroyed.
+        from torch._inductor.cudagraph_trees import reset_cudagraph_trees
+
+        reset_cudagraph_trees()
+        if on_gpu:
+            torch.cuda.synchronize()
     dist.barrier(group=group)
     dist.destroy_process_group()
+    if rank == 0:
+        print("the ranks left their process group", flush=True)
 
 
 def main() -> int:
@@ -160,6 +171,10 @@ def main() -> int:
     parser.add_argument("--per-block", type=int, default=10)
     parser.add_argument("--hang-s", type=float, default=400.0, help="stacks and exit after")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--batch-sizes", type=lambda v: [int(b) for b in v.split(",")])
+    parser.add_argument(
+        "--release-graphs", action="store_true", help="free the CUDA graph trees at the end"
+    )
     args = parser.parse_args()
     from mlms.evaluation.tensor_parallel import free_port
 

@@ -79,6 +79,23 @@ def cells(kit: Kit) -> list[Cell]:
         # the 2 % to resolve: mlms's predict against the bare loop's in the same two
         # processes, blocks interleaved.
         Cell("predict_ab", (*ab, "--out", "{out}"), 450, 250),
+        # With CUDA graphs the ranks hung once measured: whether freeing the graph trees before
+        # the process group is destroyed lets them end.
+        Cell(
+            "graphs_exit",
+            (
+                *ab,
+                "--mode",
+                "reduce-overhead",
+                "--batch-sizes",
+                "1",
+                "--release-graphs",
+                "--hang-s",
+                "150",
+            ),
+            170,
+            100,
+        ),
     ]
 
 
