@@ -149,6 +149,8 @@ def rank_main(rank: int, args: argparse.Namespace, port: int, folder: str) -> No
         if args.out:
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / f"compile_ab_{args.mode}.json").write_text(json.dumps(found, indent=1))
+    # Leaving the process group has its own clock: a rank stuck there shows where.
+    faulthandler.dump_traceback_later(60, exit=True)
     if args.release_graphs:
         # CUDA graphs that captured NCCL collectives hold the communicator: freed first, so
         # that the process group can be destroyed.
@@ -159,6 +161,7 @@ def rank_main(rank: int, args: argparse.Namespace, port: int, folder: str) -> No
             torch.cuda.synchronize()
     dist.barrier(group=group)
     dist.destroy_process_group()
+    faulthandler.cancel_dump_traceback_later()
     if rank == 0:
         print("the ranks left their process group", flush=True)
 
