@@ -6,15 +6,17 @@ and the agent's spans join the caller's trace; spans are exported over OTLP when
 
 Several servers (``a:1,b:2``, the servers of one fleet): calls go to one until it cannot be
 reached (UNAVAILABLE from the transport, not an error the server raised), then to the next,
-which the client keeps using; each call tries each server once. An evaluation carries an id
-chosen here, so that when its stream breaks before the server assigned it, the next server
-takes it with the same id (an evaluation is stored once, whichever copy finishes first); once
-assigned, its agent finishes it whatever became of the server, so the client follows it by id
-through the next server (``FOLLOW_POLL_S``) until its record is stored; when neither a server's
-job, an agent nor the store has it (the server went away before the agent took it), it is sent
-again under its id. A call refused for load (RESOURCE_EXHAUSTED,
-``Overloaded``) is made again after the pushback the server sent, when that is short
-(``MAX_PUSHBACK_WAIT_S``), at most ``OVERLOAD_RETRIES`` times.
+which the client keeps using; each call tries each server once per outage (a call that ran
+``NEW_OUTAGE_S`` before its server went away tries those it passed over again: a killed server
+comes back on its address). An evaluation carries an id chosen here, so that when its stream
+breaks before the server assigned it, the next server takes it with the same id (an evaluation
+is stored once, whichever copy finishes first); once assigned, its agent finishes it whatever
+became of the server, so the client follows it by id through the next server
+(``FOLLOW_POLL_S``, and for ``FOLLOW_UNREACHABLE_S`` while no server answers) until its record
+is stored; when neither a server's job, an agent nor the store has it (the server went away
+before the agent took it), it is sent again under its id. A call refused for load
+(RESOURCE_EXHAUSTED, ``Overloaded``) is made again after the pushback the server sent, when
+that is short (``MAX_PUSHBACK_WAIT_S``), at most ``OVERLOAD_RETRIES`` times.
 """
 
 from __future__ import annotations
@@ -87,6 +89,12 @@ FOLLOW_POLL_S = 1.0
 #: Looks that find it nowhere (no job, no agent running it, not stored) before it is lost: a
 #: record is stored before its agent stops listing it, so two in a row are no race.
 FOLLOW_MISSES = 2
+#: How long an evaluation is followed while no server can be reached (servers restarted one
+#: after the other: its agent finishes it meanwhile, and its record waits in the store).
+FOLLOW_UNREACHABLE_S = 30.0
+#: A call that ran this long before its server went away meets a new outage: servers passed
+#: over before it are tried again (a killed server is restarted within seconds).
+NEW_OUTAGE_S = 5.0
 #: The longest pushback waited for before a call refused for load is made again.
 MAX_PUSHBACK_WAIT_S = 2.0
 OVERLOAD_RETRIES = 3
@@ -183,9 +191,10 @@ class RemoteClient:
         """The record of an evaluation assigned by a server that went away, once stored; None
         when no server's job, no agent and no store has it."""
         misses = 0
+        reached = time.monotonic()
         while True:
-            running = any(evaluation_id in agent.running for agent in self.list_agents())
             try:
+                running = any(evaluation_id in agent.running for agent in self.list_agents())
                 record = self.get_evaluation(evaluation_id)
             except EvaluationInFlight:
                 misses = 0
@@ -193,8 +202,14 @@ class RemoteClient:
                 misses = 0 if running else misses + 1
                 if misses >= FOLLOW_MISSES:
                     return None
+            except Unavailable:
+                if time.monotonic() - reached > FOLLOW_UNREACHABLE_S:
+                    raise
+                time.sleep(FOLLOW_POLL_S)
+                continue
             else:
                 return record
+            reached = time.monotonic()
             time.sleep(FOLLOW_POLL_S)
 
     def bound(self, request: BoundRequest, progress: ProgressCallback | None = None) -> BoundRecord:
@@ -407,10 +422,13 @@ class RemoteClient:
         refused = 0
         while True:
             used = self._current
+            began = time.monotonic()
             try:
                 return call()
             except grpc.RpcError as exc:
                 error = error_from_rpc(exc, self.peer)
+                if time.monotonic() - began > NEW_OUTAGE_S:
+                    unreachable.clear()
                 if transport_failure(exc) and len(unreachable) + 1 < len(self.addresses):
                     unreachable.append(f"{self.addresses[used]}: {exc.details()}")  # type: ignore[attr-defined]
                     self._move_on(used)

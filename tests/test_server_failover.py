@@ -23,7 +23,7 @@ from mlms.rpc.payloads import evaluate_message
 from mlms.server.process import Server, ServerConfig
 from mlms.store.factory import store_from_url
 from tests.loopback_fleet import LoopbackFleet, running_fleet
-from tests.processes import MlmsProcess, free_port, run_mlms
+from tests.processes import MlmsProcess, free_port, run_mlms, wait_for
 
 
 def test_addresses_are_checked_one_by_one() -> None:
@@ -128,6 +128,60 @@ def test_an_evaluation_outlives_its_server(fleet: LoopbackFleet) -> None:
         ]
     finally:
         other.stop()
+        fleet.start_server()  # for any test after this one
+
+
+def test_an_evaluation_outlives_both_servers_going_away_in_turn(fleet: LoopbackFleet) -> None:
+    """The client's server is killed (-9) while the agent measures, then the server it follows
+    the evaluation through; the first comes back on its address a moment later: the client,
+    still following, finds the record there, stored once."""
+    first = fleet.address
+    other = MlmsProcess.serving(["server", "--grace", "2"], fleet.root / "other2.log", fleet.env)
+    back: MlmsProcess | None = None
+    try:
+        client = RemoteClient(f"{first},{other.address()}")
+        measuring = threading.Event()
+        outcome: list[EvaluationRecord | BaseException] = []
+
+        def run() -> None:
+            request = EvaluationRequest(
+                model="digits_cnn", framework="torch", batch_sizes=[1], iterations=10,
+                warmup=1, min_seconds=6.0,
+            )  # fmt: skip
+            try:
+                outcome.append(
+                    client.evaluate(request, lambda e: e.run != "warmup" and measuring.set())
+                )
+            except BaseException as exc:
+                outcome.append(exc)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        assert measuring.wait(120), fleet.logs()
+        fleet.server.popen.send_signal(signal.SIGKILL)
+        wait_for(lambda: client.address == other.address() or None, 60, "the client to move on")
+        other.popen.send_signal(signal.SIGKILL)
+        other.popen.wait(30)
+        address_file = fleet.root / "back.address"
+        back = MlmsProcess(
+            ["server", "--grace", "2", "--listen", first, "--address-file", str(address_file)],
+            fleet.root / "back.log",
+            fleet.env,
+        )
+        back.served = address_file
+        back.address()
+        thread.join(120)
+        client.close()
+        [record] = outcome
+        assert isinstance(record, EvaluationRecord), record
+        store = store_from_url(fleet.store_url)
+        assert [k for k in store.list("evaluations/") if record.id in k] == [
+            f"evaluations/{record.id}.json"
+        ]
+    finally:
+        other.stop()
+        if back is not None:
+            back.stop()
         fleet.start_server()  # for any test after this one
 
 
