@@ -146,7 +146,7 @@ def test_an_evaluation_outlives_both_servers_going_away_in_turn(fleet: LoopbackF
         def run() -> None:
             request = EvaluationRequest(
                 model="digits_cnn", framework="torch", batch_sizes=[1], iterations=10,
-                warmup=1, min_seconds=6.0,
+                warmup=1, min_seconds=2.0,
             )  # fmt: skip
             try:
                 outcome.append(
