@@ -73,21 +73,18 @@ def _sweep_and_tasks(results: Path):
 
 def _write_pages(results: Path, output: Path, models: list[str]) -> list[Path]:
     """``write_site`` of the merged sweep's cells of ``models`` (in a worker process)."""
-    from mlms.analysis.engine import Spans
     from mlms.evaluation.record_store import load_record
-    from mlms.report.site import write_site
+    from mlms.report.site import site_spans, write_site
     from mlms.store.local import LocalStore
+    from mlms.tracer.archive import local_archive
 
     store = LocalStore(results / "store")
     sweep, tasks = _sweep_and_tasks(results)
     own = sweep.model_copy(update={"cells": [c for c in sweep.cells if c.model in models]})
     done = dict.fromkeys(c.evaluation_id for c in own.cells if c.state == "completed")
     records = [load_record(store, evaluation_id) for evaluation_id in done]
-
-    def spans_of(chosen):
-        return Spans.from_store(store, [r.trace_id for r in chosen if r.trace_id])
-
-    return write_site(own, records, tasks, spans_of, output)
+    spans = site_spans(local_archive(store, r.trace_id) for r in records if r.trace_id)
+    return write_site(own, records, tasks, spans, output)
 
 
 def check_pages(site: Path, screenshots: Path | None) -> tuple[int, list[str], list[str]]:

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import click
 
-from mlms.cli.common_options import spans_for
 from mlms.cli.render import err
 from mlms.errors import InvalidArgument
 
@@ -30,7 +29,7 @@ def site(sweep_id: str, output: Path) -> None:
     from mlms.catalog.resolve import resolve_model
     from mlms.client import EmbeddedClient
     from mlms.evaluation.sweep import load_sweep
-    from mlms.report.site import write_site  # plotly loads only for this command
+    from mlms.report.site import site_spans, write_site  # plotly loads only for this command
 
     client = EmbeddedClient()
     sweep = load_sweep(client.store, sweep_id)
@@ -40,7 +39,8 @@ def site(sweep_id: str, output: Path) -> None:
     tasks = {}
     for name in dict.fromkeys(cell.model for cell in sweep.cells):
         tasks[name] = resolve_model(name, client.store).task
-    written = write_site(sweep, records, tasks, lambda own: spans_for(client, own), output)
+    spans = site_spans(client.span_archive(r.trace_id) for r in records if r.trace_id)
+    written = write_site(sweep, records, tasks, spans, output)
     size = sum(path.stat().st_size for path in written)
     err.print(
         f"wrote the site of sweep {sweep.id} ({len(tasks)} models, {len(records)} evaluations, "

@@ -9,12 +9,15 @@ anything.
     plotly.min.js       the one copy of plotly.js every page loads (from the plotly wheel)
 
 Nothing is fetched from the network: every page loads the shared plotly.js by relative path.
+The sweep's span archives are read once into one in-memory table (``site_spans``); each page
+narrows it to its own evaluations with a query, instead of reading and deriving its archives
+again (a sweep's records are model-level runs: a few dozen spans each).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +31,7 @@ from mlms.evaluation.record import EvaluationRecord
 from mlms.evaluation.sweep import SweepState
 from mlms.report import build_report
 from mlms.report.html import Section, absent, escape, figure, page, question
+from mlms.tracer.archive import read_parquet
 
 PLOTLY = "plotly.min.js"
 
@@ -94,12 +98,12 @@ def write_site(
     sweep: SweepState,
     records: Sequence[EvaluationRecord],
     tasks: dict[str, str],
-    spans_of: Callable[[Sequence[EvaluationRecord]], Spans],
+    spans: Spans,
     folder: Path,
 ) -> list[Path]:
     """The site of ``sweep`` in ``folder`` (made if missing): the files written. ``records``
-    are its completed evaluations; ``tasks`` maps each model to its task; ``spans_of`` loads
-    the span archives of a model's records."""
+    are its completed evaluations; ``tasks`` maps each model to its task; ``spans`` holds the
+    records' traces (``site_spans``)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "models").mkdir(exist_ok=True)
     written = [folder / PLOTLY, folder / "index.html"]
@@ -111,7 +115,7 @@ def write_site(
         own = [r for r in records if r.model.name == model]
         path = folder / "models" / f"{model}.html"
         if own:
-            text = build_report(own, spans_of(own), plotly_src=f"../{PLOTLY}")
+            text = build_report(own, spans, plotly_src=f"../{PLOTLY}")
         else:
             failed = [f for row in rows if row.model == model for f in row.failed]
             section = Section("No completed evaluation", "none").add(
@@ -121,6 +125,12 @@ def write_site(
         path.write_text(_with_home_link(text), encoding="utf-8")
         written.append(path)
     return written
+
+
+def site_spans(archives: Iterable[Path]) -> Spans:
+    """The span archives of a site's records as one table in memory: a page's queries narrow
+    it to its records' traces, where over a view of the files each would read every archive."""
+    return Spans.from_tables(read_parquet(path) for path in archives)
 
 
 def _with_home_link(text: str) -> str:
