@@ -22,6 +22,14 @@ _LAYOUT = {
     "legend": {"orientation": "h", "yanchor": "bottom", "y": 1.02, "x": 0},
     "font": {"size": 12},
 }
+#: The axes of two plots side by side, as plotly's ``make_subplots`` lays them out (once).
+_PAIR = {
+    name: axis
+    for name, axis in make_subplots(rows=1, cols=2, horizontal_spacing=0.12)
+    .layout.to_plotly_json()
+    .items()
+    if name != "template"
+}
 _ROOF_COLORS = {"fp32": "#555555", "tensor": "#b8860b"}
 _POINT_COLORS = {True: "#e45756", False: "#4c78a8"}  # tensor-core work, other work
 _PALETTE = plotly.colors.qualitative.Plotly
@@ -52,10 +60,20 @@ _KIND_COLORS = {
 }
 
 
+def _layout(title: str, **layout: object) -> dict[str, object]:
+    return {**_LAYOUT, **layout, "title": {"text": title, "x": 0, "xanchor": "left", "y": 0.98}}
+
+
 def _styled(fig: go.Figure, title: str, **layout: object) -> go.Figure:
-    fig.update_layout(**{**_LAYOUT, **layout})
-    fig.update_layout(title={"text": title, "x": 0, "xanchor": "left", "y": 0.98})
-    return fig
+    return fig.update_layout(_layout(title, **layout))
+
+
+def _pair(traces: list[dict], title: str, **layout: object) -> go.Figure:
+    """Two plots side by side (``_PAIR``'s axes; a trace on the right one names ``x2`` and
+    ``y2``), built from plain dicts and validated once: each graph-object call of plotly
+    validates and copies the layout again, ten times the cost of the figure's drawing data."""
+    axes = {name: {**_PAIR[name], **layout.pop(name, {})} for name in _PAIR}
+    return go.Figure({"data": traces, "layout": _layout(title, **axes, **layout)})
 
 
 def _layer_labels(table: pd.DataFrame) -> pd.Series:
@@ -69,61 +87,81 @@ def _by_batch(table: pd.DataFrame, column: str = "batch_size"):
 
 def latency_and_throughput(table: pd.DataFrame) -> go.Figure:
     """From ``latency_by_batch``: p50 with p90 and p99, and throughput, against batch size."""
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12)
     sizes = table["batch size"].tolist()
-    for column, dash in (("p50 (ms)", "solid"), ("p90 (ms)", "dash"), ("p99 (ms)", "dot")):
-        fig.add_scatter(
-            x=sizes,
-            y=table[column].tolist(),
-            name=column.split()[0],
-            mode="lines+markers",
-            line={"dash": dash},
-            row=1,
-            col=1,
-        )
-    fig.add_scatter(
-        x=sizes,
-        y=table["throughput (inputs/s)"].tolist(),
-        name="throughput",
-        mode="lines+markers",
-        row=1,
-        col=2,
+    traces = [
+        {
+            "type": "scatter",
+            "x": sizes,
+            "y": table[column].tolist(),
+            "name": column.split()[0],
+            "mode": "lines+markers",
+            "line": {"dash": dash},
+            "xaxis": "x",
+            "yaxis": "y",
+        }
+        for column, dash in (("p50 (ms)", "solid"), ("p90 (ms)", "dash"), ("p99 (ms)", "dot"))
+    ]
+    traces.append(
+        {
+            "type": "scatter",
+            "x": sizes,
+            "y": table["throughput (inputs/s)"].tolist(),
+            "name": "throughput",
+            "mode": "lines+markers",
+            "xaxis": "x2",
+            "yaxis": "y2",
+        }
     )
-    fig.update_xaxes(title_text="batch size", type="log", tickvals=sizes)
-    fig.update_yaxes(title_text="latency (ms)", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title_text="throughput (inputs/s)", rangemode="tozero", row=1, col=2)
-    return _styled(fig, "Latency and throughput vs batch size")
+    batch = {"title": {"text": "batch size"}, "type": "log", "tickvals": sizes}
+    return _pair(
+        traces,
+        "Latency and throughput vs batch size",
+        xaxis=batch,
+        xaxis2=batch,
+        yaxis={"title": {"text": "latency (ms)"}, "rangemode": "tozero"},
+        yaxis2={"title": {"text": "throughput (inputs/s)"}, "rangemode": "tozero"},
+    )
 
 
 def energy_by_batch(table: pd.DataFrame) -> go.Figure:
     """From ``energy_by_batch``: joules per inference, and the average, peak and idle watts,
     against batch size."""
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12)
     sizes = table["batch size"].tolist()
-    fig.add_scatter(
-        x=sizes,
-        y=table["J/inference"].tolist(),
-        name="J/inference",
-        mode="lines+markers",
-        customdata=table["inferences/J"].tolist(),
-        hovertemplate="%{y:.4g} J per inference (%{customdata:.4g} inferences/J)",
-        row=1,
-        col=1,
+    traces = [
+        {
+            "type": "scatter",
+            "x": sizes,
+            "y": table["J/inference"].tolist(),
+            "name": "J/inference",
+            "mode": "lines+markers",
+            "customdata": table["inferences/J"].tolist(),
+            "hovertemplate": "%{y:.4g} J per inference (%{customdata:.4g} inferences/J)",
+            "xaxis": "x",
+            "yaxis": "y",
+        }
+    ]
+    traces.extend(
+        {
+            "type": "scatter",
+            "x": sizes,
+            "y": table[column].tolist(),
+            "name": column.split()[0] + " power",
+            "mode": "lines+markers",
+            "line": {"dash": dash},
+            "xaxis": "x2",
+            "yaxis": "y2",
+        }
+        for column, dash in (("average (W)", "solid"), ("peak (W)", "dash"), ("idle (W)", "dot"))
     )
-    for column, dash in (("average (W)", "solid"), ("peak (W)", "dash"), ("idle (W)", "dot")):
-        fig.add_scatter(
-            x=sizes,
-            y=table[column].tolist(),
-            name=column.split()[0] + " power",
-            mode="lines+markers",
-            line={"dash": dash},
-            row=1,
-            col=2,
-        )
-    fig.update_xaxes(title_text="batch size", type="log", tickvals=sizes)
-    fig.update_yaxes(title_text="energy per inference (J)", type="log", row=1, col=1)
-    fig.update_yaxes(title_text="power (W)", rangemode="tozero", row=1, col=2)
-    return _styled(fig, "Energy per inference and power vs batch size")
+    batch = {"title": {"text": "batch size"}, "type": "log", "tickvals": sizes}
+    return _pair(
+        traces,
+        "Energy per inference and power vs batch size",
+        xaxis=batch,
+        xaxis2=batch,
+        yaxis={"title": {"text": "energy per inference (J)"}, "type": "log"},
+        yaxis2={"title": {"text": "power (W)"}, "rangemode": "tozero"},
+    )
 
 
 def leveled_overheads(table: pd.DataFrame) -> go.Figure:
@@ -323,26 +361,35 @@ def timeline(table: pd.DataFrame, batch_size: int) -> go.Figure:
 def side_by_side(table: pd.DataFrame) -> go.Figure:
     """From ``compare_frameworks``: p50 latency and throughput per batch size, one bar per
     evaluation."""
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12)
+    traces = []
     groups = table.groupby(["evaluation", "framework", "version"], sort=False)
     for color, ((evaluation, framework, version), rows) in zip(itertools.cycle(_PALETTE), groups):
         name = f"{framework} {version} ({evaluation[:8]})"
         sizes = rows["batch size"].astype(str).tolist()
-        for col, column in ((1, "p50 (ms)"), (2, "throughput (inputs/s)")):
-            fig.add_bar(
-                x=sizes,
-                y=rows[column].tolist(),
-                name=name,
-                legendgroup=name,
-                showlegend=col == 1,
-                marker_color=color,
-                row=1,
-                col=col,
+        for axes, column in (("", "p50 (ms)"), ("2", "throughput (inputs/s)")):
+            traces.append(
+                {
+                    "type": "bar",
+                    "x": sizes,
+                    "y": rows[column].tolist(),
+                    "name": name,
+                    "legendgroup": name,
+                    "showlegend": not axes,
+                    "marker": {"color": color},
+                    "xaxis": f"x{axes}",
+                    "yaxis": f"y{axes}",
+                }
             )
-    fig.update_xaxes(title_text="batch size", type="category")
-    fig.update_yaxes(title_text="p50 (ms)", row=1, col=1)
-    fig.update_yaxes(title_text="throughput (inputs/s)", row=1, col=2)
-    return _styled(fig, "Side by side per batch size", barmode="group")
+    batch = {"title": {"text": "batch size"}, "type": "category"}
+    return _pair(
+        traces,
+        "Side by side per batch size",
+        xaxis=batch,
+        xaxis2=batch,
+        yaxis={"title": {"text": "p50 (ms)"}},
+        yaxis2={"title": {"text": "throughput (inputs/s)"}},
+        barmode="group",
+    )
 
 
 def differences(table: pd.DataFrame, labels: pd.Series, column: str, title: str) -> go.Figure:
