@@ -29,7 +29,7 @@ from mlms.report.advice import advice_for, advice_section
 from mlms.report.bounds import bounds_for, bounds_section
 from mlms.report.evaluations import evaluations_section, label, short_label
 from mlms.report.html import Section, page, question
-from mlms.report.levels import LEVELS, own_spans
+from mlms.report.levels import LEVELS, parts_spans
 from mlms.report.ranks import ranks_section
 
 __all__ = ["advice_for", "bounds_for", "build_report"]
@@ -49,8 +49,7 @@ def build_report(
     ``records`` (``advice_for``). ``plotly_src``: load plotly.js from this relative URL instead
     of inlining it (pages of one site share one copy)."""
     levels = [Section(level.title, level.anchor).add(question(level.question)) for level in LEVELS]
-    for index, record in enumerate(records):
-        own = own_spans(spans, record)  # one evaluation's spans at a time
+    for index, (record, own) in enumerate(zip(records, parts_spans(spans, records), strict=True)):
         for level, section in zip(LEVELS, levels, strict=True):
             part = section.child(label(record), f"{level.anchor}-{index}", short_label(record))
             part.add(*level.part(record, own, index))

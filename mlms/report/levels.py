@@ -8,7 +8,7 @@ empty plot.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from mlms.analysis import kernels, layers, model, timeline
@@ -42,6 +42,25 @@ def own_spans(spans: Spans, record: EvaluationRecord) -> Spans | None:
     if traces == [record.trace_id]:
         return spans
     return Spans(spans.arrow("SELECT * FROM spans WHERE trace_id = ?", [record.trace_id]))
+
+
+def parts_spans(spans: Spans, records: Sequence[EvaluationRecord]) -> list[Spans | None]:
+    """Each record's spans for its level parts: its own (``own_spans``), or, for a trace with
+    no span below the model level, one empty ``Spans`` shared by them. Every part reads layers,
+    kernels or a layer run, none of which such a trace has, so the empty one answers each part
+    alike without deriving the trace's tables once more (a sweep's records are such traces)."""
+    traced = [r.trace_id for r in records if r.trace_id is not None]
+    shallow = set(
+        spans.arrow(
+            "SELECT trace_id FROM spans WHERE list_contains(?, trace_id) "
+            f"GROUP BY trace_id HAVING max(level) <= {int(TraceLevel.MODEL)}",
+            [traced],
+        )["trace_id"].to_pylist()
+        if traced
+        else ()
+    )
+    empty = Spans.from_tables([]) if shallow else None
+    return [empty if r.trace_id in shallow else own_spans(spans, r) for r in records]
 
 
 def model_part(record: EvaluationRecord, spans: Spans | None, index: int) -> list[str]:
