@@ -10,13 +10,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from playwright.sync_api import sync_playwright
 
 from mlms.cli.main import cli
 from mlms.client import EmbeddedClient
+from mlms.evaluation.record import EvaluationRequest
+from mlms.evaluation.runner import evaluate
 from mlms.evaluation.sweep import SweepSpec
+from mlms.report import figures
+from mlms.report.levels import parts_spans
+from mlms.report.site import site_spans
 
 REPO = Path(__file__).resolve().parents[1]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -137,3 +143,50 @@ def test_unknown_sweep_is_one_line_error(tmp_path: Path) -> None:
         f"mlms: error: no sweep with id 'abc123' in file://{os.environ['MLMS_HOME']}/store"
     ]
     assert not (tmp_path / "site").exists()
+
+
+def test_level_parts_of_a_model_level_trace_share_one_empty_spans(store) -> None:
+    """The site's spans hold every trace; a trace with layers gets its own to itself, and the
+    model-level ones one empty Spans for all (their parts have nothing below the model)."""
+    client = EmbeddedClient(store)
+    records = [
+        evaluate(
+            EvaluationRequest(model="digits_cnn", batch_sizes=[1], iterations=2, warmup=0,
+                              min_seconds=0, trace_level=level),
+            store=store,
+        )
+        for level in ("model", "framework", "model", "no_trace")
+    ]  # fmt: skip
+    spans = site_spans(client.span_archive(r.trace_id) for r in records if r.trace_id)
+    shallow, deep, shallow_too, untraced = parts_spans(spans, records)
+    assert shallow is shallow_too and len(shallow) == 0
+    assert deep.scalar("SELECT list(DISTINCT trace_id) FROM spans") == [records[1].trace_id]
+    assert deep.scalar("SELECT count(*) FROM layers") > 0
+    assert untraced is None
+
+
+def test_side_by_side_figures_put_the_right_traces_on_the_right_plot() -> None:
+    sizes = [1, 16]
+    latency = pd.DataFrame(
+        {"batch size": sizes, "p50 (ms)": [1.0, 2.0], "p90 (ms)": [1.5, 2.5],
+         "p99 (ms)": [2.0, 3.0], "throughput (inputs/s)": [1000.0, 8000.0]}
+    )  # fmt: skip
+    fig = figures.latency_and_throughput(latency)
+    assert [(t.name, t.xaxis, t.yaxis) for t in fig.data] == [
+        ("p50", "x", "y"), ("p90", "x", "y"), ("p99", "x", "y"), ("throughput", "x2", "y2")
+    ]  # fmt: skip
+    assert fig.layout.xaxis.domain == (0.0, 0.44) and fig.layout.xaxis2.domain == (0.56, 1.0)
+    assert fig.layout.yaxis2.anchor == "x2" and fig.layout.xaxis2.type == "log"
+    assert fig.layout.yaxis2.title.text == "throughput (inputs/s)"
+    assert fig.layout.template.layout.plot_bgcolor == "white"  # plotly_white
+    both = pd.DataFrame(
+        {"evaluation": ["a" * 32] * 2 + ["b" * 32] * 2, "framework": "torch", "version": "2",
+         "batch size": sizes * 2, "p50 (ms)": [1.0, 2.0, 1.1, 2.1],
+         "throughput (inputs/s)": [1e3, 8e3, 9e2, 7e3]}
+    )  # fmt: skip
+    bars = figures.side_by_side(both)
+    assert [(t.xaxis, t.yaxis, t.showlegend) for t in bars.data] == [
+        ("x", "y", True), ("x2", "y2", False), ("x", "y", True), ("x2", "y2", False)
+    ]  # fmt: skip
+    assert bars.data[0].marker.color != bars.data[2].marker.color
+    assert bars.layout.barmode == "group" and bars.layout.xaxis2.type == "category"
