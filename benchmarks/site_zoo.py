@@ -43,7 +43,7 @@ FILTERED_TASK = "object_detection"
 
 def build(results: Path, output: Path, workers: int) -> tuple[list[Path], float]:
     """The site of the results folder's merged sweep in ``output``; its files and seconds.
-    The model pages (a report each: a few tenths of a second of plotly and DuckDB) are written
+    The model pages (a report each: 0.1-0.2 s of DuckDB and plotly on this 2-core VM) are written
     by ``workers`` processes, each mlms's ``write_site`` over its share of the models; the
     index of every model is written last."""
     from mlms.report.site import PLOTLY, index_page, model_rows
