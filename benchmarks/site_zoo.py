@@ -20,7 +20,6 @@ import argparse
 import os
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,49 +41,25 @@ FILTERED_TASK = "object_detection"
 
 
 def build(results: Path, output: Path, workers: int) -> tuple[list[Path], float]:
-    """The site of the results folder's merged sweep in ``output``; its files and seconds.
-    The model pages (a report each: 0.1-0.2 s of DuckDB and plotly on this 2-core VM) are written
-    by ``workers`` processes, each mlms's ``write_site`` over its share of the models; the
-    index of every model is written last."""
-    from mlms.report.site import PLOTLY, index_page, model_rows
+    """The site of the results folder's merged sweep in ``output`` (mlms's ``write_site``, its
+    model pages written by ``workers`` processes); its files and seconds."""
+    from mlms.catalog.resolve import resolve_model
+    from mlms.evaluation.record_store import load_record
+    from mlms.report.site import write_site
+    from mlms.store.local import LocalStore
+    from mlms.tracer.archive import local_archive
 
     began = time.perf_counter()
-    sweep, tasks = _sweep_and_tasks(results)
-    models = list(dict.fromkeys(cell.model for cell in sweep.cells))
-    shares = [models[i::workers] for i in range(workers) if models[i::workers]]
-    with ProcessPoolExecutor(len(shares)) as pool:
-        pages = pool.map(_write_pages, [results] * len(shares), [output] * len(shares), shares)
-        written = [path for share in pages for path in share if path.parent.name == "models"]
-    (output / "index.html").write_text(index_page(sweep, model_rows(sweep, tasks)), "utf-8")
-    return [output / PLOTLY, output / "index.html", *written], time.perf_counter() - began
-
-
-def _sweep_and_tasks(results: Path):
-    from mlms.catalog.resolve import resolve_model
-    from mlms.store.local import LocalStore
-
     store = LocalStore(results / "store")
     sweep = merged_sweep(store)
     if sweep is None:
         raise SystemExit(f"site_zoo: {results}/store holds no sweep: expected the kit's results")
     tasks = {name: resolve_model(name, store).task for name in {c.model for c in sweep.cells}}
-    return sweep, tasks
-
-
-def _write_pages(results: Path, output: Path, models: list[str]) -> list[Path]:
-    """``write_site`` of the merged sweep's cells of ``models`` (in a worker process)."""
-    from mlms.evaluation.record_store import load_record
-    from mlms.report.site import site_spans, write_site
-    from mlms.store.local import LocalStore
-    from mlms.tracer.archive import local_archive
-
-    store = LocalStore(results / "store")
-    sweep, tasks = _sweep_and_tasks(results)
-    own = sweep.model_copy(update={"cells": [c for c in sweep.cells if c.model in models]})
-    done = dict.fromkeys(c.evaluation_id for c in own.cells if c.state == "completed")
+    done = dict.fromkeys(c.evaluation_id for c in sweep.cells if c.state == "completed")
     records = [load_record(store, evaluation_id) for evaluation_id in done]
-    spans = site_spans(local_archive(store, r.trace_id) for r in records if r.trace_id)
-    return write_site(own, records, tasks, spans, output)
+    archives = {r.trace_id: local_archive(store, r.trace_id) for r in records if r.trace_id}
+    written = write_site(sweep, records, tasks, archives, output, workers)
+    return written, time.perf_counter() - began
 
 
 def check_pages(site: Path, screenshots: Path | None) -> tuple[int, list[str], list[str]]:

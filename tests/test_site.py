@@ -49,7 +49,10 @@ def site(store, tmp_path_factory) -> Path:
     sweep = EmbeddedClient(store).sweep(spec, None, lambda _state: None)
     assert sweep.count("completed") == 4
     folder = tmp_path_factory.mktemp("site") / "site"
-    done = CliRunner().invoke(cli, ["site", sweep.id, "-o", str(folder)], catch_exceptions=False)
+    # Two processes write the model pages, one each.
+    done = CliRunner().invoke(
+        cli, ["site", sweep.id, "-o", str(folder), "--workers", "2"], catch_exceptions=False
+    )
     assert done.exit_code == 0, done.output
     return folder
 
@@ -142,6 +145,13 @@ def test_unknown_sweep_is_one_line_error(tmp_path: Path) -> None:
     assert done.stderr.strip().splitlines() == [
         f"mlms: error: no sweep with id 'abc123' in file://{os.environ['MLMS_HOME']}/store"
     ]
+    assert not (tmp_path / "site").exists()
+
+
+def test_a_bad_worker_count_is_one_line(tmp_path: Path) -> None:
+    done = _mlms("site", "abc123", "-o", str(tmp_path / "site"), "--workers", "0")
+    assert done.returncode == 2
+    assert "Invalid value for '--workers': 0 is not in the range x>=1" in done.stderr
     assert not (tmp_path / "site").exists()
 
 

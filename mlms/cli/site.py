@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
@@ -19,7 +20,14 @@ from mlms.errors import InvalidArgument
     required=True,
     help="The folder to write the site into (made if missing).",
 )
-def site(sweep_id: str, output: Path) -> None:
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=lambda: len(os.sched_getaffinity(0)),
+    show_default="the cores this process may run on",
+    help="Processes writing the model pages, each a share of the models.",
+)
+def site(sweep_id: str, output: Path, workers: int) -> None:
     """Write a static results site of the sweep SWEEP_ID from this machine's store: an index
     of every model (throughput against batch size, peak throughput and its batch, latency at
     batch 1, energy per inference where measured; filterable by task) and one report page per
@@ -29,7 +37,7 @@ def site(sweep_id: str, output: Path) -> None:
     from mlms.catalog.resolve import resolve_model
     from mlms.client import EmbeddedClient
     from mlms.evaluation.sweep import load_sweep
-    from mlms.report.site import site_spans, write_site  # plotly loads only for this command
+    from mlms.report.site import write_site  # plotly loads only for this command
 
     client = EmbeddedClient()
     sweep = load_sweep(client.store, sweep_id)
@@ -39,8 +47,8 @@ def site(sweep_id: str, output: Path) -> None:
     tasks = {}
     for name in dict.fromkeys(cell.model for cell in sweep.cells):
         tasks[name] = resolve_model(name, client.store).task
-    spans = site_spans(client.span_archive(r.trace_id) for r in records if r.trace_id)
-    written = write_site(sweep, records, tasks, spans, output)
+    archives = {r.trace_id: client.span_archive(r.trace_id) for r in records if r.trace_id}
+    written = write_site(sweep, records, tasks, archives, output, workers)
     size = sum(path.stat().st_size for path in written)
     err.print(
         f"wrote the site of sweep {sweep.id} ({len(tasks)} models, {len(records)} evaluations, "

@@ -9,15 +9,17 @@ anything.
     plotly.min.js       the one copy of plotly.js every page loads (from the plotly wheel)
 
 Nothing is fetched from the network: every page loads the shared plotly.js by relative path.
-The sweep's span archives are read once into one in-memory table (``site_spans``); each page
-narrows it to its own evaluations with a query, instead of reading and deriving its archives
-again (a sweep's records are model-level runs: a few dozen spans each).
+The model pages are written by one or more processes, each over a share of the models: it reads
+its share's span archives once into one in-memory table (``site_spans``) and each page narrows
+it to its own evaluations with a query, instead of reading and deriving its archives again (a
+sweep's records are model-level runs: a few dozen spans each).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -98,12 +100,14 @@ def write_site(
     sweep: SweepState,
     records: Sequence[EvaluationRecord],
     tasks: dict[str, str],
-    spans: Spans,
+    archives: Mapping[str, Path],
     folder: Path,
+    workers: int = 1,
 ) -> list[Path]:
     """The site of ``sweep`` in ``folder`` (made if missing): the files written. ``records``
-    are its completed evaluations; ``tasks`` maps each model to its task; ``spans`` holds the
-    records' traces (``site_spans``)."""
+    are its completed evaluations; ``tasks`` maps each model to its task; ``archives`` each
+    record's trace id to its span archive. ``workers`` processes write the model pages, each
+    a share of the models (a page is a tenth of a second or two of DuckDB and plotly, all CPU)."""
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "models").mkdir(exist_ok=True)
     written = [folder / PLOTLY, folder / "index.html"]
@@ -111,7 +115,38 @@ def write_site(
     rows = model_rows(sweep, tasks)
     # The index first: a site cut short by a time limit still lists every model.
     written[1].write_text(index_page(sweep, rows), encoding="utf-8")
-    for model in dict.fromkeys(row.model for row in rows):
+    models = list(dict.fromkeys(row.model for row in rows))
+    shares = [models[i::workers] for i in range(workers) if models[i::workers]]
+    if len(shares) < 2:
+        return [*written, *_write_pages(sweep, records, rows, archives, folder, models)]
+    with ProcessPoolExecutor(len(shares)) as pool:
+        futures = [
+            pool.submit(
+                _write_pages,
+                sweep,
+                [r for r in records if r.model.name in share],
+                rows,
+                archives,
+                folder,
+                share,
+            )
+            for share in shares
+        ]
+        return [*written, *(path for future in futures for path in future.result())]
+
+
+def _write_pages(
+    sweep: SweepState,
+    records: Sequence[EvaluationRecord],
+    rows: Sequence[ModelRow],
+    archives: Mapping[str, Path],
+    folder: Path,
+    models: Sequence[str],
+) -> list[Path]:
+    """The pages of ``models``, over one table of their records' archives (``site_spans``)."""
+    spans = site_spans(archives[r.trace_id] for r in records if r.trace_id)
+    written = []
+    for model in models:
         own = [r for r in records if r.model.name == model]
         path = folder / "models" / f"{model}.html"
         if own:
