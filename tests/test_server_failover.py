@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import grpc
@@ -88,44 +88,62 @@ def fleet(etcd, s3, tmp_path_factory, store) -> Iterator[LoopbackFleet]:
         yield fleet
 
 
+def _measuring(
+    fleet: LoopbackFleet, client: RemoteClient, min_seconds: float
+) -> Callable[[], EvaluationRecord]:
+    """digits_cnn evaluated through ``client`` in a thread, returned once its agent measures;
+    calling the result waits for the evaluation's record."""
+    measuring = threading.Event()
+    outcome: list[EvaluationRecord | BaseException] = []
+
+    def run() -> None:
+        request = EvaluationRequest(
+            model="digits_cnn", framework="torch", batch_sizes=[1], iterations=10, warmup=1,
+            min_seconds=min_seconds,
+        )  # fmt: skip
+        try:
+            outcome.append(
+                client.evaluate(request, lambda e: e.run != "warmup" and measuring.set())
+            )
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert measuring.wait(120), fleet.logs()
+
+    def record() -> EvaluationRecord:
+        thread.join(120)
+        [found] = outcome
+        assert isinstance(found, EvaluationRecord), found
+        return found
+
+    return record
+
+
+def _stored_once(fleet: LoopbackFleet, record: EvaluationRecord) -> None:
+    store = store_from_url(fleet.store_url)
+    assert [k for k in store.list("evaluations/") if record.id in k] == [
+        f"evaluations/{record.id}.json"
+    ]
+
+
 def test_an_evaluation_outlives_its_server(fleet: LoopbackFleet) -> None:
     """The server the client streams from is killed (-9) while the agent measures: the
     client finds the record through the other server, stored once, indexed once."""
     other = MlmsProcess.serving(["server", "--grace", "2"], fleet.root / "other.log", fleet.env)
     try:
         addresses = f"{fleet.address},{other.address()}"
-        measuring = threading.Event()
-        outcome: list[EvaluationRecord | BaseException] = []
-
-        def run() -> None:
-            request = EvaluationRequest(
-                model="digits_cnn", framework="torch", batch_sizes=[1], iterations=10,
-                warmup=1, min_seconds=4.0,
-            )  # fmt: skip
-            try:
-                with RemoteClient(addresses) as client:
-                    outcome.append(
-                        client.evaluate(request, lambda e: e.run != "warmup" and measuring.set())
-                    )
-            except BaseException as exc:
-                outcome.append(exc)
-
-        thread = threading.Thread(target=run)
-        thread.start()
-        assert measuring.wait(120), fleet.logs()
-        fleet.server.popen.send_signal(signal.SIGKILL)
-        thread.join(120)
-        [record] = outcome
-        assert isinstance(record, EvaluationRecord), record
+        with RemoteClient(addresses) as client:
+            evaluated = _measuring(fleet, client, min_seconds=4.0)
+            fleet.server.popen.send_signal(signal.SIGKILL)
+            record = evaluated()
         with RemoteClient(addresses) as client:
             assert client.get_evaluation(record.id) == record
             assert client.address == other.address()  # the killed server is passed over
             listed = client.list_evaluations(EvaluationQuery(model="digits_cnn"))
             assert [s.id for s in listed.summaries].count(record.id) == 1
-        store = store_from_url(fleet.store_url)
-        assert [k for k in store.list("evaluations/") if record.id in k] == [
-            f"evaluations/{record.id}.json"
-        ]
+        _stored_once(fleet, record)
     finally:
         other.stop()
         fleet.start_server()  # for any test after this one
@@ -139,45 +157,22 @@ def test_an_evaluation_outlives_both_servers_going_away_in_turn(fleet: LoopbackF
     other = MlmsProcess.serving(["server", "--grace", "2"], fleet.root / "other2.log", fleet.env)
     back: MlmsProcess | None = None
     try:
-        client = RemoteClient(f"{first},{other.address()}")
-        measuring = threading.Event()
-        outcome: list[EvaluationRecord | BaseException] = []
-
-        def run() -> None:
-            request = EvaluationRequest(
-                model="digits_cnn", framework="torch", batch_sizes=[1], iterations=10,
-                warmup=1, min_seconds=2.0,
-            )  # fmt: skip
-            try:
-                outcome.append(
-                    client.evaluate(request, lambda e: e.run != "warmup" and measuring.set())
-                )
-            except BaseException as exc:
-                outcome.append(exc)
-
-        thread = threading.Thread(target=run)
-        thread.start()
-        assert measuring.wait(120), fleet.logs()
-        fleet.server.popen.send_signal(signal.SIGKILL)
-        wait_for(lambda: client.address == other.address() or None, 60, "the client to move on")
-        other.popen.send_signal(signal.SIGKILL)
-        other.popen.wait(30)
-        address_file = fleet.root / "back.address"
-        back = MlmsProcess(
-            ["server", "--grace", "2", "--listen", first, "--address-file", str(address_file)],
-            fleet.root / "back.log",
-            fleet.env,
-        )
-        back.served = address_file
-        back.address()
-        thread.join(120)
-        client.close()
-        [record] = outcome
-        assert isinstance(record, EvaluationRecord), record
-        store = store_from_url(fleet.store_url)
-        assert [k for k in store.list("evaluations/") if record.id in k] == [
-            f"evaluations/{record.id}.json"
-        ]
+        with RemoteClient(f"{first},{other.address()}") as client:
+            evaluated = _measuring(fleet, client, min_seconds=2.0)
+            fleet.server.popen.send_signal(signal.SIGKILL)
+            wait_for(lambda: client.address == other.address() or None, 60, "the move on")
+            other.popen.send_signal(signal.SIGKILL)
+            other.popen.wait(30)
+            address_file = fleet.root / "back.address"
+            back = MlmsProcess(
+                ["server", "--grace", "2", "--listen", first, "--address-file", str(address_file)],
+                fleet.root / "back.log",
+                fleet.env,
+            )
+            back.served = address_file
+            back.address()
+            record = evaluated()
+        _stored_once(fleet, record)
     finally:
         other.stop()
         if back is not None:
