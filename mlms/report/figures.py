@@ -68,12 +68,20 @@ def _styled(fig: go.Figure, title: str, **layout: object) -> go.Figure:
     return fig.update_layout(_layout(title, **layout))
 
 
-def _pair(traces: list[dict], title: str, **layout: object) -> go.Figure:
-    """Two plots side by side (``_PAIR``'s axes; a trace on the right one names ``x2`` and
-    ``y2``), built from plain dicts and validated once: each graph-object call of plotly
-    validates and copies the layout again, ten times the cost of the figure's drawing data."""
+def _pair(traces: list[dict], title: str, batch: dict, **layout: object) -> go.Figure:
+    """Two plots side by side over the same batch-size axis (``batch``; ``_PAIR``'s axes; a
+    trace on the right one names ``x2`` and ``y2``), built from plain dicts and validated once:
+    each graph-object call of plotly validates and copies the layout again, ten times the cost
+    of the figure's drawing data."""
+    layout |= {"xaxis": batch, "xaxis2": batch}
     axes = {name: {**_PAIR[name], **layout.pop(name, {})} for name in _PAIR}
     return go.Figure({"data": traces, "layout": _layout(title, **axes, **layout)})
+
+
+def _line(x: list, y: list, name: str, right: bool = False, **extra: object) -> dict:
+    """A lines-and-markers trace of ``_pair``'s left plot, or of its right one."""
+    axes = {"xaxis": "x2", "yaxis": "y2"} if right else {"xaxis": "x", "yaxis": "y"}
+    return {"type": "scatter", "x": x, "y": y, "name": name, "mode": "lines+markers"} | extra | axes
 
 
 def _layer_labels(table: pd.DataFrame) -> pd.Series:
@@ -89,35 +97,14 @@ def latency_and_throughput(table: pd.DataFrame) -> go.Figure:
     """From ``latency_by_batch``: p50 with p90 and p99, and throughput, against batch size."""
     sizes = table["batch size"].tolist()
     traces = [
-        {
-            "type": "scatter",
-            "x": sizes,
-            "y": table[column].tolist(),
-            "name": column.split()[0],
-            "mode": "lines+markers",
-            "line": {"dash": dash},
-            "xaxis": "x",
-            "yaxis": "y",
-        }
+        _line(sizes, table[column].tolist(), column.split()[0], line={"dash": dash})
         for column, dash in (("p50 (ms)", "solid"), ("p90 (ms)", "dash"), ("p99 (ms)", "dot"))
     ]
-    traces.append(
-        {
-            "type": "scatter",
-            "x": sizes,
-            "y": table["throughput (inputs/s)"].tolist(),
-            "name": "throughput",
-            "mode": "lines+markers",
-            "xaxis": "x2",
-            "yaxis": "y2",
-        }
-    )
-    batch = {"title": {"text": "batch size"}, "type": "log", "tickvals": sizes}
+    traces.append(_line(sizes, table["throughput (inputs/s)"].tolist(), "throughput", right=True))
     return _pair(
         traces,
         "Latency and throughput vs batch size",
-        xaxis=batch,
-        xaxis2=batch,
+        {"title": {"text": "batch size"}, "type": "log", "tickvals": sizes},
         yaxis={"title": {"text": "latency (ms)"}, "rangemode": "tozero"},
         yaxis2={"title": {"text": "throughput (inputs/s)"}, "rangemode": "tozero"},
     )
@@ -127,38 +114,23 @@ def energy_by_batch(table: pd.DataFrame) -> go.Figure:
     """From ``energy_by_batch``: joules per inference, and the average, peak and idle watts,
     against batch size."""
     sizes = table["batch size"].tolist()
-    traces = [
-        {
-            "type": "scatter",
-            "x": sizes,
-            "y": table["J/inference"].tolist(),
-            "name": "J/inference",
-            "mode": "lines+markers",
-            "customdata": table["inferences/J"].tolist(),
-            "hovertemplate": "%{y:.4g} J per inference (%{customdata:.4g} inferences/J)",
-            "xaxis": "x",
-            "yaxis": "y",
-        }
-    ]
-    traces.extend(
-        {
-            "type": "scatter",
-            "x": sizes,
-            "y": table[column].tolist(),
-            "name": column.split()[0] + " power",
-            "mode": "lines+markers",
-            "line": {"dash": dash},
-            "xaxis": "x2",
-            "yaxis": "y2",
-        }
+    per_inference = _line(
+        sizes,
+        table["J/inference"].tolist(),
+        "J/inference",
+        customdata=table["inferences/J"].tolist(),
+        hovertemplate="%{y:.4g} J per inference (%{customdata:.4g} inferences/J)",
+    )
+    power = (
+        _line(
+            sizes, table[column].tolist(), column.split()[0] + " power", True, line={"dash": dash}
+        )
         for column, dash in (("average (W)", "solid"), ("peak (W)", "dash"), ("idle (W)", "dot"))
     )
-    batch = {"title": {"text": "batch size"}, "type": "log", "tickvals": sizes}
     return _pair(
-        traces,
+        [per_inference, *power],
         "Energy per inference and power vs batch size",
-        xaxis=batch,
-        xaxis2=batch,
+        {"title": {"text": "batch size"}, "type": "log", "tickvals": sizes},
         yaxis={"title": {"text": "energy per inference (J)"}, "type": "log"},
         yaxis2={"title": {"text": "power (W)"}, "rangemode": "tozero"},
     )
@@ -380,12 +352,10 @@ def side_by_side(table: pd.DataFrame) -> go.Figure:
                     "yaxis": f"y{axes}",
                 }
             )
-    batch = {"title": {"text": "batch size"}, "type": "category"}
     return _pair(
         traces,
         "Side by side per batch size",
-        xaxis=batch,
-        xaxis2=batch,
+        {"title": {"text": "batch size"}, "type": "category"},
         yaxis={"title": {"text": "p50 (ms)"}},
         yaxis2={"title": {"text": "throughput (inputs/s)"}},
         barmode="group",
