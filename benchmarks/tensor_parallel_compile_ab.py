@@ -6,10 +6,10 @@ Each rank loads tinyllama_1b (bf16, 512 tokens) twice, both from the same seeded
 split by the config's plan with torch's ``parallelize_module``: once through mlms's own
 predictor (``SplitTorchPredictor``, as a rank of ``--tensor-parallel 2`` loads it; its
 ``predict`` is what the runner times) and once as the bare loop of
-``benchmarks/tensor_parallel_gpu.py`` does (a closure over the body and the head, compiled alike,
-the logits copied to the host). The two take turns, ``--blocks`` blocks of ``--per-block``
-predicts at each batch size, the ranks aligned before each predict (as mlms's ranks agree on
-each); a predict's time is the slowest rank's.
+``benchmarks/tensor_parallel_gpu.py`` does (its ``bare_predict``: a closure over the body and the
+head, compiled alike, the logits copied to the host). The two take turns, ``--blocks`` blocks of
+``--per-block`` predicts at each batch size, the ranks aligned before each predict (as mlms's
+ranks agree on each); a predict's time is the slowest rank's.
 
     python3 benchmarks/tensor_parallel_compile_ab.py --out OUT           # 2 GPUs
     .venv/bin/python benchmarks/tensor_parallel_compile_ab.py --dry      # small, gloo, here
@@ -31,6 +31,12 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.tensor_parallel_gpu import bare_predict, joined_pair  # noqa: E402
 
 SHAPES = {"tinyllama_1b": (512, (1, 16)), "llama_mini": (32, (1, 4))}
 
@@ -54,52 +60,9 @@ def _mlms(name: str, device: torch.device, precision: str, mode: str, folder: st
     return SplitTorchPredictor(manifest, weights, options).predict
 
 
-def _bare(name: str, device: torch.device, dtype: torch.dtype, mode: str) -> Predict:
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor.parallel import (
-        ColwiseParallel,
-        RowwiseParallel,
-        parallelize_module,
-    )
-
-    from mlms.assets.transformer_models import CONFIGURED
-    from mlms.assets.transformers_import import import_transformers
-
-    transformers = import_transformers()
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(**CONFIGURED[name][4], attn_implementation="sdpa")
-    model = transformers.LlamaForCausalLM(config).eval().to(device, dtype)
-    styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
-    plan = {key: styles[style]() for key, style in config.base_model_tp_plan.items()}
-    parallelize_module(model.model, init_device_mesh(device.type, (2,)), plan)
-
-    def last_token_logits(ids: torch.Tensor) -> torch.Tensor:
-        hidden = model.model(input_ids=ids, use_cache=False).last_hidden_state
-        return model.lm_head(hidden[:, -1])
-
-    forward = torch.compile(last_token_logits, mode=mode)
-
-    def predict(ids: torch.Tensor) -> np.ndarray:
-        with torch.no_grad():
-            return forward(ids).float().cpu().numpy()
-
-    return predict
-
-
 def rank_main(rank: int, args: argparse.Namespace, port: int, folder: str) -> None:
     on_gpu = not args.dry
-    device = torch.device(f"cuda:{rank}" if on_gpu else "cpu")
-    if on_gpu:
-        torch.cuda.set_device(device)
-    else:
-        torch.set_num_threads(1)
-    dist.init_process_group(
-        "nccl" if on_gpu else "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=2,
-        device_id=device if on_gpu else None,
-    )
+    device = joined_pair(rank, port, on_gpu)
     group = dist.new_group(backend="gloo")
     name = "llama_mini" if args.dry else "tinyllama_1b"
     seq_len, batch_sizes = SHAPES[name]
@@ -110,7 +73,7 @@ def rank_main(rank: int, args: argparse.Namespace, port: int, folder: str) -> No
     faulthandler.dump_traceback_later(args.hang_s, exit=True)
     variants = {
         "mlms": _mlms(name, device, precision, args.mode, folder),
-        "bare": _bare(name, device, dtype, args.mode),
+        "bare": bare_predict(name, device, dtype, args.mode)[0],
     }
     found: dict[str, dict[str, float]] = {}
     for batch_size in batch_sizes:

@@ -33,6 +33,7 @@ import shutil
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,31 @@ def mlms_eval(setup: Setup, store: Any, **changes: Any) -> Any:
 # --- the bare loop: two processes, the split applied with torch directly ---------------------
 
 
-def bare_rank(rank: int, setup: Setup, port: int, out: str, profile_dir: str | None) -> None:
+def joined_pair(rank: int, port: int, on_gpu: bool) -> torch.device:
+    """This process as rank ``rank`` of two (NCCL between GPUs, gloo on the CPU), on its
+    device."""
+    device = torch.device(f"cuda:{rank}" if on_gpu else "cpu")
+    if on_gpu:
+        torch.cuda.set_device(device)
+    else:  # the host's cores shared between the ranks, as mlms's ranks share them
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // 2))
+    dist.init_process_group(
+        "nccl" if on_gpu else "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=2,
+        device_id=device if on_gpu else None,
+    )
+    return device
+
+
+def bare_predict(
+    name: str, device: torch.device, dtype: torch.dtype, mode: str | None
+) -> tuple[Callable[[torch.Tensor], Any], Any]:
+    """The bare loop's predict and its model's config: transformers' ``LlamaForCausalLM`` of
+    the zoo's ``name`` (seeded), split over the default group by its config's plan with torch's
+    ``parallelize_module``, the last token's logits copied to the host; compiled in ``mode``
+    as mlms compiles its model (the body and the head in one region), when given."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import (
         ColwiseParallel,
@@ -100,67 +125,54 @@ def bare_rank(rank: int, setup: Setup, port: int, out: str, profile_dir: str | N
     from mlms.assets.transformer_models import CONFIGURED
     from mlms.assets.transformers_import import import_transformers
 
-    device = torch.device(f"cuda:{rank}" if setup.on_gpu else "cpu")
-    if setup.on_gpu:
-        torch.cuda.set_device(device)
-    else:  # the host's cores shared between the ranks, as mlms's ranks share them
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // 2))
-    dist.init_process_group(
-        "nccl" if setup.on_gpu else "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=2,
-        device_id=device if setup.on_gpu else None,
-    )
-    group = dist.new_group(backend="gloo")
     transformers = import_transformers()
-    values = CONFIGURED[setup.model][4]
-    config = transformers.LlamaConfig(**values, attn_implementation="sdpa")
-    dtype = torch.bfloat16 if setup.precision == "bf16" else torch.float32
+    config = transformers.LlamaConfig(**CONFIGURED[name][4], attn_implementation="sdpa")
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(config).eval().to(device, dtype)
-    mesh = init_device_mesh(device.type, (2,))
     styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
     plan = {key: styles[style]() for key, style in config.base_model_tp_plan.items()}
-    parallelize_module(model.model, mesh, plan)
+    parallelize_module(model.model, init_device_mesh(device.type, (2,)), plan)
 
     def last_token_logits(ids: torch.Tensor) -> torch.Tensor:
         hidden = model.model(input_ids=ids, use_cache=False).last_hidden_state
         return model.lm_head(hidden[:, -1])
 
-    # Compiled as mlms compiles its model: the body and the head in one region.
-    forward = torch.compile(last_token_logits, mode=setup.compile) if setup.compile else None
+    forward = torch.compile(last_token_logits, mode=mode) if mode else last_token_logits
 
     def predict(ids: torch.Tensor) -> Any:
-        return (forward or last_token_logits)(ids).float().cpu().numpy()
+        with torch.no_grad():  # as mlms's split predictor: DTensor is slow under inference_mode
+            return forward(ids).float().cpu().numpy()
+
+    return predict, config
+
+
+def bare_rank(rank: int, setup: Setup, port: int, out: str, profile_dir: str | None) -> None:
+    device = joined_pair(rank, port, setup.on_gpu)
+    group = dist.new_group(backend="gloo")
+    dtype = torch.bfloat16 if setup.precision == "bf16" else torch.float32
+    predict, config = bare_predict(setup.model, device, dtype, setup.compile)
 
     results: dict[str, Any] = {}
     generator = torch.Generator().manual_seed(0)
     for batch_size in setup.batch_sizes:
         ids = torch.randint(0, config.vocab_size, (batch_size, setup.seq_len), generator=generator)
         ids = ids.to(device)
-        with torch.no_grad():  # as mlms's split predictor: DTensor is slow under inference_mode
-            for _ in range(5):
-                predict(ids)
-            latencies = []
-            began = time.perf_counter()
-            index = 0
-            while True:
-                more = torch.tensor(
-                    [
-                        int(
-                            index < setup.iterations
-                            or time.perf_counter() - began < setup.min_seconds
-                        )
-                    ]
-                )
-                dist.all_reduce(more, op=dist.ReduceOp.MAX, group=group)
-                if not more.item():
-                    break
-                start = time.perf_counter_ns()
-                predict(ids)
-                latencies.append(time.perf_counter_ns() - start)
-                index += 1
+        for _ in range(5):
+            predict(ids)
+        latencies = []
+        began = time.perf_counter()
+        index = 0
+        while True:
+            more = torch.tensor(
+                [int(index < setup.iterations or time.perf_counter() - began < setup.min_seconds)]
+            )
+            dist.all_reduce(more, op=dist.ReduceOp.MAX, group=group)
+            if not more.item():
+                break
+            start = time.perf_counter_ns()
+            predict(ids)
+            latencies.append(time.perf_counter_ns() - start)
+            index += 1
         mine = torch.tensor(latencies)
         every = [torch.empty_like(mine) for _ in range(2)]
         dist.all_gather(every, mine, group=group)
