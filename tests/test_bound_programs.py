@@ -21,6 +21,7 @@ from mlms.bounds.run import bound
 from mlms.bounds.sources import GraphSource, source_graph
 from mlms.errors import InvalidArgument
 from mlms.manifest import InputShape
+from mlms.store.local import LocalStore
 from tests.test_cli import _one_line_error, mlms
 from tests.test_split_front_ends import server  # noqa: F401  (an mlms server and a torch agent)
 
@@ -68,9 +69,11 @@ def test_a_program_with_a_fixed_batch_refuses_another_in_one_line(tmp_path):
     assert "torch.export.Dim" in message
 
 
-def test_a_bound_of_a_program_leaves_the_zoo_models_layer_benchmarks(store, tmp_path):
+def test_a_bound_of_a_program_leaves_the_zoo_models_layer_benchmarks(tmp_path):
     """digits_cnn as a program, bounded end to end (benchmarks, measured evaluation, record):
-    its benchmarks are the zoo's digits_cnn's, found in the perfdb under the zoo graph's keys."""
+    its benchmarks are the zoo's digits_cnn's, found in the perfdb under the zoo graph's keys.
+    A store of its own: another test's bound of digits_cnn would leave nothing to benchmark."""
+    store = LocalStore(tmp_path / "store")
     path = _exported("digits_cnn", tmp_path, (2, 1, 8, 8))
     request = BoundRequest(model=str(path), repeats=3, iterations=3, min_seconds=0)
     record = bound(request, store=store)
