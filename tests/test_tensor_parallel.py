@@ -225,3 +225,34 @@ def _rank_processes() -> list[tuple[str, psutil.Process]]:
         if RANK_PROGRAM in command:
             found.append((command[command.index(RANK_PROGRAM) + 2], child))
     return found
+
+
+def test_a_rank_stuck_leaving_its_group_is_stopped_and_its_results_kept(
+    monkeypatch, caplog
+) -> None:
+    """Both ranks leave their results; rank 1 then never exits (``tests/stuck_rank.py``): the
+    launcher keeps both results, names the rank in a warning and leaves no process behind."""
+    from mlms.catalog.zoo import get_model
+    from mlms.evaluation import tensor_parallel
+    from tests.stuck_rank import StuckRankSpec
+
+    monkeypatch.setattr(tensor_parallel, "TEARDOWN_SECONDS", 1.0)
+    spec = StuckRankSpec(
+        request=_request(),
+        manifest=get_model("llama_mini"),
+        asset={},
+        devices=["cpu", "cpu"],
+        port=0,
+        evaluation_id=uuid.uuid4().hex,
+        context=[],
+        stuck=[1],
+    )
+    with tensor_parallel.running_ranks(spec, lambda _event: None) as outputs:
+        assert [output.results for output in outputs] == [{"rank": 0}, {"rank": 1}]
+    assert "llama_mini with --tensor-parallel 2: rank 1 (cpu) left its results" in caplog.text
+    left = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if "tests.stuck_rank" in (p.info["cmdline"] or [])
+    ]
+    assert not left

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -40,12 +41,17 @@ from mlms.evaluation.progress import Progress, ProgressCallback
 from mlms.evaluation.record import EvaluationRequest
 from mlms.manifest import ModelManifest
 
+logger = logging.getLogger(__name__)
+
 #: The module each rank runs.
 RANK_PROGRAM = "mlms.evaluation.tensor_parallel_rank"
 #: How often the launcher looks at its ranks.
 POLL_SECONDS = 0.05
 #: Seconds the ranks get after SIGTERM before SIGKILL.
 STOP_SECONDS = 5.0
+#: Seconds a rank may take to exit once every rank has left its results: leaving the process
+#: group is all that is left, and a rank stuck there is stopped rather than waited for.
+TEARDOWN_SECONDS = 60.0
 
 
 class RankSpec(BaseModel):
@@ -114,17 +120,31 @@ def running_ranks(spec: RankSpec, report: ProgressCallback) -> Iterator[list[Ran
         spec_path.write_text(spec.model_dump_json())
         ranks = [_start(spec, spec_path, rank, out) for rank in range(len(spec.devices))]
         try:
-            _watch(ranks, spec, report)
+            _watch(ranks, spec, report, out)
         finally:
             _stop(ranks)
         yield [
             RankOutput(
                 rank=rank,
-                results=json.loads((out / f"rank{rank}.json").read_text()),
+                results=json.loads(results_path(out, rank).read_text()),
                 spans=out / f"rank{rank}.parquet",
             )
             for rank in range(len(ranks))
         ]
+
+
+def results_path(out: Path, rank: int) -> Path:
+    """Where a rank leaves its results: the last thing it writes, all at once."""
+    return out / f"rank{rank}.json"
+
+
+def leave_results(out: Path, rank: int, results: dict[str, Any]) -> None:
+    """``results`` written under a temporary name and renamed, so that the launcher never reads
+    half of them."""
+    final = results_path(out, rank)
+    partial = final.with_suffix(".partial")
+    partial.write_text(json.dumps(results))
+    partial.replace(final)
 
 
 def free_port() -> int:
@@ -161,11 +181,13 @@ def _start(spec: RankSpec, spec_path: Path, rank: int, out: Path) -> _Rank:
     return _Rank(rank, spec.devices[rank], process, log)
 
 
-def _watch(ranks: list[_Rank], spec: RankSpec, report: ProgressCallback) -> None:
+def _watch(ranks: list[_Rank], spec: RankSpec, report: ProgressCallback, out: Path) -> None:
     """Wait for every rank; raise at the first that fails. Rank 0's progress lines go to
-    ``report`` as they come."""
+    ``report`` as they come. Once every rank has left its results, a rank that has not exited
+    ``TEARDOWN_SECONDS`` later is left to ``_stop``, with a warning naming it."""
     reader = threading.Thread(target=_forward_progress, args=(ranks[0], report), daemon=True)
     reader.start()
+    all_left: float | None = None
     while True:
         codes = [rank.process.poll() for rank in ranks]
         failed = next((r for r, code in zip(ranks, codes, strict=True) if code), None)
@@ -175,6 +197,17 @@ def _watch(ranks: list[_Rank], spec: RankSpec, report: ProgressCallback) -> None
             raise RankFailed(_failure(failed, ranks, spec))
         if all(code == 0 for code in codes):
             reader.join(timeout=1.0)
+            return
+        if all_left is None and all(results_path(out, r.rank).exists() for r in ranks):
+            all_left = time.monotonic()
+        if all_left is not None and time.monotonic() - all_left > TEARDOWN_SECONDS:
+            stuck = [f"{r.rank} ({r.device})" for r, code in zip(ranks, codes, strict=True)
+                     if code is None]  # fmt: skip
+            logger.warning(
+                "%s with --tensor-parallel %d: rank %s left its results but did not leave its "
+                "process group within %.0f s; stopped",
+                spec.manifest.name, len(ranks), ", ".join(stuck), TEARDOWN_SECONDS,
+            )  # fmt: skip
             return
         time.sleep(POLL_SECONDS)
 

@@ -4,8 +4,8 @@ then leaves its results (``rankN.json``) and spans (``rankN.parquet``, every spa
 in ``OUT`` for the launcher (``mlms.evaluation.tensor_parallel``). Rank 0 prints progress as JSON
 lines on stdout; an error ends the rank with one line on stderr and exit code 1.
 
-``rank_main`` and ``joined`` are what every rank program shares (a load run's ranks,
-``mlms.loadgen.split_rank``, run another body in the same frame).
+``rank_main``, ``joined`` and ``release_graphs`` are what every rank program shares (a load
+run's ranks, ``mlms.loadgen.split_rank``, run another body in the same frame).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from mlms.assets.manager import Asset
 from mlms.errors import MlmsError
 from mlms.evaluation.progress import Progress
 from mlms.evaluation.runner import measure_rank
-from mlms.evaluation.tensor_parallel import RankSpec
+from mlms.evaluation.tensor_parallel import RankSpec, leave_results
 from mlms.tracer.archive import to_parquet, to_table
 from mlms.tracer.carrier import context_from_pairs
 from mlms.tracer.tracer import Tracer
@@ -75,7 +75,22 @@ def joined(spec: RankSpec, rank: int) -> Iterator[str]:
     try:
         yield device
     finally:
+        release_graphs(on_gpu)
         dist.destroy_process_group()
+
+
+def release_graphs(on_gpu: bool) -> None:
+    """Free torch.compile's CUDA graphs (``reduce-overhead``) before the process group goes: a
+    graph that captured a collective holds NCCL's communicator, and with it alive the ranks
+    never left the group (tinyllama_1b split over two H200s, benchmarks/RESULTS.md)."""
+    trees = sys.modules.get("torch._inductor.cudagraph_trees")
+    if trees is None:
+        return
+    trees.reset_cudagraph_trees()
+    if on_gpu:
+        import torch
+
+        torch.cuda.synchronize()
 
 
 def run(spec: RankSpec, rank: int, out: Path) -> None:
@@ -106,9 +121,7 @@ def run(spec: RankSpec, rank: int, out: Path) -> None:
             column, "rank", pa.array([rank] * table.num_rows, table.schema.field(column).type)
         )
         (out / f"rank{rank}.parquet").write_bytes(to_parquet(table))
-        (out / f"rank{rank}.json").write_text(
-            json.dumps({"measured": measured.to_json(), "peak_memory_bytes": peak})
-        )
+        leave_results(out, rank, {"measured": measured.to_json(), "peak_memory_bytes": peak})
 
 
 def asset_of(spec: RankSpec) -> Asset:

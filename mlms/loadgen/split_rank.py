@@ -10,7 +10,6 @@ split model answers one query at a time.
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 import threading
@@ -19,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from mlms.evaluation.tensor_parallel import leave_results
 from mlms.evaluation.tensor_parallel_rank import asset_of, joined, rank_main
 from mlms.loadgen.split import LoadRankSpec
 from mlms.loadgen.targets import TargetInfo
@@ -112,7 +112,7 @@ def serve(spec: LoadRankSpec, rank: int, out: Path) -> None:
                 results = _drive(spec, SplitTarget(predictor, feed, info))
             else:
                 results = {"batches": _follow(feed, predictor)}
-    (out / f"rank{rank}.json").write_text(json.dumps(results))
+        leave_results(out, rank, results)
 
 
 def _drive(spec: LoadRankSpec, target: SplitTarget) -> dict[str, Any]:

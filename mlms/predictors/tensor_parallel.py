@@ -121,10 +121,10 @@ class SplitTorchPredictor(TorchPredictor):
 
     # torch.compile traces through DTensor, and its graph drops the dispatch that makes an eager
     # split host-bound. CUDA graphs (reduce-overhead) capture the NCCL collectives and replay a
-    # split 1.7x faster at batch 1 (tinyllama_1b on two H200s, torch 2.11), but the ranks hung
-    # once measured, before leaving the process group, so an evaluation would not end
-    # (benchmarks/RESULTS.md, "Several GPUs"); autotuning is not checked on a split.
-    compile_modes = ("default",)
+    # split 1.7x faster at batch 1 (tinyllama_1b on two H200s, torch 2.11); a rank frees them
+    # before it leaves the process group (``tensor_parallel_rank.joined``), which otherwise
+    # never ends (benchmarks/RESULTS.md, "Several GPUs"). Autotuning is not checked on a split.
+    compile_modes = ("default", "reduce-overhead")
     # DTensor's dispatch costs 4.7x more under inference_mode than under no_grad (tinyllama_1b
     # split over two H200s, batch 1: 402 against 86 ms a forward, benchmarks/RESULTS.md).
     autograd_off = "no_grad"
