@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import json
+import re
 import statistics
 import sys
 import tempfile
@@ -37,10 +38,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.tensor_parallel_gpu import bare_predict, joined_pair  # noqa: E402
+from mlms.evaluation.tensor_parallel_rank import release_graphs  # noqa: E402
 
 SHAPES = {"tinyllama_1b": (512, (1, 16)), "llama_mini": (32, (1, 4))}
 
 Predict = Callable[[torch.Tensor], np.ndarray]
+#: Predicts of each side under the profiler (``--profile``), and the rows of each table.
+PROFILED = 20
+DIFFERING = 12
 
 
 def _mlms(name: str, device: torch.device, precision: str, mode: str, folder: str) -> Predict:
@@ -102,6 +107,11 @@ def rank_main(rank: int, args: argparse.Namespace, port: int, folder: str) -> No
         if rank == 0:
             line = "  ".join(f"{key} {value:.3f}" for key, value in slowest.items())
             print(f"batch {batch_size}: p50 ms {line}  (compile + warm-up {warm:.0f} s)")
+        if args.profile:
+            profiled = _profiled(variants, ids, group, on_gpu)
+            found[str(batch_size)]["profile"] = profiled  # type: ignore[assignment]
+            if rank == 0:
+                print(_differences(batch_size, profiled), flush=True)
     faulthandler.cancel_dump_traceback_later()
     if rank == 0:
         print(f"\n| batch | mlms p50 (ms) | bare p50 (ms) | mlms / bare | compile {args.mode} |")
@@ -114,19 +124,62 @@ def rank_main(rank: int, args: argparse.Namespace, port: int, folder: str) -> No
             (args.out / f"compile_ab_{args.mode}.json").write_text(json.dumps(found, indent=1))
     # Leaving the process group has its own clock: a rank stuck there shows where.
     faulthandler.dump_traceback_later(60, exit=True)
-    if args.release_graphs:
-        # CUDA graphs that captured NCCL collectives hold the communicator: freed first, so
-        # that the process group can be destroyed.
-        from torch._inductor.cudagraph_trees import reset_cudagraph_trees
-
-        reset_cudagraph_trees()
-        if on_gpu:
-            torch.cuda.synchronize()
+    release_graphs(on_gpu)
     dist.barrier(group=group)
     dist.destroy_process_group()
     faulthandler.cancel_dump_traceback_later()
     if rank == 0:
         print("the ranks left their process group", flush=True)
+
+
+def _profiled(
+    variants: dict[str, Predict], ids: torch.Tensor, group: dist.ProcessGroup, on_gpu: bool
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Each side's ``PROFILED`` predicts under torch.profiler (CPU and CUDA), one side after the
+    other: per side, the host's self time per predict of each operator and the GPU's time per
+    predict of each kernel and copy (microseconds)."""
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if on_gpu:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    sides: dict[str, dict[str, dict[str, float]]] = {}
+    for key, predict in variants.items():
+        with torch.profiler.profile(activities=activities) as profiler:
+            for _ in range(PROFILED):
+                dist.barrier(group=group)
+                predict(ids)
+        host: dict[str, float] = {}
+        gpu: dict[str, float] = {}
+        for event in profiler.key_averages():
+            # The sides' compiled graphs and regions pair up by kind, not by hash or number.
+            name = re.sub(r"CompiledFxGraph \w+|Region: \d+/\d+", _kind, event.key)
+            if event.device_type == torch.autograd.DeviceType.CPU:
+                host[name] = host.get(name, 0.0) + event.self_cpu_time_total / PROFILED
+            else:
+                gpu[name] = gpu.get(name, 0.0) + event.self_device_time_total / PROFILED
+        sides[key] = {"host_us": host, "gpu_us": gpu}
+    return sides
+
+
+def _kind(match: re.Match[str]) -> str:
+    return match.group(0).split()[0]
+
+
+def _differences(batch_size: int, sides: dict[str, dict[str, dict[str, float]]]) -> str:
+    """Rank 0's profile of both sides: the totals per predict, and the operators and kernels
+    whose time differs most between them."""
+    mine, theirs = sides["mlms"], sides["bare"]
+    lines = [f"\nbatch {batch_size}, rank 0, per predict under torch.profiler (us)", "",
+             "| what | mlms | bare | mlms - bare |", "|---|---:|---:|---:|"]  # fmt: skip
+    for part in ("host_us", "gpu_us"):
+        total = sum(mine[part].values()), sum(theirs[part].values())
+        lines.append(f"| all of {part} | {total[0]:.1f} | {total[1]:.1f} | "
+                     f"{total[0] - total[1]:+.1f} |")  # fmt: skip
+        names = mine[part].keys() | theirs[part].keys()
+        apart = sorted(names, key=lambda n: -abs(mine[part].get(n, 0) - theirs[part].get(n, 0)))
+        for name in apart[:DIFFERING]:
+            a, b = mine[part].get(name, 0.0), theirs[part].get(name, 0.0)
+            lines.append(f"| {part[:-3]}: `{name[:90]}` | {a:.1f} | {b:.1f} | {a - b:+.1f} |")
+    return "\n".join(lines)
 
 
 def main() -> int:
@@ -139,7 +192,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--batch-sizes", type=lambda v: [int(b) for b in v.split(",")])
     parser.add_argument(
-        "--release-graphs", action="store_true", help="free the CUDA graph trees at the end"
+        "--profile",
+        action="store_true",
+        help="then each side's predicts under torch.profiler: what differs, host and GPU",
     )
     args = parser.parse_args()
     from mlms.evaluation.tensor_parallel import free_port

@@ -185,6 +185,9 @@ def bare_rank(rank: int, setup: Setup, port: int, out: str, profile_dir: str | N
         results["profile"] = profile_bare(rank, setup, predict, config, device, profile_dir)
     if rank == 0:
         Path(out).write_text(json.dumps(results))
+    from mlms.evaluation.tensor_parallel_rank import release_graphs
+
+    release_graphs(setup.on_gpu)
     dist.barrier(group=group)
     dist.destroy_process_group()
 

@@ -15,9 +15,11 @@ is the median of the rounds' ratios), ``scaling_compiled`` (one GPU against two,
 ``nccl_compiled`` (the NCCL comparison with both loops compiled) and
 ``latency_compiled_0`` ... (mlms against the bare loop, both compiled; the bare loop compiled its
 body alone), ``latency_whole_0`` ... (two rounds each, the side going first alternating, both
-loops compiling the body and the head in one region) and ``predict_ab`` (mlms's predict against
+loops compiling the body and the head in one region), ``predict_ab`` (mlms's predict against
 the bare loop's in the same two processes, blocks interleaved:
-``benchmarks/tensor_parallel_compile_ab.py``).
+``benchmarks/tensor_parallel_compile_ab.py``), ``graphs_exit`` and ``graphs_eval`` (CUDA graphs,
+``reduce-overhead``: the same A/B, then an evaluation through the runner against the bare loop)
+and ``predict_profile`` (both predicts under torch.profiler, what differs).
 """
 
 from __future__ import annotations
@@ -83,18 +85,22 @@ def cells(kit: Kit) -> list[Cell]:
         # the process group is destroyed lets them end.
         Cell(
             "graphs_exit",
-            (
-                *ab,
-                "--mode",
-                "reduce-overhead",
-                "--batch-sizes",
-                "1",
-                "--release-graphs",
-                "--hang-s",
-                "150",
-            ),
+            (*ab, "--mode", "reduce-overhead", "--batch-sizes", "1", "--hang-s", "150"),
             170,
             100,
+        ),
+        # The same through the runner: an evaluation with CUDA graphs that ends, against the
+        # bare loop with them.
+        Cell(
+            "graphs_eval",
+            (*split, "--parts", "latency", "--rounds", "1", "--compile", "reduce-overhead"),
+            520,
+            300,
+        ),
+        # Where mlms's predict spends its extra time at batch 1: both sides under
+        # torch.profiler in the same processes, host operators and kernels side by side.
+        Cell(
+            "predict_profile", (*ab, "--out", "{out}", "--profile", "--batch-sizes", "1"), 300, 150
         ),
     ]
 
@@ -138,7 +144,7 @@ def summarize(results: Path) -> str:
         lines.append(f"{name}: sweep of {len(found['models'])} models x "
                      f"{len(found['batch_sizes'])} batch sizes: one GPU agent {one:.1f} s, two "
                      f"{two:.1f} s, ratio {found['ratio']:.3f} (target <= 0.55)\n")  # fmt: skip
-    for name in ("compile_ab", "compile_ab_graphs", "predict_ab"):
+    for name in ("compile_ab", "compile_ab_graphs", "predict_ab", "graphs_exit", "predict_profile"):
         ab = results / "cells" / name / "log.txt"
         if ab.is_file():
             table = [
