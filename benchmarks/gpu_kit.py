@@ -632,14 +632,14 @@ def summary(args: argparse.Namespace) -> int:
 
 
 def wheels(args: argparse.Namespace) -> int:
-    """Download the pinned wheels of a plan's groups (``base`` and its ``WHEELS``) for the GPU
+    """Download the pinned wheels of the plans' groups (``base`` and their ``WHEELS``) for the GPU
     image's Python (3.12), install them into a site folder here and pack it into .whl-kit/
     (``SITE``, with ``PINS``), and pack this machine's etcd server beside them when the plan
     runs a fleet."""
     import tempfile
 
-    plan = load_plan(args.plan)
-    groups = {"base", *plan.wheels}
+    plans = [load_plan(name) for name in args.plan.split(",")]
+    groups = {"base", *(group for plan in plans for group in plan.wheels)}
     pins = _pins(groups)
     shutil.rmtree(WHEELS, ignore_errors=True)
     WHEELS.mkdir()
@@ -673,14 +673,16 @@ def wheels(args: argparse.Namespace) -> int:
 def check(args: argparse.Namespace) -> int:
     """Before a device call: whether .whl-kit/ holds the plan's wheels, and whether the
     working tree with .whl-kit/ and .kit-src/ fits in what one call carries."""
-    plan = load_plan(args.plan)
-    missing = missing_wheels(plan, WHEELS)
     size = carried_bytes([WHEELS, SNAPSHOT_DIR])
     print(f"carried: {size / 2**20:.1f} MiB of {CARRY_LIMIT / 2**20:.0f} (the working tree, "
           f"{WHEELS.name}/, {SNAPSHOT_DIR.name}/)")  # fmt: skip
-    if missing:
-        print(f"{WHEELS.name}/ lacks what plan {plan.name} needs: {', '.join(missing)}; run "
-              f"`gpu_kit.py wheels {plan.name}`")  # fmt: skip
+    missing = False
+    for plan in (load_plan(name) for name in args.plan.split(",")):
+        lacking = missing_wheels(plan, WHEELS)
+        if lacking:
+            missing = True
+            print(f"{WHEELS.name}/ lacks what plan {plan.name} needs: {', '.join(lacking)}; "
+                  f"run `gpu_kit.py wheels {args.plan}`")  # fmt: skip
     if size > CARRY_LIMIT:
         print("too large to carry: drop a wheel group the cells of this call do not import, or "
               "results no longer needed from the working tree")  # fmt: skip
@@ -730,11 +732,11 @@ def main() -> int:
     summing.add_argument("plan")
     summing.add_argument("--results", default=None)
     getting = verbs.add_parser("wheels", help="download a plan's .whl-kit/ for the GPU image")
-    getting.add_argument("plan")
+    getting.add_argument("plan", help="a plan, or several comma-separated: one kit for them all")
     snapping = verbs.add_parser("snapshot", help="one commit's code in .kit-src/ to carry")
     snapping.add_argument("commit", nargs="?", default="HEAD")
     checking = verbs.add_parser("check", help="before a call: the plan's wheels, the carry size")
-    checking.add_argument("plan")
+    checking.add_argument("plan", help="a plan, or several comma-separated")
     args = parser.parse_args()
     verbs_run = {"run": run, "unpack": unpack, "summary": summary, "wheels": wheels,
                  "snapshot": snapshot, "check": check}  # fmt: skip
