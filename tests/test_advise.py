@@ -144,12 +144,16 @@ def test_bad_advise_requests_over_the_cli(
 
 
 def test_an_energy_objective_without_a_counter_fails_naming_why(
-    capsys: pytest.CaptureFixture[str], monkeypatch
+    capsys: pytest.CaptureFixture[str], monkeypatch, tmp_path: Path, store
 ) -> None:
+    """In a home of its own: a stored evaluation with energy (another test's, read from a
+    fake counter) would be taken as evidence in the session's."""
     from mlms.hardware import detect
 
     if detect().gpus:
         pytest.skip("a GPU here has an energy counter")
+    copy_asset(store, LocalStore(tmp_path / "store"), "digits_cnn", "torch")
+    monkeypatch.setenv("MLMS_HOME", str(tmp_path))
     args = ["advise", "--model", "digits_cnn", "-f", "torch", "--objective", "energy",
             "--precision", "fp32", "--compile", "none", "--channels-last", "off",
             "--threads", "1", "-b", "1", "--probe-iterations", "1",

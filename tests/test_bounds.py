@@ -18,6 +18,8 @@ from mlms.bounds.record import BoundRequest
 from mlms.bounds.run import bound
 from mlms.bounds.sources import GraphSource
 from mlms.errors import MlmsError
+from mlms.store.local import LocalStore
+from tests.shared_assets import copy_asset
 from tests.test_cli import _one_line_error, mlms
 
 
@@ -106,11 +108,15 @@ def test_bounds_and_what_ifs_of_a_hand_built_graph():
     assert what_ifs["fusion"].if_ms == pytest.approx(10.0)  # no batch norm or activation
 
 
-def test_bound_on_the_cpu_matches_every_layer_and_reuses_the_perfdb(store):
+def test_bound_on_the_cpu_matches_every_layer_and_reuses_the_perfdb(store, tmp_path):
+    """In a store of its own, with the session's resnet18 asset: another test's bound of a
+    network with resnet18's layers would leave nothing to benchmark in the session's."""
+    own = LocalStore(tmp_path / "store")
+    copy_asset(store, own, "resnet18", "torch")
     request = BoundRequest(
         model="resnet18", batch_sizes=[1], repeats=3, iterations=3, min_seconds=0
     )
-    first = bound(request, store=store)
+    first = bound(request, store=own)
     batch = first.batches[0]
     assert first.benchmarked > 0 and batch.sequential_ms > 0
     assert batch.parallel_ms < batch.sequential_ms  # the residual branches overlap
@@ -120,10 +126,10 @@ def test_bound_on_the_cpu_matches_every_layer_and_reuses_the_perfdb(store):
     assert {w.name for w in batch.what_ifs} == {
         "best algorithm", "fusion", "tensor cores", "parallel layers"
     }  # fmt: skip
-    second = bound(request, store=store)
+    second = bound(request, store=own)
     assert second.benchmarked == 0 and second.cached == first.benchmarked + first.cached
     assert second.batches[0].sequential_ms == pytest.approx(batch.sequential_ms)
-    assert store.exists(f"bounds/{second.id}.json")
+    assert own.exists(f"bounds/{second.id}.json")
 
 
 def test_mlms_bound_prints_the_tables_and_stores_a_record():
