@@ -2,7 +2,8 @@
 what that version offers): built from its configuration with its seeded weights, one forward
 of the full-size network, and its stored weights taken back by the loading path
 (``mlms.assets.architectures.with_weights``: the meta device, or a build without initialising)
-giving the very same logits."""
+giving the very same logits. A larger configuration of another zoo transformer's layers
+(gpt2_xl of gpt2_small's) is checked through that one (``tests/representatives.py``)."""
 
 from __future__ import annotations
 
@@ -12,20 +13,28 @@ import torch
 from mlms.assets.architectures import build, from_transformers, with_weights
 from mlms.catalog.zoo import all_models, get_model, labels_of
 from mlms.tracer.layer_kinds import normalise_kind
+from tests.representatives import assert_each_stands_for_the_larger
 
 TRANSFORMERS = sorted(
     m.name
     for m in all_models()
     if m.origin == "zoo" and from_transformers(getattr(m.source_for("torch"), "builder", ""))
 )
+#: The zoo's larger configurations of another of its transformers' layers, and that one.
+LARGER = {"bert_large": "bert_base", "gpt2_medium": "gpt2_small", "gpt2_large": "gpt2_small",
+          "gpt2_xl": "gpt2_small", "tinyllama_1b": "llama_mini"}  # fmt: skip
 
 
 def test_the_zoo_has_its_transformer_families() -> None:
     assert {"bert_base", "gpt2_xl", "t5_small", "marian_en_de", "albert_base"} <= set(TRANSFORMERS)
 
 
+def test_a_larger_configuration_has_the_layers_of_the_one_that_stands_for_it() -> None:
+    assert_each_stands_for_the_larger(LARGER)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", TRANSFORMERS)
+@pytest.mark.parametrize("name", sorted(set(TRANSFORMERS) - LARGER.keys()))
 def test_a_zoo_transformer_builds_runs_and_loads_its_weights(name: str) -> None:
     manifest = get_model(name)
     source = manifest.source_for("torch")
