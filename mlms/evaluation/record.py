@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mlms.datasets.index import parse_reference
 from mlms.errors import InvalidArgument
+from mlms.evaluation.headline import headline_of, headline_text, higher_is_better
 from mlms.evaluation.listed_options import FIELDS as RUN_OPTIONS
 from mlms.evaluation.listed_options import RunOptions
 from mlms.evaluation.precisions import PRECISIONS
@@ -205,18 +206,6 @@ class BatchResult(BaseModel):
     samples: int | None = None
 
 
-#: Each data set task's headline metric (a key of ``Accuracy.metrics``), its name for people,
-#: and how much one point of it is: a fraction's hundredth (top-1, mAP, mIoU), a score's unit
-#: (BLEU), or, for perplexity (lower is better), one percent of the baseline's.
-HEADLINES: dict[str, tuple[str, str, str]] = {
-    "classification": ("top1", "top-1", "fraction"),
-    "detection": ("map", "mAP@[.5:.95]", "fraction"),
-    "segmentation": ("miou", "mIoU", "fraction"),
-    "language_modeling": ("perplexity", "perplexity", "percent"),
-    "translation": ("bleu", "BLEU", "score"),
-}
-
-
 class Accuracy(BaseModel):
     """A model's accuracy on a data set, by the metrics of the data set's task
     (``mlms.accuracy``); a classifier's top-1 and top-5 also stand on their own."""
@@ -236,12 +225,12 @@ class Accuracy(BaseModel):
     @property
     def headline(self) -> tuple[str, float | None]:
         """The task's main metric: its name for people and its value."""
-        key, name, _ = HEADLINES.get(self.task, HEADLINES["classification"])
+        key, name, _ = headline_of(self.task)
         return name, self.metrics.get(key, getattr(self, key, None))
 
     @property
     def higher_is_better(self) -> bool:
-        return HEADLINES.get(self.task, HEADLINES["classification"])[2] != "percent"
+        return higher_is_better(self.task)
 
     def drop_from(self, baseline: Accuracy) -> float | None:
         """Points of the headline metric lost against ``baseline`` (negative: gained); None
@@ -249,18 +238,17 @@ class Accuracy(BaseModel):
         mine, theirs = self.headline[1], baseline.headline[1]
         if mine is None or theirs is None:
             return None
-        unit = HEADLINES.get(self.task, HEADLINES["classification"])[2]
+        unit = headline_of(self.task).unit
         if unit == "percent":
             return (mine / theirs - 1) * 100
         return (theirs - mine) * (100 if unit == "fraction" else 1)
 
     def line(self) -> str:
         """The metrics as one line: ``mAP@[.5:.95] 0.412, map_50 0.63, ...``."""
-        name, value = self.headline
-        key = HEADLINES.get(self.task, HEADLINES["classification"])[0]
+        key = headline_of(self.task).key
         others = {"top-5": self.top5} if self.task == "classification" else self.metrics
         rest = [f"{k} {v:.4f}" for k, v in others.items() if k != key and v is not None]
-        return ", ".join([f"{name} {value:.4f}" if value is not None else name, *rest])
+        return ", ".join([headline_text(*self.headline), *rest])
 
 
 class Predictions(BaseModel):
