@@ -13,7 +13,7 @@ import os
 import threading
 from pathlib import Path
 
-from sqlalchemy import Engine, create_engine, event, inspect, select, text
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, OperationalError
 
@@ -23,7 +23,7 @@ from mlms.reasons import short_reason
 
 #: The newest migration under ``migrations/versions``: a database already there opens without
 #: importing Alembic.
-HEAD = "0001"
+HEAD = "0002"
 SQLITE_FILE = "index.db"
 #: A writer waits this long for another process's write to end before failing.
 BUSY_TIMEOUT_S = 30.0
@@ -111,10 +111,7 @@ def migrate(engine: Engine) -> bool:
     if revision(engine) == HEAD:
         return False
     from alembic import command
-    from alembic.config import Config
 
-    config = Config()
-    config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
     with _MIGRATING, engine.begin() as connection:
         if connection.dialect.name == "postgresql":
             connection.execute(select(text(f"pg_advisory_xact_lock({_MIGRATION_LOCK})")))
@@ -122,9 +119,18 @@ def migrate(engine: Engine) -> bool:
             connection.exec_driver_sql("BEGIN IMMEDIATE")
         if _revision(connection) == HEAD:  # another process migrated while this one waited
             return False
-        config.attributes["connection"] = connection
-        command.upgrade(config, "head")
+        command.upgrade(alembic_config(connection), "head")
     return True
+
+
+def alembic_config(connection: Connection):  # -> alembic.config.Config, imported when needed
+    """Alembic's configuration for this package's migrations, run on ``connection``."""
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+    config.attributes["connection"] = connection
+    return config
 
 
 def revision(engine: Engine) -> str | None:

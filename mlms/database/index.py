@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import (
     ColumnElement,
     and_,
+    case,
     delete,
     func,
     insert,
@@ -30,6 +31,7 @@ from mlms.database import connect
 from mlms.database.rows import evaluation_row, result_rows, summary_of, utc_naive
 from mlms.database.schema import evaluations, results, state, sweep_cells
 from mlms.errors import InvalidArgument
+from mlms.evaluation.headline import LOWER_IS_BETTER
 from mlms.evaluation.query import EvaluationPage, EvaluationQuery, P50Row
 from mlms.evaluation.query_terms import VIEWS
 
@@ -47,10 +49,18 @@ GENERATION_KEY = "generation"
 REBUILT_KEY = "rebuilt"
 #: Where rows without a value sort among numbers (p50, throughput are never negative).
 _NO_NUMBER = -1.0
+#: Where rows without an accuracy sort: below every headline, a perplexity's negative included.
+_NO_ACCURACY = -1e300
+#: The headline signed so that higher is better whatever the task.
+_BETTER = case(
+    (evaluations.c.task.in_(LOWER_IS_BETTER), -evaluations.c.accuracy_value),
+    else_=evaluations.c.accuracy_value,
+)
 _SORT_COLUMNS = {
     "created": evaluations.c.created_at,
     "p50": func.coalesce(evaluations.c.p50_ms, _NO_NUMBER),
     "throughput": func.coalesce(evaluations.c.throughput, _NO_NUMBER),
+    "accuracy": func.coalesce(_BETTER, _NO_ACCURACY),
     "model": evaluations.c.model,
     "framework": evaluations.c.framework,
 }
@@ -298,6 +308,7 @@ def _filters(query: EvaluationQuery) -> list[ColumnElement[bool]]:
         (e.c.framework, query.framework),
         (e.c.hw, query.hardware),
         (e.c.precision, query.precision),
+        (e.c.task, query.task),
         (e.c.status, query.status),
     ):
         if value:
@@ -338,7 +349,7 @@ def _after(query: EvaluationQuery) -> tuple[Any, str]:
     try:
         if sort == "created":
             value = datetime.fromisoformat(value)
-        elif sort in ("p50", "throughput"):
+        elif sort in ("p50", "throughput", "accuracy"):
             value = float(value)
         elif not isinstance(value, str):
             raise bad

@@ -47,9 +47,12 @@ def evaluation_row(record: EvaluationRecord) -> dict[str, Any]:
         "batch_sizes": ",".join(map(str, summary.batch_sizes)),
         "p50_ms": summary.p50_ms,
         "throughput": summary.throughput,
-        "accuracy_top1": record.accuracy.top1 if record.accuracy else None,
+        "accuracy_top1": summary.accuracy_top1,
         "accuracy_top5": record.accuracy.top5 if record.accuracy else None,
         "dataset": record.accuracy.dataset if record.accuracy else None,
+        "task": summary.task,
+        "accuracy_metric": summary.accuracy_metric,
+        "accuracy_value": summary.accuracy_value,
         "agent_id": record.agent.get("agent_id", ""),
         "agent": summary.agent,
     }
@@ -98,6 +101,9 @@ def summary_of(row: Mapping[str, Any]) -> EvaluationSummary:
         p50_ms=row["p50_ms"],
         throughput=row["throughput"],
         accuracy_top1=row["accuracy_top1"],
+        task=row["task"],
+        accuracy_metric=row["accuracy_metric"],
+        accuracy_value=row["accuracy_value"],
         agent=row["agent"],
         options=_options(row),
     )

@@ -48,6 +48,10 @@ evaluations = Table(
     Column("accuracy_top1", Float()),
     Column("accuracy_top5", Float()),
     Column("dataset", String(256)),
+    # With a data set: its task and its headline metric (``Accuracy.headline``).
+    Column("task", String(64)),
+    Column("accuracy_metric", String(64)),
+    Column("accuracy_value", Float()),
     Column("agent_id", String(64), nullable=False),
     Column("agent", String(256), nullable=False),  # the agent's address, or "embedded"
     # Lower-case words of the fields the free-text filter searches.

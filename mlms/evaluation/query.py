@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from mlms.evaluation.headline import TASKS
 from mlms.evaluation.precisions import PRECISIONS
 from mlms.evaluation.query_terms import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, SORT_KEYS
 from mlms.evaluation.summary import EvaluationSummary
@@ -29,6 +30,8 @@ class EvaluationQuery(BaseModel):
     #: A ``--hw`` alias: cpu, h100, a100, ...
     hardware: str | None = None
     precision: str | None = None
+    #: A data set's task: only evaluations that measured accuracy on one of this task.
+    task: str | None = None
     status: Literal["completed", "failed"] | None = None
     since: datetime | None = None
     until: datetime | None = None
@@ -61,6 +64,13 @@ class EvaluationQuery(BaseModel):
     def _precision(cls, value: str | None) -> str | None:
         if value is not None and value not in PRECISIONS:
             raise ValueError(f"precision {value!r}: expected one of {', '.join(PRECISIONS)}")
+        return value
+
+    @field_validator("task")
+    @classmethod
+    def _task(cls, value: str | None) -> str | None:
+        if value is not None and value not in TASKS:
+            raise ValueError(f"task {value[:40]!r}: expected one of {', '.join(TASKS)}")
         return value
 
     @field_validator("sweep_id")

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from mlms.evaluation.headline import HEADLINES, headline_text
 from mlms.hardware import hw_alias
 
 if TYPE_CHECKING:
@@ -74,7 +75,13 @@ class EvaluationSummary(BaseModel):
     p50_ms: float | None = None
     #: Inputs per second at the first batch size.
     throughput: float | None = None
+    #: A classifier's top-1 (beside the headline, for clients that know only this one).
     accuracy_top1: float | None = None
+    #: With a data set: its task, and its headline metric's name and value
+    #: (``Accuracy.headline``; the value unset where the pass gave none).
+    task: str | None = None
+    accuracy_metric: str | None = None
+    accuracy_value: float | None = None
     #: Where it ran: the agent's address, or "embedded".
     agent: str = ""
     #: What changes what runs (``EvaluationRequest.options``), for a listing.
@@ -83,6 +90,8 @@ class EvaluationSummary(BaseModel):
     @classmethod
     def of(cls, record: EvaluationRecord) -> EvaluationSummary:
         first = record.results[0] if record.results else None
+        accuracy = record.accuracy
+        metric, value = accuracy.headline if accuracy else (None, None)
         # From a validated record: its fields hold the types already (no second validation,
         # which the index's rebuild would pay once per record).
         return cls.model_construct(
@@ -103,10 +112,23 @@ class EvaluationSummary(BaseModel):
             batch_sizes=[r.batch_size for r in record.results],
             p50_ms=first.latency_ms.p50 if first else None,
             throughput=first.throughput if first else None,
-            accuracy_top1=record.accuracy.top1 if record.accuracy else None,
+            accuracy_top1=accuracy.top1 if accuracy else None,
+            task=accuracy.task if accuracy else None,
+            accuracy_metric=metric,
+            accuracy_value=value,
             agent=record.agent.get("address") or record.agent.get("mode", ""),
             options=record.request.options(),
         )
+
+    @property
+    def accuracy_line(self) -> str:
+        """The headline as ``mlms eval`` prints it (``top-1 0.7610``, ``mAP@[.5:.95] 0.3720``),
+        a server that sends only top-1's included; empty without a data set."""
+        if self.accuracy_metric is not None:
+            return headline_text(self.accuracy_metric, self.accuracy_value)
+        if self.accuracy_top1 is not None:
+            return headline_text(HEADLINES["classification"].name, self.accuracy_top1)
+        return ""
 
     @property
     def hardware_label(self) -> str:
