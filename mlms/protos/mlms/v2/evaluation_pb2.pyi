@@ -366,7 +366,7 @@ class RankResult(_message.Message):
     def __init__(self, rank: _Optional[int] = ..., device: _Optional[str] = ..., gpu: _Optional[_Union[_fleet_pb2.GpuInfo, _Mapping]] = ..., queue_wait_seconds: _Optional[float] = ..., peak_memory_bytes: _Optional[int] = ..., energy: _Optional[_Iterable[_Union[EnergyResult, _Mapping]]] = ...) -> None: ...
 
 class EvaluationSummary(_message.Message):
-    __slots__ = ("id", "created_at", "status", "model", "model_version", "framework", "framework_version", "hw", "hardware", "device", "precision", "compile", "trace_level", "trace_id", "batch_sizes", "p50_ms", "throughput", "accuracy_top1", "agent", "options")
+    __slots__ = ("id", "created_at", "status", "model", "model_version", "framework", "framework_version", "hw", "hardware", "device", "precision", "compile", "trace_level", "trace_id", "batch_sizes", "p50_ms", "throughput", "accuracy_top1", "agent", "options", "task", "accuracy_metric", "accuracy_value")
     ID_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
@@ -387,6 +387,9 @@ class EvaluationSummary(_message.Message):
     ACCURACY_TOP1_FIELD_NUMBER: _ClassVar[int]
     AGENT_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    ACCURACY_METRIC_FIELD_NUMBER: _ClassVar[int]
+    ACCURACY_VALUE_FIELD_NUMBER: _ClassVar[int]
     id: str
     created_at: _timestamp_pb2.Timestamp
     status: EvaluationStatus
@@ -407,10 +410,13 @@ class EvaluationSummary(_message.Message):
     accuracy_top1: float
     agent: str
     options: str
-    def __init__(self, id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., model: _Optional[str] = ..., model_version: _Optional[str] = ..., framework: _Optional[str] = ..., framework_version: _Optional[str] = ..., hw: _Optional[str] = ..., hardware: _Optional[str] = ..., device: _Optional[str] = ..., precision: _Optional[str] = ..., compile: _Optional[str] = ..., trace_level: _Optional[str] = ..., trace_id: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., p50_ms: _Optional[float] = ..., throughput: _Optional[float] = ..., accuracy_top1: _Optional[float] = ..., agent: _Optional[str] = ..., options: _Optional[str] = ...) -> None: ...
+    task: str
+    accuracy_metric: str
+    accuracy_value: float
+    def __init__(self, id: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., model: _Optional[str] = ..., model_version: _Optional[str] = ..., framework: _Optional[str] = ..., framework_version: _Optional[str] = ..., hw: _Optional[str] = ..., hardware: _Optional[str] = ..., device: _Optional[str] = ..., precision: _Optional[str] = ..., compile: _Optional[str] = ..., trace_level: _Optional[str] = ..., trace_id: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., p50_ms: _Optional[float] = ..., throughput: _Optional[float] = ..., accuracy_top1: _Optional[float] = ..., agent: _Optional[str] = ..., options: _Optional[str] = ..., task: _Optional[str] = ..., accuracy_metric: _Optional[str] = ..., accuracy_value: _Optional[float] = ...) -> None: ...
 
 class EvaluationQuery(_message.Message):
-    __slots__ = ("model", "framework", "hardware", "precision", "status", "since", "until", "sweep_id", "text", "sort", "page_size", "page_token")
+    __slots__ = ("model", "framework", "hardware", "precision", "status", "since", "until", "sweep_id", "text", "sort", "page_size", "page_token", "task")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
     HARDWARE_FIELD_NUMBER: _ClassVar[int]
@@ -423,6 +429,7 @@ class EvaluationQuery(_message.Message):
     SORT_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TASK_FIELD_NUMBER: _ClassVar[int]
     model: str
     framework: str
     hardware: str
@@ -435,7 +442,8 @@ class EvaluationQuery(_message.Message):
     sort: str
     page_size: int
     page_token: str
-    def __init__(self, model: _Optional[str] = ..., framework: _Optional[str] = ..., hardware: _Optional[str] = ..., precision: _Optional[str] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sweep_id: _Optional[str] = ..., text: _Optional[str] = ..., sort: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    task: str
+    def __init__(self, model: _Optional[str] = ..., framework: _Optional[str] = ..., hardware: _Optional[str] = ..., precision: _Optional[str] = ..., status: _Optional[_Union[EvaluationStatus, str]] = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., sweep_id: _Optional[str] = ..., text: _Optional[str] = ..., sort: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., task: _Optional[str] = ...) -> None: ...
 
 class P50Row(_message.Message):
     __slots__ = ("model", "hw", "framework", "framework_version", "batch_size", "p50_ms", "evaluation_id", "evaluations", "mean_p50_ms", "latest")
