@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from mlms.cli.common_options import client_for, server_option
 from mlms.cli.render import out, rows_table
 from mlms.errors import InvalidArgument
+from mlms.evaluation.headline import TASKS
 from mlms.evaluation.precisions import PRECISIONS
 from mlms.evaluation.query_terms import MAX_PAGE_SIZE, VIEWS
 
@@ -34,6 +35,7 @@ _DAY = click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"])
 @click.option("--hw", "hardware", metavar="ALIAS", help="Only this --hw alias (cpu, h100, ...).")
 @click.option("--precision", type=click.Choice(PRECISIONS), help="Only this precision.")
 @click.option("--status", type=click.Choice(["completed", "failed"]), help="Only this status.")
+@click.option("--task", type=click.Choice(TASKS), help="Only accuracy on a data set of this task.")
 @click.option("--since", type=_DAY, help="Created on or after (UTC): YYYY-MM-DD[THH:MM:SS].")
 @click.option("--until", type=_DAY, help="Created on or before (UTC): YYYY-MM-DD[THH:MM:SS].")
 @click.option("--sweep", "sweep_id", metavar="ID", help="Only the evaluations of this sweep.")
@@ -48,7 +50,9 @@ _DAY = click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"])
     default="-created",
     show_default=True,
     metavar="KEY",
-    help="created, p50, throughput, model or framework; '-' before: descending.",
+    help="created, p50, throughput, accuracy (worse to better, lower perplexity counting as "
+    "better: -accuracy is the best first; with --task), model or framework; '-' before: "
+    "descending.",
 )
 @click.option(
     "--limit",
@@ -70,6 +74,7 @@ def evals(
     hardware: str | None,
     precision: str | None,
     status: str | None,
+    task: str | None,
     since: datetime | None,
     until: datetime | None,
     sweep_id: str | None,
@@ -86,7 +91,7 @@ def evals(
 
     try:
         query = EvaluationQuery(
-            model=model, framework=framework, hardware=hardware, precision=precision,
+            model=model, framework=framework, hardware=hardware, precision=precision, task=task,
             status=status, since=since, until=_until(until), sweep_id=sweep_id, text=search,
             sort=sort, page_size=min(limit, MAX_PAGE_SIZE),
         )  # fmt: skip
@@ -113,6 +118,7 @@ def evals(
             "options": s.options,
             "batch sizes": ",".join(map(str, s.batch_sizes)),
             "p50 first bs (ms)": s.p50_ms if s.p50_ms is not None else float("nan"),
+            "accuracy": s.accuracy_line,
             "trace level": s.trace_level,
             "status": s.status,
         }

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from mlms.evaluation.record import EvaluationRecord
 
 # Piped output gets room for the wide tables instead of rich's 80-column default.
-out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 240)
 err = Console(stderr=True)
 
 

@@ -8,6 +8,7 @@ from urllib.parse import quote
 from mlms.advise.record import AdviceRecord
 from mlms.analysis.record_ranks import record_ranks
 from mlms.client import Evaluations
+from mlms.evaluation.headline import TASKS
 from mlms.evaluation.record import EvaluationRecord
 from mlms.frameworks import FRAMEWORKS
 from mlms.manifest import ModelManifest
@@ -126,6 +127,8 @@ def evaluations(listing: Evaluations, filters: Filters, models: Sequence[str]) -
 </select></label>
 <label>framework <select name="framework">
 {"".join(option(f, filters.framework) for f in ["", *FRAMEWORKS])}</select></label>
+<label>task <select name="task">{"".join(option(t, filters.task) for t in ["", *TASKS])}
+</select></label>
 <label>hardware <input name="hardware" value="{e(filters.hardware)}" placeholder="cpu, h100…">
 </label>
 <label>from <input type="date" name="since" value="{e(filters.since or "")}"></label>
@@ -148,13 +151,14 @@ def evaluations(listing: Evaluations, filters: Filters, models: Sequence[str]) -
             e(",".join(map(str, s.batch_sizes))),
             number(s.p50_ms),
             number(s.throughput, 1),
+            e(s.accuracy_line),
             e(s.status),
         ]
         for s in shown
     ]
     headers = ["", "evaluation", "created (UTC)", "model", "framework", "hardware",
                "trace level", "options", "batch sizes", "p50 first bs (ms)", "inputs/s",
-               "status"]  # fmt: skip
+               "accuracy", "status"]  # fmt: skip
     listed = (
         table(headers, rows, table_id="evaluations", raw=True)
         if rows

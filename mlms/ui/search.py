@@ -16,20 +16,22 @@ from pydantic import ValidationError
 from mlms.errors import InvalidArgument
 from mlms.evaluation.query import EvaluationQuery
 
-_PARAMETERS = ("q", "model", "framework", "hardware", "precision", "status", "sweep", "since",
-               "until", "sort", "page_token")  # fmt: skip
+_PARAMETERS = ("q", "model", "framework", "hardware", "precision", "task", "status", "sweep",
+               "since", "until", "sort", "page_token")  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Filters:
-    """The search: words anywhere in a row, exact model, framework, precision and status, a
-    --hw alias, a sweep, a range of days (UTC, both ends included), an order, a page."""
+    """The search: words anywhere in a row, exact model, framework, precision, task and
+    status, a --hw alias, a sweep, a range of days (UTC, both ends included), an order, a
+    page."""
 
     text: str = ""
     model: str = ""
     framework: str = ""
     hardware: str = ""
     precision: str = ""
+    task: str = ""
     status: str = ""
     sweep: str = ""
     since: date | None = None
@@ -52,6 +54,7 @@ class Filters:
             framework=text["framework"],
             hardware=text["hardware"].lower(),
             precision=text["precision"],
+            task=text["task"],
             status=text["status"],
             sweep=text["sweep"].lower(),
             since=_day("since", text["since"]),
@@ -67,6 +70,7 @@ class Filters:
                 framework=self.framework or None,
                 hardware=self.hardware or None,
                 precision=self.precision or None,
+                task=self.task or None,
                 status=self.status or None,
                 sweep_id=self.sweep or None,
                 since=datetime.combine(self.since, day_time.min, UTC) if self.since else None,
@@ -85,8 +89,9 @@ class Filters:
         """The query parameters of this search (for links to its next page)."""
         values = {
             "q": self.text, "model": self.model, "framework": self.framework,
-            "hardware": self.hardware, "precision": self.precision, "status": self.status,
-            "sweep": self.sweep, "since": self.since.isoformat() if self.since else "",
+            "hardware": self.hardware, "precision": self.precision, "task": self.task,
+            "status": self.status, "sweep": self.sweep,
+            "since": self.since.isoformat() if self.since else "",
             "until": self.until.isoformat() if self.until else "",
             "sort": "" if self.sort == "-created" else self.sort, "page_token": self.page_token,
             **changed,
