@@ -223,3 +223,37 @@ def test_evals_shows_a_detector_and_a_language_model_by_their_headline(tmp_path:
     finally:
         client.close()
         server.stop(0)
+
+
+def test_the_ui_list_shows_and_filters_the_headline() -> None:
+    from mlms.client import Evaluations
+    from mlms.ui import pages
+    from mlms.ui.search import Filters
+
+    rows = [EvaluationSummary.of(r) for r in _every_task()]
+    html = pages.evaluations(Evaluations(rows, total=len(rows)), Filters(), [])
+    assert ">accuracy<" in html
+    for shown in ("top-1 0.7610", "mAP@[.5:.95] 0.3720", "perplexity 12.4000", "BLEU 27.3000"):
+        assert f">{shown}<" in html
+    chosen = Filters.parse({"task": "detection", "sort": "-accuracy"})
+    assert '<option value="detection" selected>' in pages.evaluations(
+        Evaluations([], total=0), chosen, []
+    )
+    query = chosen.query(50)
+    assert (query.task, query.sort) == ("detection", "-accuracy")
+    assert chosen.parameters() == {"task": "detection", "sort": "-accuracy"}
+    with pytest.raises(InvalidArgument, match=r"^bad search: task: task 'colour': expected one"):
+        Filters.parse({"task": "colour"}).query(50)
+
+
+def test_a_summary_from_a_server_that_sends_only_top1_shows_it() -> None:
+    from mlms.protos.mlms.v2 import evaluation_pb2
+    from mlms.rpc.convert import from_proto, to_proto
+
+    (record,) = copies(1, seed=12)
+    message = to_proto(EvaluationSummary.of(record), evaluation_pb2.EvaluationSummary)
+    for added in ADDED:
+        message.ClearField(added)  # as a server of the version before sends it
+    old = from_proto(message, EvaluationSummary, "evaluation summary")
+    assert (old.task, old.accuracy_metric) == (None, None)
+    assert old.accuracy_line == f"top-1 {record.accuracy.top1:.4f}"
