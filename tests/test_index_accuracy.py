@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from sqlalchemy import func, inspect, insert, select
+from sqlalchemy import func, insert, inspect, select
 
 from mlms.database.connect import alembic_config, revision
 from mlms.database.index import EvaluationIndex, needs_rebuild
@@ -58,7 +58,9 @@ def _every_task() -> list[EvaluationRecord]:
     ]
 
 
-def test_every_task_is_listed_with_its_headline_and_sorted_by_it(index: EvaluationIndex) -> None:
+def test_every_task_is_listed_with_its_headline_and_sorted_by_it(
+    index: EvaluationIndex,  # noqa: F811
+) -> None:
     records = _every_task()
     assert index.add(records) == len(records)
     listed = {s.id: s for s in index.page(EvaluationQuery(page_size=100)).summaries}
@@ -112,7 +114,10 @@ def test_a_bad_task_off_the_wire_is_one_line() -> None:
     )
 
 
-def test_migration_0002_over_a_0001_database_holding_rows(database: str, tmp_path: Path) -> None:
+def test_migration_0002_over_a_0001_database_holding_rows(
+    database: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
     """A classifier's row gets its headline from its top-1; another task's row, whose metrics
     only its record holds, is indexed again from the store by the next rebuild."""
     from alembic import command
@@ -120,7 +125,7 @@ def test_migration_0002_over_a_0001_database_holding_rows(database: str, tmp_pat
     from mlms.database.connect import create
 
     records = _every_task()
-    classifier, detector, language_model, unmeasured = records[0], records[1], records[3], records[8]
+    classifier, detector, language_model, unmeasured = (records[i] for i in (0, 1, 3, 8))
     kept = [classifier, unmeasured]
     older = [classifier, detector, language_model, unmeasured]
     engine = create(database)
@@ -135,15 +140,15 @@ def test_migration_0002_over_a_0001_database_holding_rows(database: str, tmp_pat
     assert revision(engine) == "0001"
     assert not set(ADDED) & {c["name"] for c in inspect(engine).get_columns("evaluations")}
 
-    index = EvaluationIndex(database)
-    assert index.created and revision(index.engine) == "0002"
-    assert index.present([r.id for r in older]) == {r.id for r in kept}
-    with index.engine.connect() as connection:
-        left = select(func.count()).where(results.c.evaluation_id.in_([detector.id,
-                                                                       language_model.id]))  # fmt: skip
+    opened = EvaluationIndex(database)
+    assert opened.created and revision(opened.engine) == "0002"
+    assert opened.present([r.id for r in older]) == {r.id for r in kept}
+    with opened.engine.connect() as connection:
+        dropped = results.c.evaluation_id.in_([detector.id, language_model.id])
+        left = select(func.count()).select_from(results).where(dropped)
         assert connection.execute(left).scalar_one() == 0
-    assert needs_rebuild(index) and index.generation() != "g"
-    listed = {s.id: s for s in index.page(EvaluationQuery()).summaries}
+    assert needs_rebuild(opened) and opened.generation() != "g"
+    listed = {s.id: s for s in opened.page(EvaluationQuery()).summaries}
     assert (listed[classifier.id].task, listed[classifier.id].accuracy_line) == (
         "classification",
         "top-1 0.7610",
@@ -153,9 +158,9 @@ def test_migration_0002_over_a_0001_database_holding_rows(database: str, tmp_pat
     store = LocalStore(tmp_path / "store")
     for record in older:
         save_record(store, record)
-    done = rebuild(store, index)
-    assert (done.stored, done.indexed) == (4, 2) and not needs_rebuild(index)
-    listed = {s.id: s for s in index.page(EvaluationQuery()).summaries}
+    done = rebuild(store, opened)
+    assert (done.stored, done.indexed) == (4, 2) and not needs_rebuild(opened)
+    listed = {s.id: s for s in opened.page(EvaluationQuery()).summaries}
     assert [listed[r.id].accuracy_line for r in older] == [
         "top-1 0.7610",
         "mAP@[.5:.95] 0.3720",
@@ -164,10 +169,10 @@ def test_migration_0002_over_a_0001_database_holding_rows(database: str, tmp_pat
     ]
 
     # Down to 0001 drops the columns; up again fills them once more.
-    with index.engine.begin() as connection:
+    with opened.engine.begin() as connection:
         command.downgrade(alembic_config(connection), "0001")
-    assert not set(ADDED) & {c["name"] for c in inspect(index.engine).get_columns("evaluations")}
-    index.close()
+    assert not set(ADDED) & {c["name"] for c in inspect(opened.engine).get_columns("evaluations")}
+    opened.close()
     again = EvaluationIndex(database)
     assert again.created and again.present([classifier.id]) == {classifier.id}
     again.close()
