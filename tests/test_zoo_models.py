@@ -1,7 +1,8 @@
 """Every model of the zoo builds and runs in both main frameworks: torch from torchvision
 (``weights=None``, seeded) or transformers' configurations, ONNX Runtime from the same weights
 exported with ``torch.export``, and TensorFlow where the manifest lists it (the transformers'
-Keras twins hold the torch weights, converted by KerasHub).
+Keras twins hold the torch weights, converted by KerasHub). A deeper stack of another zoo
+model's layers (resnet152 of resnet50's) is checked through that model.
 All must give the same logits for one input, which checks the export, not only that it ran.
 TensorFlow runs in a fresh interpreter, never in the test process (``mlms.isolation``)."""
 
@@ -23,6 +24,7 @@ from mlms.isolation import call_in_own_process
 from mlms.manifest import ModelManifest
 from mlms.predictors.base import PredictorOptions
 from mlms.predictors.registry import predictor_class
+from tests.representatives import assert_each_stands_for_the_larger
 
 #: The transformers' TensorFlow twins are KerasHub backbones; scripts/setup.sh installs KerasHub
 #: outside the tensorflow extra (mlms.assets.keras_models says why).
@@ -42,10 +44,18 @@ def _frameworks(manifest: ModelManifest) -> list[str]:
     return ["torch", "onnxruntime", *(["tensorflow"] if tensorflow else [])]
 
 
-#: The zoo's manifests of their own, and a timm network for the tables' families
-#: (tests/test_zoo_tables.py builds every model; the ONNX export of each table model was
-#: checked once, and where it fails the manifest says why).
-AGREEING = sorted([*(p.stem for p in BUILTIN_DIR.glob("*.yaml")), "deit_tiny"])
+#: The zoo's deeper stacks of another of its models' layers, and that model: the export of
+#: the same layer classes is checked on the smaller one (tests/representatives.py).
+DEEPER = {"resnet34": "resnet18", "resnet101": "resnet50", "resnet152": "resnet50",
+          "vgg19": "vgg16"}  # fmt: skip
+#: The zoo's manifests of their own but the deeper stacks, and a timm network for the tables'
+#: families (tests/test_zoo_tables.py builds every model; the ONNX export of each table model
+#: was checked once, and where it fails the manifest says why).
+AGREEING = sorted({*(p.stem for p in BUILTIN_DIR.glob("*.yaml")), "deit_tiny"} - DEEPER.keys())
+
+
+def test_a_deeper_stack_has_the_layers_of_the_model_that_stands_for_it() -> None:
+    assert_each_stands_for_the_larger(DEEPER)
 
 
 @pytest.mark.slow
