@@ -6,8 +6,6 @@ speed against a bare loop) is benchmarks/tensor_parallel_gpu.py's."""
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 import threading
 import uuid
 from pathlib import Path
@@ -25,6 +23,7 @@ from mlms.evaluation.record_store import load_record
 from mlms.protos.mlms.v2 import evaluation_pb2
 from mlms.rpc.convert import from_proto, to_proto
 from mlms.tracer.archive import local_archive
+from tests.test_datasets import one_line_error, run_cli
 
 RANK_PROGRAM = "mlms.evaluation.tensor_parallel_rank"
 
@@ -152,16 +151,11 @@ def test_a_bert_encoder_splits_by_mlms_plan_and_predicts_as_the_whole_one(store)
         (["--model", "llama_mini", "--tensor-parallel", "0"], "tensor_parallel"),
     ],
 )
-def test_what_cannot_split_is_one_line(arguments: list[str], message: str) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "mlms", "eval", "--seq-len", "8", "-n", "1", *arguments],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 1 and len(lines) == 1, done.stderr
-    assert lines[0].startswith("mlms: error: ") and message in lines[0], lines[0]
+def test_what_cannot_split_is_one_line(
+    arguments: list[str], message: str, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    args = ["eval", "--seq-len", "8", "-n", "1", *arguments]
+    one_line_error(run_cli(args, capsys, monkeypatch), message)
 
 
 def test_a_rank_that_dies_fails_the_evaluation_and_leaves_nothing_behind(
