@@ -27,7 +27,7 @@ from tests.processes import wait_for
 from tests.test_database import _all_pages, _mlms, database, index  # noqa: F401 (fixtures)
 
 #: The columns revision 0002 adds.
-ADDED = ("task", "accuracy_metric", "accuracy_value")
+ADDED = ("task", "accuracy_metric", "accuracy_value", "accuracy_order")
 
 
 def _scored(record: EvaluationRecord, task: str, **metrics: float) -> EvaluationRecord:
@@ -126,8 +126,9 @@ def test_migration_0002_over_a_0001_database_holding_rows(
 
     records = _every_task()
     classifier, detector, language_model, unmeasured = (records[i] for i in (0, 1, 3, 8))
-    kept = [classifier, unmeasured]
-    older = [classifier, detector, language_model, unmeasured]
+    better = _scored(copies(1, seed=13)[0], "classification", top1=0.9, top5=0.99)
+    kept = [classifier, unmeasured, better]
+    older = [classifier, detector, language_model, unmeasured, better]
     engine = create(database)
     with engine.begin() as connection:
         command.upgrade(alembic_config(connection), "0001")
@@ -154,18 +155,22 @@ def test_migration_0002_over_a_0001_database_holding_rows(
         "top-1 0.7610",
     )
     assert listed[unmeasured.id].task is None and listed[unmeasured.id].accuracy_line == ""
+    best_first = EvaluationQuery(task="classification", sort="-accuracy")
+    assert _all_pages(opened, best_first) == [better.id, classifier.id]
+    assert _all_pages(opened, EvaluationQuery(sort="-accuracy"))[-1] == unmeasured.id
 
     store = LocalStore(tmp_path / "store")
     for record in older:
         save_record(store, record)
     done = rebuild(store, opened)
-    assert (done.stored, done.indexed) == (4, 2) and not needs_rebuild(opened)
+    assert (done.stored, done.indexed) == (5, 2) and not needs_rebuild(opened)
     listed = {s.id: s for s in opened.page(EvaluationQuery()).summaries}
     assert [listed[r.id].accuracy_line for r in older] == [
         "top-1 0.7610",
         "mAP@[.5:.95] 0.3720",
         "perplexity 12.4000",
         "",
+        "top-1 0.9000",
     ]
 
     # Down to 0001 drops the columns; up again fills them once more.
@@ -257,7 +262,7 @@ def test_a_summary_from_a_server_that_sends_only_top1_shows_it() -> None:
 
     (record,) = copies(1, seed=12)
     message = to_proto(EvaluationSummary.of(record), evaluation_pb2.EvaluationSummary)
-    for added in ADDED:
+    for added in ("task", "accuracy_metric", "accuracy_value"):
         message.ClearField(added)  # as a server of the version before sends it
     old = from_proto(message, EvaluationSummary, "evaluation summary")
     assert (old.task, old.accuracy_metric) == (None, None)

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import (
     ColumnElement,
     and_,
-    case,
     delete,
     func,
     insert,
@@ -31,7 +30,6 @@ from mlms.database import connect
 from mlms.database.rows import evaluation_row, result_rows, summary_of, utc_naive
 from mlms.database.schema import evaluations, results, state, sweep_cells
 from mlms.errors import InvalidArgument
-from mlms.evaluation.headline import LOWER_IS_BETTER
 from mlms.evaluation.query import EvaluationPage, EvaluationQuery, P50Row
 from mlms.evaluation.query_terms import VIEWS
 
@@ -49,18 +47,11 @@ GENERATION_KEY = "generation"
 REBUILT_KEY = "rebuilt"
 #: Where rows without a value sort among numbers (p50, throughput are never negative).
 _NO_NUMBER = -1.0
-#: Where rows without an accuracy sort: below every headline, a perplexity's negative included.
-_NO_ACCURACY = -1e300
-#: The headline signed so that higher is better whatever the task.
-_BETTER = case(
-    (evaluations.c.task.in_(LOWER_IS_BETTER), -evaluations.c.accuracy_value),
-    else_=evaluations.c.accuracy_value,
-)
 _SORT_COLUMNS = {
     "created": evaluations.c.created_at,
     "p50": func.coalesce(evaluations.c.p50_ms, _NO_NUMBER),
     "throughput": func.coalesce(evaluations.c.throughput, _NO_NUMBER),
-    "accuracy": func.coalesce(_BETTER, _NO_ACCURACY),
+    "accuracy": evaluations.c.accuracy_order,
     "model": evaluations.c.model,
     "framework": evaluations.c.framework,
 }

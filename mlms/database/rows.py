@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from mlms.database.schema import NO_ACCURACY
+from mlms.evaluation.headline import higher_is_better
 from mlms.evaluation.listed_options import RunOptions
 from mlms.evaluation.summary import EvaluationSummary
 
@@ -53,6 +55,7 @@ def evaluation_row(record: EvaluationRecord) -> dict[str, Any]:
         "task": summary.task,
         "accuracy_metric": summary.accuracy_metric,
         "accuracy_value": summary.accuracy_value,
+        "accuracy_order": accuracy_order(summary),
         "agent_id": record.agent.get("agent_id", ""),
         "agent": summary.agent,
     }
@@ -62,6 +65,15 @@ def evaluation_row(record: EvaluationRecord) -> dict[str, Any]:
                     "precision", "trace_level", "status", "agent", "host")
     )  # fmt: skip
     return row
+
+
+def accuracy_order(summary: EvaluationSummary) -> float:
+    """The headline signed so that higher is better whatever the task (a perplexity negated):
+    what sorting by accuracy orders on; below every headline where there is none."""
+    value = summary.accuracy_value
+    if value is None or summary.task is None:
+        return float(NO_ACCURACY)
+    return value if higher_is_better(summary.task) else -value
 
 
 def result_rows(record: EvaluationRecord) -> list[dict[str, Any]]:

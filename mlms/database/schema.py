@@ -14,7 +14,12 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    text,
 )
+
+#: A row's ``accuracy_order`` without a headline: below every headline, a perplexity's negative
+#: included (SQL text, the column's default).
+NO_ACCURACY = "-1e300"
 
 metadata = MetaData()
 
@@ -52,6 +57,9 @@ evaluations = Table(
     Column("task", String(64)),
     Column("accuracy_metric", String(64)),
     Column("accuracy_value", Float()),
+    # What sorting by accuracy orders on (``rows.accuracy_order``), never NULL so that an index
+    # serves the order and a page token compares the same in both dialects.
+    Column("accuracy_order", Float(), nullable=False, server_default=text(NO_ACCURACY)),
     Column("agent_id", String(64), nullable=False),
     Column("agent", String(256), nullable=False),  # the agent's address, or "embedded"
     # Lower-case words of the fields the free-text filter searches.
@@ -60,6 +68,8 @@ evaluations = Table(
     Index("ix_evaluations_model_hw_created", "model", "hw", "created_at", "id"),
     Index("ix_evaluations_framework_created", "framework", "created_at", "id"),
     Index("ix_evaluations_hw_created", "hw", "created_at", "id"),
+    Index("ix_evaluations_task_created", "task", "created_at", "id"),
+    Index("ix_evaluations_task_accuracy", "task", "accuracy_order", "id"),
 )
 
 #: Per batch size: the numbers the named views aggregate.

@@ -37,10 +37,6 @@ def higher_is_better(task: str) -> bool:
     return headline_of(task).unit != "percent"
 
 
-#: The tasks whose headline is better the lower it is.
-LOWER_IS_BETTER = tuple(task for task in TASKS if not higher_is_better(task))
-
-
 def headline_text(name: str, value: float | None) -> str:
     """A headline as every listing and ``mlms eval`` print it: ``top-1 0.7610``, ``perplexity
     12.4000``; the name alone where it has no value."""

@@ -1,12 +1,14 @@
-"""Every task's accuracy: an evaluation's task and its headline metric's name and value.
+"""Every task's accuracy: an evaluation's task and its headline metric's name and value, and
+what sorting by accuracy orders on (the headline signed so that higher is better, -1e300
+without one), indexed with the task.
 
 Revision ID: 0002
 Revises: 0001
 
 Rows indexed before this revision hold a classifier's top-1 and top-5 only:
 
-- a row with a top-1 is a classifier's: its task and headline (``top-1``, its value) are filled
-  here from the row itself;
+- a row with a top-1 is a classifier's: its task, headline (``top-1``, its value) and order
+  are filled here from the row itself;
 - a row with a data set but no top-1 is another task's (detection, segmentation, language
   modelling, translation), whose metrics only its stored record holds, and a migration sees the
   database alone (the store may be a bucket that only the servers reach). Such rows are dropped
@@ -41,6 +43,7 @@ _evaluations = sa.table(
     sa.column("task", sa.String),
     sa.column("accuracy_metric", sa.String),
     sa.column("accuracy_value", sa.Float),
+    sa.column("accuracy_order", sa.Float),
 )
 _results = sa.table("results", sa.column("evaluation_id", sa.String))
 _state = sa.table("index_state", sa.column("key", sa.String), sa.column("value", sa.Text))
@@ -50,11 +53,22 @@ def upgrade() -> None:
     op.add_column("evaluations", sa.Column("task", sa.String(64)))
     op.add_column("evaluations", sa.Column("accuracy_metric", sa.String(64)))
     op.add_column("evaluations", sa.Column("accuracy_value", sa.Float()))
+    op.add_column(
+        "evaluations",
+        sa.Column("accuracy_order", sa.Float(), nullable=False, server_default=sa.text("-1e300")),
+    )
+    op.create_index("ix_evaluations_task_created", "evaluations", ["task", "created_at", "id"])
+    op.create_index("ix_evaluations_task_accuracy", "evaluations", ["task", "accuracy_order", "id"])
     e = _evaluations
     op.execute(
         e.update()
         .where(e.c.accuracy_top1.is_not(None))
-        .values(task="classification", accuracy_metric="top-1", accuracy_value=e.c.accuracy_top1)
+        .values(
+            task="classification",
+            accuracy_metric="top-1",
+            accuracy_value=e.c.accuracy_top1,
+            accuracy_order=e.c.accuracy_top1,
+        )
     )
     other_task = sa.and_(e.c.dataset.is_not(None), e.c.accuracy_top1.is_(None))
     bind = op.get_bind()
@@ -67,7 +81,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_index("ix_evaluations_task_accuracy", "evaluations")
+    op.drop_index("ix_evaluations_task_created", "evaluations")
     with op.batch_alter_table("evaluations") as batch:
+        batch.drop_column("accuracy_order")
         batch.drop_column("accuracy_value")
         batch.drop_column("accuracy_metric")
         batch.drop_column("task")
