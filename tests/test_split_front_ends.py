@@ -21,7 +21,7 @@ from mlms.catalog.zoo import get_model
 from mlms.loadgen.record import LoadRecord, record_key
 from mlms.loadgen.targets import TargetInfo, synthetic_samples
 from mlms.protos.mlms.v2 import advice_pb2, evaluator_pb2_grpc
-from tests.test_datasets import run_cli
+from tests.test_datasets import one_line_error, run_cli
 
 pytest.importorskip("torch")
 
@@ -201,11 +201,11 @@ def test_loadgen_drives_a_split_model_from_rank_0(store) -> None:
         ),
     ],
 )
-def test_what_loadgen_cannot_split_is_one_line(args: list[str], fragment: str) -> None:
-    done = _loadgen(*args, "--duration", "0.3")
-    lines = done.stderr.strip().splitlines()
-    assert done.returncode == 1 and len(lines) == 1, done.stderr
-    assert lines[0].startswith("mlms: error: ") and fragment in lines[0], lines[0]
+def test_what_loadgen_cannot_split_is_one_line(
+    args: list[str], fragment: str, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    arguments = ["loadgen", "--tensor-parallel", "2", *args, "--duration", "0.3"]
+    one_line_error(run_cli(arguments, capsys, monkeypatch), fragment)
 
 
 def test_token_models_get_token_ids_below_the_vocabulary() -> None:
