@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -62,16 +63,12 @@ class EvaluationQuery(BaseModel):
     @field_validator("precision")
     @classmethod
     def _precision(cls, value: str | None) -> str | None:
-        if value is not None and value not in PRECISIONS:
-            raise ValueError(f"precision {value!r}: expected one of {', '.join(PRECISIONS)}")
-        return value
+        return _one_of("precision", value, PRECISIONS)
 
     @field_validator("task")
     @classmethod
     def _task(cls, value: str | None) -> str | None:
-        if value is not None and value not in TASKS:
-            raise ValueError(f"task {value[:40]!r}: expected one of {', '.join(TASKS)}")
-        return value
+        return _one_of("task", value, TASKS)
 
     @field_validator("sweep_id")
     @classmethod
@@ -144,3 +141,9 @@ class P50Row(BaseModel):
     mean_p50_ms: float
     #: When the group's newest evaluation was made.
     latest: datetime
+
+
+def _one_of(name: str, value: str | None, known: Sequence[str]) -> str | None:
+    if value is not None and value not in known:
+        raise ValueError(f"{name} {value[:40]!r}: expected one of {', '.join(known)}")
+    return value
