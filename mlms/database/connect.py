@@ -12,6 +12,7 @@ import contextlib
 import os
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, Engine, create_engine, event, inspect, select, text
 from sqlalchemy.engine import make_url
@@ -20,6 +21,9 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, IntegrityError, Operationa
 from mlms.config import mlms_home
 from mlms.errors import InvalidArgument, StoreError, Unavailable
 from mlms.reasons import short_reason
+
+if TYPE_CHECKING:  # Alembic is imported only to migrate
+    from alembic.config import Config
 
 #: The newest migration under ``migrations/versions``: a database already there opens without
 #: importing Alembic.
@@ -123,7 +127,7 @@ def migrate(engine: Engine) -> bool:
     return True
 
 
-def alembic_config(connection: Connection):  # -> alembic.config.Config, imported when needed
+def alembic_config(connection: Connection) -> Config:
     """Alembic's configuration for this package's migrations, run on ``connection``."""
     from alembic.config import Config
 
