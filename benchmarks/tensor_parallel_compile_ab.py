@@ -65,6 +65,28 @@ def _mlms(name: str, device: torch.device, precision: str, mode: str, folder: st
     return SplitTorchPredictor(manifest, weights, options).predict
 
 
+def _zoo_split(name: str, device: torch.device, dtype: torch.dtype, mode: str) -> Predict:
+    """The zoo's network of ``name`` freshly seeded, split by mlms's ``split`` and compiled as
+    mlms's predictor compiles it (the module), called as the bare loop calls its closure: what
+    differs from ``mlms`` is the predictor around the module and the weights' path into it."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from mlms.assets.architectures import architecture_of
+    from mlms.catalog.zoo import get_model
+    from mlms.predictors.tensor_parallel import split
+
+    torch.manual_seed(0)
+    module = architecture_of(get_model(name)).eval().to(device, dtype)
+    module = split(torch, module, init_device_mesh(device.type, (2,)))
+    forward = torch.compile(module, mode=mode)
+
+    def predict(ids: torch.Tensor) -> np.ndarray:
+        with torch.no_grad():
+            return forward(ids).float().cpu().numpy()
+
+    return predict
+
+
 def rank_main(rank: int, args: argparse.Namespace, port: int, folder: str) -> None:
     on_gpu = not args.dry
     device = joined_pair(rank, port, on_gpu)
@@ -76,10 +98,14 @@ def rank_main(rank: int, args: argparse.Namespace, port: int, folder: str) -> No
     dtype = torch.float32 if args.dry else torch.bfloat16
     # A hang (a collective one rank never joins) ends the run with every thread's stack.
     faulthandler.dump_traceback_later(args.hang_s, exit=True)
-    variants = {
-        "mlms": _mlms(name, device, precision, args.mode, folder),
-        "bare": bare_predict(name, device, dtype, args.mode)[0],
+    builders: dict[str, Callable[[], Predict]] = {
+        "mlms": lambda: _mlms(name, device, precision, args.mode, folder),
+        "bare": lambda: bare_predict(name, device, dtype, args.mode)[0],
+        "zoo_split": lambda: _zoo_split(name, device, dtype, args.mode),
+        # mlms's predictor again, loaded after the others: whether being first is what costs.
+        "mlms_last": lambda: _mlms(name, device, precision, args.mode, folder),
     }
+    variants = {key: builders[key]() for key in args.variants}
     found: dict[str, dict[str, float]] = {}
     for batch_size in batch_sizes:
         generator = torch.Generator().manual_seed(0)
@@ -119,6 +145,13 @@ def rank_main(rank: int, args: argparse.Namespace, port: int, folder: str) -> No
         for batch, row in found.items():
             print(f"| {batch} | {row['mlms']:.3f} | {row['bare']:.3f} | "
                   f"{row['mlms'] / row['bare']:.3f} | |", flush=True)  # fmt: skip
+        others = [key for key in variants if key not in ("mlms", "bare")]
+        if others:
+            print("\n| batch | variant | p50 (ms) | / bare | / mlms |\n|---:|---|---:|---:|---:|")
+            for batch, row in found.items():
+                for key in others:
+                    print(f"| {batch} | {key} | {row[key]:.3f} | {row[key] / row['bare']:.3f} | "
+                          f"{row[key] / row['mlms']:.3f} |", flush=True)  # fmt: skip
         if args.out:
             args.out.mkdir(parents=True, exist_ok=True)
             (args.out / f"compile_ab_{args.mode}.json").write_text(json.dumps(found, indent=1))
@@ -191,6 +224,13 @@ def main() -> int:
     parser.add_argument("--hang-s", type=float, default=400.0, help="stacks and exit after")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--batch-sizes", type=lambda v: [int(b) for b in v.split(",")])
+    parser.add_argument(
+        "--variants",
+        type=lambda v: v.split(","),
+        default=["mlms", "bare"],
+        help="loaded in this order: mlms, bare, zoo_split (the zoo's module split, called as "
+        "bare), mlms_last (mlms's predictor loaded again, last); mlms and bare are needed",
+    )
     parser.add_argument(
         "--profile",
         action="store_true",

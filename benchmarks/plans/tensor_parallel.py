@@ -19,7 +19,8 @@ loops compiling the body and the head in one region), ``predict_ab`` (mlms's pre
 the bare loop's in the same two processes, blocks interleaved:
 ``benchmarks/tensor_parallel_compile_ab.py``), ``graphs_exit`` and ``graphs_eval`` (CUDA graphs,
 ``reduce-overhead``: the same A/B, then an evaluation through the runner against the bare loop)
-and ``predict_profile`` (both predicts under torch.profiler, what differs).
+``predict_profile`` (both predicts under torch.profiler, what differs) and ``predict_variants_*``
+(which part of mlms's load makes its predict slower).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def cells(kit: Kit) -> list[Cell]:
     dry = ("--dry",) if kit.dry else ()
     split = ("{python}", "benchmarks/tensor_parallel_gpu.py", "--out", "{out}", *dry)
     ab = ("{python}", "benchmarks/tensor_parallel_compile_ab.py", *dry)
+    variants = ("--variants", "mlms,bare,zoo_split,mlms_last")
     agents = ("{python}", "benchmarks/gpu_agents.py", "--out", "{out}/gpu_agents.json", *dry)
     return [
         Cell("scaling", (*split, "--parts", "scaling"), timeout_s=400, min_s=200),
@@ -102,6 +104,18 @@ def cells(kit: Kit) -> list[Cell]:
         Cell(
             "predict_profile", (*ab, "--out", "{out}", "--profile", "--batch-sizes", "1"), 300, 150
         ),
+        # The profile shows the host ~6 % slower in every operator of mlms's predict alike:
+        # which part of mlms's load makes it, the zoo's module or the predictor around it,
+        # and whether being loaded first does (mlms's predictor loaded again, last).
+        *(
+            Cell(
+                f"predict_variants_{mode}",
+                (*ab, "--out", "{out}", "--batch-sizes", "1", "--mode", mode, *variants),
+                300,
+                150,
+            )
+            for mode in ("default", "reduce-overhead")
+        ),
     ]
 
 
@@ -144,7 +158,8 @@ def summarize(results: Path) -> str:
         lines.append(f"{name}: sweep of {len(found['models'])} models x "
                      f"{len(found['batch_sizes'])} batch sizes: one GPU agent {one:.1f} s, two "
                      f"{two:.1f} s, ratio {found['ratio']:.3f} (target <= 0.55)\n")  # fmt: skip
-    for name in ("compile_ab", "compile_ab_graphs", "predict_ab", "graphs_exit", "predict_profile"):
+    for name in ("compile_ab", "compile_ab_graphs", "predict_ab", "graphs_exit", "predict_profile",
+                 "predict_variants_default", "predict_variants_reduce-overhead"):  # fmt: skip
         ab = results / "cells" / name / "log.txt"
         if ab.is_file():
             table = [
