@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import json
+import os
 import re
 import statistics
 import sys
@@ -102,8 +103,10 @@ def rank_main(rank: int, args: argparse.Namespace, port: int, folder: str) -> No
         "mlms": lambda: _mlms(name, device, precision, args.mode, folder),
         "bare": lambda: bare_predict(name, device, dtype, args.mode)[0],
         "zoo_split": lambda: _zoo_split(name, device, dtype, args.mode),
-        # mlms's predictor again, loaded after the others: whether being first is what costs.
+        # Each side again, loaded after the others: whether being first is what costs, and how
+        # far two copies of one predict differ (the method's own resolution).
         "mlms_last": lambda: _mlms(name, device, precision, args.mode, folder),
+        "bare_last": lambda: bare_predict(name, device, dtype, args.mode)[0],
     }
     variants = {key: builders[key]() for key in args.variants}
     found: dict[str, dict[str, float]] = {}
@@ -116,9 +119,12 @@ def rank_main(rank: int, args: argparse.Namespace, port: int, folder: str) -> No
             for _ in range(5):
                 predict(ids)
         warm = time.perf_counter() - began
+        if args.pin_host:
+            _pin_host(rank)
         order = list(variants)
         for block in range(args.blocks):
-            for key in order[block % 2 :] + order[: block % 2]:
+            turn = block % len(order)
+            for key in order[turn:] + order[:turn]:
                 for _ in range(args.per_block):
                     dist.barrier(group=group)
                     start = time.perf_counter_ns()
@@ -163,6 +169,14 @@ def rank_main(rank: int, args: argparse.Namespace, port: int, folder: str) -> No
     faulthandler.cancel_dump_traceback_later()
     if rank == 0:
         print("the ranks left their process group", flush=True)
+
+
+def _pin_host(rank: int) -> None:
+    """The calling thread (the one that launches every kernel) on one core of its own for the
+    timed blocks, after the compiles, whose worker processes would inherit it: a host-bound
+    predict then keeps one core's pace instead of the scheduler's moves between cores."""
+    cores = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cores[(2 * rank + 2) % len(cores)]})
 
 
 def _profiled(
@@ -229,7 +243,10 @@ def main() -> int:
         type=lambda v: v.split(","),
         default=["mlms", "bare"],
         help="loaded in this order: mlms, bare, zoo_split (the zoo's module split, called as "
-        "bare), mlms_last (mlms's predictor loaded again, last); mlms and bare are needed",
+        "bare), mlms_last and bare_last (each loaded again); mlms and bare are needed",
+    )
+    parser.add_argument(
+        "--pin-host", action="store_true", help="each rank's thread on a core of its own, timed"
     )
     parser.add_argument(
         "--profile",

@@ -41,6 +41,7 @@ def cells(kit: Kit) -> list[Cell]:
     split = ("{python}", "benchmarks/tensor_parallel_gpu.py", "--out", "{out}", *dry)
     ab = ("{python}", "benchmarks/tensor_parallel_compile_ab.py", *dry)
     variants = ("--variants", "mlms,bare,zoo_split,mlms_last")
+    pinned = ("--variants", "mlms,bare,mlms_last,bare_last", "--pin-host")
     agents = ("{python}", "benchmarks/gpu_agents.py", "--out", "{out}/gpu_agents.json", *dry)
     return [
         Cell("scaling", (*split, "--parts", "scaling"), timeout_s=400, min_s=200),
@@ -116,6 +117,17 @@ def cells(kit: Kit) -> list[Cell]:
             )
             for mode in ("default", "reduce-overhead")
         ),
+        # Two copies of mlms's predict differed by 6-7 % there: each side twice, each rank's
+        # launching thread pinned to a core, to learn what the method resolves at batch 1.
+        *(
+            Cell(
+                f"predict_pinned_{mode}",
+                (*ab, "--out", "{out}", "--batch-sizes", "1", "--mode", mode, *pinned),
+                300,
+                150,
+            )
+            for mode in ("default", "reduce-overhead")
+        ),
     ]
 
 
@@ -159,7 +171,8 @@ def summarize(results: Path) -> str:
                      f"{len(found['batch_sizes'])} batch sizes: one GPU agent {one:.1f} s, two "
                      f"{two:.1f} s, ratio {found['ratio']:.3f} (target <= 0.55)\n")  # fmt: skip
     for name in ("compile_ab", "compile_ab_graphs", "predict_ab", "graphs_exit", "predict_profile",
-                 "predict_variants_default", "predict_variants_reduce-overhead"):  # fmt: skip
+                 "predict_variants_default", "predict_variants_reduce-overhead",
+                 "predict_pinned_default", "predict_pinned_reduce-overhead"):  # fmt: skip
         ab = results / "cells" / name / "log.txt"
         if ab.is_file():
             table = [
