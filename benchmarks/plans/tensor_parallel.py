@@ -121,11 +121,12 @@ def cells(kit: Kit) -> list[Cell]:
         # launching thread pinned to a core, to learn what the method resolves at batch 1.
         *(
             Cell(
-                f"predict_pinned_{mode}",
+                f"predict_pinned_{mode}{again}",
                 (*ab, "--out", "{out}", "--batch-sizes", "1", "--mode", mode, *pinned),
                 300,
                 150,
             )
+            for again in ("", "_again")
             for mode in ("default", "reduce-overhead")
         ),
     ]
