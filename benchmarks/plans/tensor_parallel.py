@@ -180,6 +180,7 @@ def summarize(results: Path) -> str:
                 line for line in ab.read_text(errors="replace").splitlines() if line[:1] == "|"
             ]
             lines += [f"{name}: the same two processes, blocks interleaved", "", *table, ""]
+    lines += _copies(results)
     for name in ("scaling", "scaling_compiled"):
         scaling = results / "cells" / name / "log.txt"
         if scaling.is_file():
@@ -212,3 +213,32 @@ def _latency(reports: dict[str, dict], prefix: str, title: str) -> list[str]:
         lines.append(f"| {batch} | {len(values)} | {statistics.median(values):.3f} | "
                      f"{min(values):.3f} | {max(values):.3f} |")  # fmt: skip
     return [*lines, ""]
+
+
+def _copies(results: Path) -> list[str]:
+    """The pinned cells, where each side was loaded twice: how far two copies of one side are
+    apart (the A/A ratio, the method's own resolution), and mlms against the bare loop over
+    both copies of each (geometric means), which no one copy's placement decides."""
+    lines: list[str] = []
+    for cell in sorted((results / "cells").glob("predict_pinned_*")):
+        for found in cell.glob("compile_ab_*.json"):
+            mode = found.stem.removeprefix("compile_ab_")
+            for batch, p50 in json.loads(found.read_text()).items():
+                mine = (p50["mlms"] * p50["mlms_last"]) ** 0.5
+                theirs = (p50["bare"] * p50["bare_last"]) ** 0.5
+                ratios = (
+                    p50["mlms"] / p50["bare"],
+                    p50["bare_last"] / p50["bare"],
+                    p50["mlms_last"] / p50["mlms"],
+                    mine / theirs,
+                )
+                cells = " | ".join(f"{ratio:.3f}" for ratio in ratios)
+                lines.append(f"| {cell.name} | {mode} | {batch} | {cells} |")
+    if not lines:
+        return []
+    head = (
+        "| cell | compile | batch | mlms / bare | bare copies | mlms copies "
+        "| mlms / bare, both copies |"
+    )
+    title = "each side loaded twice, the launching threads pinned (p50 ratios)"
+    return [title, "", head, "|---|---|---:|---:|---:|---:|---:|", *lines, ""]
