@@ -7,8 +7,13 @@ results folder (``benchmarks/results/<plan's RESULTS>``, which travels with the 
 skipped, so the next call resumes where the budget cut the last one. What a call produced (the
 new cells' folders and the mlms store's records and span archives, never the model assets) is
 packed into at most 8 files under OUT; ``unpack`` merges them into the results folder here.
+``--one-gpu-each`` runs as many cells at once as the machine has GPUs, each cell seeing one of
+them (its UUID in ``CUDA_VISIBLE_DEVICES``, named in its ``cell.json``), for plans whose cells
+need one GPU each and nothing of each other: a 2-GPU machine then runs such a plan in about
+half the device minutes.
 
     python3 benchmarks/gpu_kit.py run PLAN OUT [--budget S] [--only a,b] [--retry-failed]
+                                               [--one-gpu-each]
     .venv/bin/python benchmarks/gpu_kit.py run PLAN OUT --dry     # the same plan, small, on the CPU
     .venv/bin/python benchmarks/gpu_kit.py unpack FILES_AT [--into DIR]
     .venv/bin/python benchmarks/gpu_kit.py summary PLAN [--results DIR]
@@ -39,6 +44,7 @@ cell that would fail on the GPU for want of one fails here first, before GPU min
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
 import hashlib
 import importlib.util
@@ -46,6 +52,7 @@ import io
 import json
 import lzma
 import os
+import queue
 import re
 import shutil
 import signal
@@ -132,6 +139,7 @@ class Plan:
     cells: Callable[[Kit], list[Cell]]
     summarize: Callable[[Path], str] | None
     wheels: tuple[str, ...]  # groups of benchmarks/gpu_wheels.txt beyond "base"
+    gpus_per_cell: int = 1  # what one cell uses: a plan of splits says so (GPUS_PER_CELL)
 
 
 def load_plan(spec: str) -> Plan:
@@ -152,6 +160,7 @@ def load_plan(spec: str) -> Plan:
         cells=module.cells,
         summarize=getattr(module, "summarize", None),
         wheels=tuple(getattr(module, "WHEELS", ())),
+        gpus_per_cell=int(getattr(module, "GPUS_PER_CELL", 1)),
     )
 
 
@@ -202,6 +211,12 @@ def gpu_names() -> tuple[str, ...]:
     return tuple(line.strip() for line in listed.stdout.splitlines() if line.strip())
 
 
+def gpu_uuids() -> tuple[str, ...]:
+    query = ["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"]
+    listed = subprocess.run(query, capture_output=True, text=True, timeout=60)
+    return tuple(line.strip() for line in listed.stdout.splitlines() if line.strip())
+
+
 def describe_machine(python: str, env: dict[str, str], dry: bool) -> str:
     """The GPUs, their links and the libraries' versions (a dry run skips the libraries: it
     checks the plan, not the machine)."""
@@ -236,16 +251,20 @@ def done_cells(folders: Iterable[Path], retry_failed: bool) -> dict[str, str]:
     return found
 
 
-def run_cell(cell: Cell, kit: Kit, folder: Path, env: dict[str, str], seconds: float) -> dict:
+def run_cell(
+    cell: Cell, kit: Kit, folder: Path, env: dict[str, str], seconds: float, gpu: str | None = None
+) -> dict:
     """One cell as a process group of its own, killed whole at ``seconds``; its output goes to
-    ``log.txt`` in its folder and its outcome to ``cell.json``."""
+    ``log.txt`` in its folder and its outcome to ``cell.json``. With ``gpu`` (a UUID) the cell
+    sees that GPU alone."""
     folder.mkdir(parents=True, exist_ok=True)
     argv = [part.format(out=folder, python=kit.python) for part in cell.argv]
     began = time.monotonic()
+    own = {"KIT_CELL_OUT": str(folder)} | ({"CUDA_VISIBLE_DEVICES": gpu} if gpu else {})
     with open(folder / "log.txt", "wb") as log:
         process = subprocess.Popen(
-            argv, cwd=ROOT, env=env | {"KIT_CELL_OUT": str(folder)}, stdout=log,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            argv, cwd=ROOT, env=env | own, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
         )  # fmt: skip
         try:
             rc: int | None = process.wait(timeout=seconds)
@@ -259,6 +278,7 @@ def run_cell(cell: Cell, kit: Kit, folder: Path, env: dict[str, str], seconds: f
         "wall_s": round(time.monotonic() - began, 1),
         "argv": argv,
         "gpus": list(kit.gpus),
+        "pinned_to": gpu,
         "commit": _commit(),
         "ended": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
@@ -471,6 +491,9 @@ def emulate_image(plan: Plan, folder: Path) -> str:
 def run(args: argparse.Namespace) -> int:
     began = time.monotonic()
     plan = load_plan(args.plan)
+    if args.one_gpu_each and plan.gpus_per_cell > 1:
+        raise SystemExit(f"gpu_kit: --one-gpu-each runs each cell on one GPU, but plan "
+                         f"{plan.name}'s cells use {plan.gpus_per_cell} GPUs each")  # fmt: skip
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ) | GPU_ENV
@@ -526,22 +549,38 @@ def run(args: argparse.Namespace) -> int:
     calls = machine / "calls"
     skipped = done_cells([results / "cells", *sorted(calls.glob("*"))], args.retry_failed)
     fresh = calls / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    outcomes: list[dict] = []
-    for cell in cells:
+    # One cell at a time seeing every GPU; or, asked, one cell on each GPU at once.
+    slots: tuple[str | None, ...] = (None,)
+    if args.one_gpu_each:
+        slots = (None, None) if kit.dry else gpu_uuids()
+        print(f"one cell on each of {len(slots)} {'slots' if kit.dry else 'GPUs'}", flush=True)
+    free: queue.Queue[str | None] = queue.Queue()
+    for slot in slots:
+        free.put(slot)
+
+    def one(cell: Cell) -> dict:
         if cell.name in skipped:
-            outcomes.append({"cell": cell.name, "status": f"{skipped[cell.name]} before"})
-            continue
-        left = args.budget - (time.monotonic() - began) - PACK_RESERVE_S
-        seconds = min(cell.timeout_s, left)
-        if left < cell.min_s:
-            outcomes.append({"cell": cell.name, "status": "left for the next call"})
-            continue
-        print(f"cell {cell.name}: up to {seconds:.0f} s", flush=True)
-        outcome = run_cell(cell, kit, fresh / cell.name, env, seconds)
-        outcomes.append(outcome)
-        print(f"cell {cell.name}: {outcome['status']} in {outcome['wall_s']} s", flush=True)
+            return {"cell": cell.name, "status": f"{skipped[cell.name]} before"}
+        gpu = free.get()
+        try:
+            left = args.budget - (time.monotonic() - began) - PACK_RESERVE_S
+            if left < cell.min_s:
+                return {"cell": cell.name, "status": "left for the next call"}
+            seconds = min(cell.timeout_s, left)
+            where = f" on {gpu}" if gpu else ""
+            print(f"cell {cell.name}: up to {seconds:.0f} s{where}", flush=True)
+            outcome = run_cell(cell, kit, fresh / cell.name, env, seconds, gpu)
+        finally:
+            free.put(gpu)
+        ended = f"cell {cell.name}: {outcome['status']} in {outcome['wall_s']} s"
         if outcome["status"] != "done":
-            print(_tail(fresh / cell.name / "log.txt"), flush=True)
+            ended += "\n" + _tail(fresh / cell.name / "log.txt")
+        print(ended, flush=True)
+        return outcome
+
+    # Cells start in the plan's order as slots come free; the table keeps that order.
+    with concurrent.futures.ThreadPoolExecutor(len(slots)) as pool:
+        outcomes = list(pool.map(one, cells))
 
     table = _outcome_table(outcomes)
     left = sum(1 for o in outcomes if o["status"] in ("cut", "left for the next call"))
@@ -725,6 +764,12 @@ def main() -> int:
     running.add_argument("--results", default=None, help="the results folder that resumes")
     running.add_argument("--retry-failed", action="store_true", help="run failed cells again")
     running.add_argument("--machine", default=None, help=f"the kit's own folder ({MACHINE})")
+    running.add_argument(
+        "--one-gpu-each",
+        action="store_true",
+        help="cells side by side, each seeing one GPU (CUDA_VISIBLE_DEVICES; --dry: 2 at once); "
+        "for plans whose cells need one GPU each and nothing of each other",
+    )
     unpacking = verbs.add_parser("unpack", help="merge a call's files into its results folder")
     unpacking.add_argument("files_at")
     unpacking.add_argument("--into", default=None)

@@ -115,6 +115,48 @@ def test_large_results_come_back_in_parts_and_join(tmp_path: Path) -> None:
     assert (results / "cells" / "big" / "noise").stat().st_size == 20 * 2**20
 
 
+MEETING_PLAN = """
+from benchmarks.gpu_kit import Cell
+
+RESULTS = "meeting"
+
+def cells(kit):
+    # Each cell says it started and waits for the other to say so: only cells that run at
+    # the same time both end (one after the other, the first would be cut at its limit).
+    meet = ("import os, pathlib, time; here = pathlib.Path(os.environ['KIT_MEET']); "
+            "(here / '{me}').touch(); end = time.monotonic() + float(os.environ['KIT_MEET_S']); "
+            "wait = lambda: not (here / '{other}').exists() and time.monotonic() < end; "
+            "[time.sleep(0.05) for _ in iter(wait, False)]; "
+            "raise SystemExit(0 if (here / '{other}').exists() else 'alone')")
+    return [Cell(me, ("{python}", "-c", meet.format(me=me, other=other)), timeout_s=90, min_s=0)
+            for me, other in (("a", "b"), ("b", "a"))]
+"""
+
+
+def test_one_gpu_each_runs_cells_side_by_side(tmp_path: Path) -> None:
+    """Two cells that can only end together: with ``--one-gpu-each`` both end (the dry run's
+    two slots stand in for two GPUs, which CI lacks); without it the first waits alone."""
+    plan = tmp_path / "meeting.py"
+    plan.write_text(MEETING_PLAN)
+    # Side by side the other cell starts within a second; one after the other it never does.
+    for flag, expected, wait_s in ((["--one-gpu-each"], "done", 60), ([], "failed", 2)):
+        name = "side" if flag else "alone"
+        meet = tmp_path / name / "meet"
+        meet.mkdir(parents=True)
+        env = dict(os.environ, KIT_MEET=str(meet), KIT_MEET_S=str(wait_s))
+        folders = ["--machine", str(tmp_path / name / "m"), "--results", str(tmp_path / name / "r")]
+        run = kit("run", str(plan), str(tmp_path / name / "out"), "--dry", *flag, *folders, env=env)
+        summary = (tmp_path / name / "out" / "summary.txt").read_text()
+        assert f"| a | {expected} |" in summary and "| b | done |" in summary, run.stdout
+        assert ("one cell on each of 2 slots" in run.stdout) == bool(flag)
+    # A plan whose cells split a model across GPUs is refused in one line.
+    refused = kit("run", "tensor_parallel", str(tmp_path / "tp"), "--dry", "--one-gpu-each")
+    assert refused.returncode != 0 and refused.stderr.strip().splitlines() == [
+        "gpu_kit: --one-gpu-each runs each cell on one GPU, but plan tensor_parallel's cells "
+        "use 2 GPUs each"
+    ]
+
+
 def test_bad_plan_cell_and_machine_are_one_line(tmp_path: Path) -> None:
     missing = kit("run", "no_such_plan", str(tmp_path / "out"), "--dry")
     assert missing.returncode != 0

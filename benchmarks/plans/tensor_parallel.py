@@ -33,6 +33,7 @@ from benchmarks.gpu_kit import Cell, Kit
 
 RESULTS = "tensor_parallel_h200"
 WHEELS = ("cupti", "grpc", "fleet")
+GPUS_PER_CELL = 2
 LATENCY_ROUNDS = 2
 
 
