@@ -318,8 +318,9 @@ def _first_line(text: str) -> str:
 
 def sweep_rate(results: Results, cells: pd.DataFrame) -> str:
     """Completed sweep cells a minute: over the kit's sweep cells' wall time (processes'
-    start-up, model loads and all), and over the evaluations' own time (first cell's start to
-    last cell's end of each evaluation, summed)."""
+    start-up, model loads and all; summed, so GPU time where cells ran side by side on several
+    GPUs), and over the evaluations' own time (first cell's start to last cell's end of each
+    evaluation, summed)."""
     done = cells[cells.state == "completed"]
     if done.empty:
         return "no completed sweep cells"
@@ -396,13 +397,17 @@ def findings(folder: Path) -> str:
 
 
 def cell_table(results: Results) -> pd.DataFrame:
-    """The kit's cells: status, wall seconds and the records each stored."""
+    """The kit's cells: status, wall seconds and the records each stored; and the GPU each ran
+    on where the kit ran cells side by side, one on each GPU (``--one-gpu-each``)."""
     rows = [
         {"cell": name, "status": outcome["status"], "wall (s)": outcome["wall_s"],
-         "records": len(results.by_cell.get(name, []))}
+         "records": len(results.by_cell.get(name, [])), "GPU": outcome.get("pinned_to")}
         for name, outcome in results.outcomes.items()
     ]  # fmt: skip
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if "GPU" in table and table["GPU"].notna().any():
+        return table
+    return table.drop(columns="GPU", errors="ignore")
 
 
 def main() -> None:

@@ -130,3 +130,25 @@ def test_the_tables_rules_on_numbers_each_side() -> None:
     bf16 = zoo_findings.bf16_table(cells).set_index("model")
     assert bf16.loc["slow", "bf16 pays"] == "yes" and bf16.loc["fast", "bf16 pays"] == "no"
     assert bf16.loc["slow", "bf16/fp32 b64"] == pytest.approx(0.5)
+
+
+def test_the_cells_table_names_each_cells_gpu_where_cells_ran_side_by_side(tmp_path: Path) -> None:
+    """The kit's ``--one-gpu-each`` names in each cell.json the GPU its cell saw; the table shows
+    it then, and leaves the column out where every cell saw every GPU."""
+    (tmp_path / "store").mkdir()
+    for name, gpu in (("sweep_00", "GPU-aaaa"), ("sweep_01", "GPU-bbbb")):
+        folder = tmp_path / "cells" / name
+        folder.mkdir(parents=True)
+        (folder / "log.txt").write_text("")
+        outcome = {"cell": name, "status": "done", "wall_s": 2.0, "pinned_to": gpu}
+        (folder / "cell.json").write_text(json.dumps(outcome))
+    table = zoo_findings.cell_table(zoo_findings.Results.read(tmp_path))
+    assert table.set_index("cell")["GPU"].to_dict() == {
+        "sweep_00": "GPU-aaaa",
+        "sweep_01": "GPU-bbbb",
+    }
+    for marker in tmp_path.glob("cells/*/cell.json"):
+        marker.write_text(
+            marker.read_text().replace('"GPU-aaaa"', "null").replace('"GPU-bbbb"', "null")
+        )
+    assert "GPU" not in zoo_findings.cell_table(zoo_findings.Results.read(tmp_path))
