@@ -49,6 +49,7 @@ import dataclasses
 import hashlib
 import importlib.util
 import io
+import itertools
 import json
 import lzma
 import os
@@ -126,6 +127,8 @@ class Cell:
     timeout_s: float = 600.0
     # A cell that the budget would give less time than this is left for the next call.
     min_s: float = 30.0
+    # With --one-gpu-each: no other cell runs beside it (one that loads the whole host).
+    alone: bool = False
 
     def __post_init__(self) -> None:
         if not NAME.match(self.name):
@@ -578,9 +581,13 @@ def run(args: argparse.Namespace) -> int:
         print(ended, flush=True)
         return outcome
 
-    # Cells start in the plan's order as slots come free; the table keeps that order.
+    # Cells start in the plan's order as slots come free, a cell marked alone once the cells
+    # before it have ended and before any after it; the table keeps the plan's order.
+    outcomes: list[dict] = []
     with concurrent.futures.ThreadPoolExecutor(len(slots)) as pool:
-        outcomes = list(pool.map(one, cells))
+        for alone, grouped in itertools.groupby(cells, key=lambda c: c.alone):
+            group = list(grouped)
+            outcomes += [one(c) for c in group] if alone else list(pool.map(one, group))
 
     table = _outcome_table(outcomes)
     left = sum(1 for o in outcomes if o["status"] in ("cut", "left for the next call"))

@@ -128,14 +128,21 @@ def cells(kit):
             "wait = lambda: not (here / '{other}').exists() and time.monotonic() < end; "
             "[time.sleep(0.05) for _ in iter(wait, False)]; "
             "raise SystemExit(0 if (here / '{other}').exists() else 'alone')")
-    return [Cell(me, ("{python}", "-c", meet.format(me=me, other=other)), timeout_s=90, min_s=0)
-            for me, other in (("a", "b"), ("b", "a"))]
+    # "x" may run beside no other cell: it fails if "y", next in the plan, starts beside it.
+    touch = "import os, pathlib; (pathlib.Path(os.environ['KIT_MEET']) / 'y').touch()"
+    alone = ("import os, pathlib, time; here = pathlib.Path(os.environ['KIT_MEET']); "
+             "time.sleep(2); raise SystemExit('y beside x' if (here / 'y').exists() else 0)")
+    return [*(Cell(me, ("{python}", "-c", meet.format(me=me, other=other)), timeout_s=90,
+                   min_s=0) for me, other in (("a", "b"), ("b", "a"))),
+            Cell("x", ("{python}", "-c", alone), min_s=0, alone=True),
+            Cell("y", ("{python}", "-c", touch), min_s=0)]
 """
 
 
 def test_one_gpu_each_runs_cells_side_by_side(tmp_path: Path) -> None:
     """Two cells that can only end together: with ``--one-gpu-each`` both end (the dry run's
-    two slots stand in for two GPUs, which CI lacks); without it the first waits alone."""
+    two slots stand in for two GPUs, which CI lacks); without it the first waits alone. A cell
+    marked alone runs beside none, side by side or not."""
     plan = tmp_path / "meeting.py"
     plan.write_text(MEETING_PLAN)
     # Side by side the other cell starts within a second; one after the other it never does.
@@ -148,6 +155,7 @@ def test_one_gpu_each_runs_cells_side_by_side(tmp_path: Path) -> None:
         run = kit("run", str(plan), str(tmp_path / name / "out"), "--dry", *flag, *folders, env=env)
         summary = (tmp_path / name / "out" / "summary.txt").read_text()
         assert f"| a | {expected} |" in summary and "| b | done |" in summary, run.stdout
+        assert "| x | done |" in summary and "| y | done |" in summary, run.stdout
         assert ("one cell on each of 2 slots" in run.stdout) == bool(flag)
     # A plan whose cells split a model across GPUs is refused in one line.
     refused = kit("run", "tensor_parallel", str(tmp_path / "tp"), "--dry", "--one-gpu-each")

@@ -9,9 +9,12 @@ task, and jax where a model has it.
     .venv/bin/python benchmarks/gpu_kit.py summary zoo_sweep
     .venv/bin/python benchmarks/zoo_findings.py benchmarks/results/zoo_sweep_gpu   # the tables
 
-The ``assets`` cell starts background builders of the models' seeded weights on the machine's
-cores and returns at once: the sweep cells that follow measure while they build (the store's
-lock makes a sweep wait for a model being built rather than build it twice). The models come in
+The ``assets`` cell builds the models' seeded weights on all the machine's cores and returns
+when they are built: a launch-bound model's latency is the host's, and builders working beside
+a measurement doubled it (resnet50 at batch 1 on an H200: 6.11 ms with six builders running,
+3.74 ms on a quiet host; at batch 64 20.6 against 20.5 ms; ``benchmarks/RESULTS.md``). Should
+the cell be cut, a sweep builds what is missing itself (the store's lock makes it wait for a
+model being built rather than build it twice). The models come in
 ``benchmarks/zoo_sweep_order.py``'s order (one of each task and family first, the largest last),
 in chunks of ``CHUNK``, one sweep cell each, so that a budget cuts between chunks and the next
 call resumes with the chunk it cut; the detectors and segmenters of large inputs (``_heavy``)
@@ -28,6 +31,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from benchmarks.gpu_kit import ROOT, Cell, Kit
@@ -56,8 +60,7 @@ HEAVY_PIXELS = 512
 NMS_INSIDE = ("faster_rcnn", "mask_rcnn")
 BF16_PROBE = "fasterrcnn_mobilenet_v3_320_fpn"
 DRY_HEAVY = ("squeezenet1_1",)
-#: Each background asset builder's threads: 6 builders of 2 leave 4 of a GPU machine's 16 cores
-#: to the measuring process, whose kernel launches are what a small model's latency is made of.
+#: Each asset builder's threads; as many builders as that leaves the machine's cores for.
 THREADS = 2
 #: Strict fp32 against TF32 and cuDNN's autotuning, at batch 1 and 4: maskrcnn's batch 4 took
 #: 683 ms against 58.5 ms at 1 on an H200 (fasterrcnn's the same), and the issue names
@@ -137,13 +140,16 @@ def cells(kit: Kit) -> list[Cell]:
     torch = ("-f", "torch", "--hw", kit.hw)
     heavy = [m for m in models if m in DRY_HEAVY] if kit.dry else _heavy(models)
     light = [m for m in models if m not in heavy]
+    workers = 1 if kit.dry else max(1, (os.cpu_count() or THREADS) // THREADS)
     builders = ("{python}", "benchmarks/plans/zoo_sweep.py", "--build", ",".join(models),
-                "--workers", "1" if kit.dry else "6")  # fmt: skip
+                "--workers", str(workers))  # fmt: skip
     both, fp32 = ("--precisions", "fp32,bf16"), ("--precisions", "fp32")
 
-    def cell(name: str, argv: tuple[str, ...], timeout_s: float, min_s: float) -> Cell:
+    def cell(
+        name: str, argv: tuple[str, ...], timeout_s: float, min_s: float, alone: bool = False
+    ) -> Cell:
         # A dry run's cells are small: each runs whatever is left of the budget.
-        return Cell(name, argv, timeout_s=timeout_s, min_s=10 if kit.dry else min_s)
+        return Cell(name, argv, timeout_s=timeout_s, min_s=10 if kit.dry else min_s, alone=alone)
 
     def sweeps(name: str, chosen: list[str], options: tuple[str, ...], size: int, min_s: float):
         """Strict fp32 and bf16 for all but the two-stage detectors, strict fp32 for them."""
@@ -158,7 +164,8 @@ def cells(kit: Kit) -> list[Cell]:
             cells.append(cell(f"{name}_rcnn", argv, 450, min_s))
         return cells
 
-    plan = [cell("assets", builders, 60, 10), *sweeps("sweep", light, small, CHUNK, 60)]
+    assets = cell("assets", builders, 420, 60, alone=True)
+    plan = [assets, *sweeps("sweep", light, small, CHUNK, 60)]
     outliers = DRY_OUTLIERS if kit.dry else OUTLIERS
     for name, run in outlier_runs.items():
         plan.append(cell(f"outliers_{name}", _evals(outliers, *torch, *careful, *run), 300, 60))
@@ -194,30 +201,31 @@ def summarize(results: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _build(models: list[str], workers: int) -> None:
-    """Start ``workers`` detached ``mlms assets`` builders, model i on worker i % workers, and
-    return: they outlive this cell and build while the sweep cells measure."""
+def _build(models: list[str], workers: int) -> int:
+    """Build the models' assets with ``workers`` ``mlms assets`` processes at once, model i on
+    worker i % workers, and wait for them all: the measuring cells then have the host to
+    themselves. The builders stay in this cell's process group, so a cut cell stops them."""
+    began = time.monotonic()
+    running = []
     for worker in range(workers):
         mine = [m for i, m in enumerate(models) if i % workers == worker]
-        if not mine:
-            continue
-        args = [arg for model in mine for arg in ("-m", model)]
-        subprocess.Popen(
-            [sys.executable, "-m", "mlms", "assets", "-f", "torch", *args],
-            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True, env=os.environ | {"OMP_NUM_THREADS": str(THREADS)},
-        )  # fmt: skip
-    print(
-        f"building {len(models)} models' assets on {workers} workers of {THREADS} threads "
-        "in the background"
-    )
+        if mine:
+            args = [arg for model in mine for arg in ("-m", model)]
+            running.append(subprocess.Popen(
+                [sys.executable, "-m", "mlms", "assets", "-f", "torch", *args],
+                cwd=ROOT, env=os.environ | {"OMP_NUM_THREADS": str(THREADS)},
+            ))  # fmt: skip
+    failed = sum(1 for process in running if process.wait() != 0)
+    print(f"built {len(models)} models' assets on {len(running)} workers of {THREADS} threads "
+          f"in {time.monotonic() - began:.1f} s; {failed} workers failed")  # fmt: skip
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
     import argparse
 
-    parser = argparse.ArgumentParser(description="start the assets' builders")
+    parser = argparse.ArgumentParser(description="build the models' assets")
     parser.add_argument("--build", required=True)
     parser.add_argument("--workers", type=int, default=6)
     args = parser.parse_args()
-    _build(args.build.split(","), args.workers)
+    sys.exit(_build(args.build.split(","), args.workers))
