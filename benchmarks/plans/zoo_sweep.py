@@ -10,9 +10,10 @@ task, and jax where a model has it.
     .venv/bin/python benchmarks/zoo_findings.py benchmarks/results/zoo_sweep_gpu   # the tables
 
 The ``assets`` cell builds the models' seeded weights on all the machine's cores and returns
-when they are built: a launch-bound model's latency is the host's, and builders working beside
-a measurement doubled it (resnet50 at batch 1 on an H200: 6.11 ms with six builders running,
-3.74 ms on a quiet host; at batch 64 20.6 against 20.5 ms; ``benchmarks/RESULTS.md``). Should
+when they are built: a launch-bound model's latency is the host's, and with six builders
+running beside the first sweep cell resnet50 took 6.11 ms at batch 1 on an H200 against 3.74 ms
+on a quiet host in an earlier call (20.6 against 20.5 ms at batch 64, where the GPU sets the
+pace; ``benchmarks/RESULTS.md``). Should
 the cell be cut, a sweep builds what is missing itself (the store's lock makes it wait for a
 model being built rather than build it twice). The models come in
 ``benchmarks/zoo_sweep_order.py``'s order (one of each task and family first, the largest last),
