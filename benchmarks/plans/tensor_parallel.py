@@ -34,6 +34,7 @@ from benchmarks.gpu_kit import Cell, Kit
 RESULTS = "tensor_parallel_h200"
 WHEELS = ("cupti", "grpc", "fleet")
 GPUS_PER_CELL = 2
+MODES = ("default", "reduce-overhead")
 LATENCY_ROUNDS = 2
 
 
@@ -41,6 +42,12 @@ def cells(kit: Kit) -> list[Cell]:
     dry = ("--dry",) if kit.dry else ()
     split = ("{python}", "benchmarks/tensor_parallel_gpu.py", "--out", "{out}", *dry)
     ab = ("{python}", "benchmarks/tensor_parallel_compile_ab.py", *dry)
+
+    def batch_one(name: str, mode: str, *options: str) -> Cell:
+        """An A/B cell of the compile ``mode`` at batch 1 alone."""
+        argv = (*ab, "--out", "{out}", "--batch-sizes", "1", "--mode", mode, *options)
+        return Cell(name, argv, 300, 150)
+
     variants = ("--variants", "mlms,bare,zoo_split,mlms_last")
     pinned = ("--variants", "mlms,bare,mlms_last,bare_last", "--pin-host")
     agents = ("{python}", "benchmarks/gpu_agents.py", "--out", "{out}/gpu_agents.json", *dry)
@@ -109,26 +116,13 @@ def cells(kit: Kit) -> list[Cell]:
         # The profile shows the host ~6 % slower in every operator of mlms's predict alike:
         # which part of mlms's load makes it, the zoo's module or the predictor around it,
         # and whether being loaded first does (mlms's predictor loaded again, last).
-        *(
-            Cell(
-                f"predict_variants_{mode}",
-                (*ab, "--out", "{out}", "--batch-sizes", "1", "--mode", mode, *variants),
-                300,
-                150,
-            )
-            for mode in ("default", "reduce-overhead")
-        ),
+        *(batch_one(f"predict_variants_{mode}", mode, *variants) for mode in MODES),
         # Two copies of mlms's predict differed by 6-7 % there: each side twice, each rank's
         # launching thread pinned to a core, to learn what the method resolves at batch 1.
         *(
-            Cell(
-                f"predict_pinned_{mode}{again}",
-                (*ab, "--out", "{out}", "--batch-sizes", "1", "--mode", mode, *pinned),
-                300,
-                150,
-            )
+            batch_one(f"predict_pinned_{mode}{again}", mode, *pinned)
             for again in ("", "_again")
-            for mode in ("default", "reduce-overhead")
+            for mode in MODES
         ),
     ]
 
