@@ -207,15 +207,18 @@ def unpack_etcd(wheels: Path, bin_dir: Path) -> Path | None:
 
 
 def gpu_names() -> tuple[str, ...]:
-    if shutil.which("nvidia-smi") is None:
-        return ()
-    query = ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"]
-    listed = subprocess.run(query, capture_output=True, text=True, timeout=60)
-    return tuple(line.strip() for line in listed.stdout.splitlines() if line.strip())
+    return _gpus("name")
 
 
 def gpu_uuids() -> tuple[str, ...]:
-    query = ["nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader"]
+    return _gpus("uuid")
+
+
+def _gpus(field: str) -> tuple[str, ...]:
+    """One nvidia-smi field of each GPU, in NVML's order; none where nvidia-smi is not."""
+    if shutil.which("nvidia-smi") is None:
+        return ()
+    query = ["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader"]
     listed = subprocess.run(query, capture_output=True, text=True, timeout=60)
     return tuple(line.strip() for line in listed.stdout.splitlines() if line.strip())
 
