@@ -44,6 +44,8 @@ from mlms.evaluation.tensor_parallel_rank import release_graphs  # noqa: E402
 SHAPES = {"tinyllama_1b": (512, (1, 16)), "llama_mini": (32, (1, 4))}
 
 Predict = Callable[[torch.Tensor], np.ndarray]
+#: What ``--variants`` may name (loaded in the order given there).
+VARIANTS = ("mlms", "bare", "zoo_split", "mlms_last", "bare_last")
 #: Predicts of each side under the profiler (``--profile``), and the rows of each table.
 PROFILED = 20
 DIFFERING = 12
@@ -254,6 +256,10 @@ def main() -> int:
         help="then each side's predicts under torch.profiler: what differs, host and GPU",
     )
     args = parser.parse_args()
+    unknown = sorted(set(args.variants) - set(VARIANTS))
+    if unknown or not {"mlms", "bare"} <= set(args.variants):
+        parser.error(f"--variants {','.join(args.variants)}: expected mlms, bare and any of "
+                     f"{', '.join(VARIANTS[2:])}")  # fmt: skip
     from mlms.evaluation.tensor_parallel import free_port
 
     with tempfile.TemporaryDirectory(prefix="compile-ab-") as folder:
