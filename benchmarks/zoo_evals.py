@@ -3,7 +3,9 @@ plan's non-sweep cells run them: a process a model would pay torch's import and 
 context's start-up (seconds on a GPU machine) once per model, more than many evaluations take.
 Each model's output is the command's own (its ``evaluation ID`` line among it), after a line
 ``== MODEL``; a model that fails prints its one ``mlms: error:`` line and the others still run
-(the exit status stays 0: a failure is a finding, listed by ``zoo_findings``).
+(the exit status stays 0: a failure is a finding, listed by ``zoo_findings``). An interrupt (the
+kit cutting the cell at its time) ends the whole run with mlms's status 130: a library whose
+import it broke off would fail every later model with a misleading error.
 
     python benchmarks/zoo_evals.py resnet50,vgg16 -f torch -b 16 -t framework
 """
@@ -15,6 +17,8 @@ import sys
 #: What precedes each model's output, so that a reader of the log (``zoo_findings``) knows
 #: whose error line follows.
 MARK = "== "
+#: mlms's exit status for an interrupted command (SIGINT: Ctrl-C, or the kit's cut).
+INTERRUPTED = 130
 
 
 def run(models: list[str], options: list[str]) -> int:
@@ -30,6 +34,8 @@ def run(models: list[str], options: list[str]) -> int:
         try:
             main()
         except SystemExit as exc:  # main's exit for an error it printed as one line
+            if exc.code == INTERRUPTED:
+                raise
             failed += exc.code not in (None, 0)
         except Exception as exc:  # one model's bug leaves the others running
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

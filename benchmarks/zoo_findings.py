@@ -5,6 +5,8 @@ it back (``benchmarks/results/zoo_sweep_gpu/``: ``cells/<cell>/log.txt`` and ``c
 - latency against batch size: p50 at each batch size, strict fp32 and bf16 (the sweep's cells);
 - where throughput saturates: the smallest swept batch after which no larger one gains 10 %
   (``SATURATION``: inputs/s at every larger batch < 1.1x at it), or "no" while still rising;
+  inputs/s at the p50 (batch / p50), as a cell of a few iterations has a mean that one stalled
+  iteration can halve;
 - bf16 against fp32: the p50 ratio per batch size, and whether bf16 pays at the largest;
 - launch-bound models: batch 16 in less than ``LAUNCH_BOUND``x batch 1's p50 (16 times the
   inputs for less than twice the time: most of batch 1's latency is the host launching kernels,
@@ -50,6 +52,7 @@ TOP_KERNELS = 5
 _EVALUATION = re.compile(r"^evaluation ([0-9a-f]{32})\b", re.MULTILINE)
 _SWEEP = re.compile(r"^sweep ([0-9a-f]{32}):", re.MULTILINE)
 _ERROR = "mlms: error: "
+_INTERRUPTED = ("mlms: aborted", "mlms: interrupted")  # mlms's lines for a SIGINT
 _MODEL_MARK = "== "  # benchmarks/zoo_evals.py's line before each model's output
 
 
@@ -146,9 +149,9 @@ def saturation_table(cells: pd.DataFrame) -> pd.DataFrame:
     """Per model and precision: inputs/s at each batch and the batch where throughput
     saturates (``SATURATION``)."""
     rows = []
-    done = cells[cells.state == "completed"]
+    done = cells[cells.state == "completed"].assign(at_p50=lambda t: 1e3 * t.batch_size / t.p50_ms)
     for (model, precision), group in done.groupby(["model", "precision"], sort=False):
-        points = group.sort_values("batch_size")[["batch_size", "throughput"]].to_numpy()
+        points = group.sort_values("batch_size")[["batch_size", "at_p50"]].to_numpy()
         row = {"model": model, "precision": precision}
         row |= {f"b{int(b)} (inputs/s)": t for b, t in points}
         row["saturates at"] = _saturation(points)
@@ -281,30 +284,37 @@ def failures(results: Results) -> pd.DataFrame:
     cells = results.cells
     if not cells.empty:
         failed = cells[cells.state == "failed"]
-        for (model, precision, error), group in failed.groupby(
-            ["model", "precision", failed.error.fillna("failed")], sort=False
+        for (model, framework, precision, error), group in failed.groupby(
+            ["model", "framework", "precision", failed.error.fillna("failed")], sort=False
         ):
             batches = ",".join(str(b) for b in sorted(group.batch_size))
-            rows.append({"model": model, "where": f"sweep {precision} b{batches}",
+            rows.append({"model": model, "where": f"sweep {framework} {precision} b{batches}",
                          "reason": _first_line(error)})  # fmt: skip
     for name, outcome in results.outcomes.items():
         log = _log(results.folder, name)
         for model, error in _eval_errors(log):
             rows.append({"model": model, "where": name, "reason": error})
         if outcome["status"] != "done":
+            # A failed cell's last error says why; a cut one's says only what the cut broke.
             errors = [line for line in log.splitlines() if line.startswith(_ERROR)]
-            last = f": {_first_line(errors[-1].removeprefix(_ERROR))}" if errors else ""
+            cut = outcome["status"] == "cut"
+            last = f": {_first_line(errors[-1].removeprefix(_ERROR))}" if errors and not cut else ""
             rows.append({"model": "-", "where": name, "reason": f"cell {outcome['status']}{last}"})
     return pd.DataFrame(rows, columns=["model", "where", "reason"])
 
 
 def _eval_errors(log: str) -> Iterable[tuple[str, str]]:
     """(model, error) of each error line after a model's mark (``zoo_evals``); a command's
-    own closing error (a sweep's count of failed cells) has no mark before it."""
+    own closing error (a sweep's count of failed cells) has no mark before it. The model being
+    evaluated when the process was interrupted (the kit's cut) ends the reading: what a process
+    printed after an interrupt broke off an import is no finding."""
     model = None
     for line in log.splitlines():
         if line.startswith(_MODEL_MARK):
             model = line.removeprefix(_MODEL_MARK).strip()
+        elif line.startswith(_INTERRUPTED) and model is not None:
+            yield model, "interrupted: the cell was cut while it ran"
+            return
         elif line.startswith(_ERROR) and model is not None:
             yield model, _first_line(line.removeprefix(_ERROR))
 
@@ -358,10 +368,8 @@ def findings(folder: Path) -> str:
     tasks = {m: _task(m) for m in {*torch_cells.model, *recorded}}
     per_model = {
         "Latency against batch size: p50 (ms)": (latency_table(torch_cells), ".3g"),
-        f"Where throughput saturates (no larger batch gains {SATURATION:.1f}x)": (
-            saturation_table(torch_cells),
-            ".4g",
-        ),
+        "Where throughput saturates (inputs/s at the p50; no larger batch gains "
+        f"{SATURATION:.1f}x)": (saturation_table(torch_cells), ".4g"),
         f"bf16 against strict fp32 (p50 ratio; pays: < {BF16_PAYS} at the largest batch)": (
             bf16_table(torch_cells),
             ".2f",

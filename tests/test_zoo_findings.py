@@ -96,11 +96,11 @@ def test_findings_of_a_small_sweeps_folder(results: Path) -> None:
     failures = _rows(text.split("## Failures", 1)[1])
     assert [
         "digits_cnn",
-        "sweep fp16 b1,2",
+        "sweep torch fp16 b1,2",
         "--precision fp16: torch on cpu supports fp32, bf16",
     ] in (failures)
     assert [row[:2] for row in failures] == [
-        ["digits_cnn", "sweep fp16 b1,2"], ["no_such_model", "framework_b16"]
+        ["digits_cnn", "sweep torch fp16 b1,2"], ["no_such_model", "framework_b16"]
     ]  # fmt: skip
     assert failures[1][2].startswith("unknown model 'no_such_model'")
 
@@ -121,7 +121,9 @@ def test_the_tables_rules_on_numbers_each_side() -> None:
                 rows.append({"model": model, "framework": "torch", "precision": precision,
                              "batch_size": batch, "hw": "h200", "state": "completed",
                              "p50_ms": ms, "throughput": 1000 * batch / ms})  # fmt: skip
-    cells = pd.DataFrame(rows)
+    # The records' throughput is over the mean; a cell of few iterations with one stalled
+    # makes it flat: saturation reads the p50s.
+    cells = pd.DataFrame(rows).assign(throughput=1.0)
     saturation = zoo_findings.saturation_table(cells).set_index(["model", "precision"])
     assert saturation.loc[("fast", "fp32"), "saturates at"] == "16"
     assert saturation.loc[("slow", "fp32"), "saturates at"] == "no (rising at 64)"
@@ -152,3 +154,33 @@ def test_the_cells_table_names_each_cells_gpu_where_cells_ran_side_by_side(tmp_p
             marker.read_text().replace('"GPU-aaaa"', "null").replace('"GPU-bbbb"', "null")
         )
     assert "GPU" not in zoo_findings.cell_table(zoo_findings.Results.read(tmp_path))
+
+
+def test_a_cut_eval_cell_names_the_model_it_cut_and_nothing_after() -> None:
+    """The kit cuts a cell with SIGINT: mlms prints "mlms: aborted" for the model it was on; a
+    process that went on would fail the next models on a half-imported library."""
+    log = "\n".join(["== a", "evaluation 0123", "== b", "", "mlms: aborted", "== c",
+                     "mlms: error: c on torch: transformers has no utils.logging"])  # fmt: skip
+    assert list(zoo_findings._eval_errors(log)) == [
+        ("b", "interrupted: the cell was cut while it ran")
+    ]
+
+
+def test_zoo_evals_stops_at_an_interrupt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """mlms's main stands in for an evaluation the kit interrupts (exit status 130): a real
+    SIGINT could not be timed to land inside one model's evaluation here. A model's own error
+    (status 1) leaves the others running; the interrupt ends the run."""
+    import mlms.cli.main
+
+    ran: list[str] = []
+
+    def main() -> None:
+        model = sys.argv[sys.argv.index("--model") + 1]
+        ran.append(model)
+        raise SystemExit({"bad": 1, "cut": zoo_evals.INTERRUPTED}.get(model, 0))
+
+    monkeypatch.setattr(mlms.cli.main, "main", main)
+    with pytest.raises(SystemExit) as stopped:
+        zoo_evals.run(["fine", "bad", "cut", "never"], ["-f", "torch"])
+    assert stopped.value.code == zoo_evals.INTERRUPTED
+    assert ran == ["fine", "bad", "cut"]
