@@ -567,3 +567,30 @@ def test_command_errors_are_one_line(cpu_records, tmp_path):
     usage = _mlms("report", "-o", str(tmp_path / "r.html"))
     assert usage.returncode == 2
     assert "Missing argument 'ID [ID ...]'" in _one_error_line(usage)
+
+
+def test_the_side_by_side_figures_built_unvalidated_equal_their_validated_copies() -> None:
+    """The side-by-side figures skip plotly's validation for speed: each must be what plotly
+    makes of the same figure when it validates it (an invalid property raises there)."""
+    import json
+
+    import plotly.graph_objects as go
+
+    from mlms.report import figures
+
+    sizes = [1, 16, 64]
+    latency = pd.DataFrame({"batch size": sizes, "p50 (ms)": [1.0, 2.0, 3.0],
+                            "p90 (ms)": [1.1, 2.2, 3.3], "p99 (ms)": [1.2, 2.3, 3.4],
+                            "throughput (inputs/s)": [1e3, 8e3, 2.1e4]})  # fmt: skip
+    energy = pd.DataFrame({"batch size": sizes, "J/inference": [1.0, 0.3, 0.2],
+                           "inferences/J": [1.0, 3.3, 5.0], "average (W)": [100.0, 200, 300],
+                           "peak (W)": [120.0, 250, 330], "idle (W)": [70.0, 70, 70]})  # fmt: skip
+    compared = pd.DataFrame({"evaluation": ["a" * 32] * 3, "framework": ["torch"] * 3,
+                             "version": ["2.11"] * 3, "batch size": sizes,
+                             "p50 (ms)": [1.0, 2.0, 3.0],
+                             "throughput (inputs/s)": [1e3, 8e3, 2.1e4]})  # fmt: skip
+    for fig in (figures.latency_and_throughput(latency), figures.energy_by_batch(energy),
+                figures.side_by_side(compared)):  # fmt: skip
+        validated = go.Figure(fig.to_plotly_json())
+        assert json.loads(fig.to_json()) == json.loads(validated.to_json())
+        assert fig.layout.template.layout.paper_bgcolor == "white"  # plotly_white, resolved
