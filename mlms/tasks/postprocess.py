@@ -190,7 +190,11 @@ def class_map(manifest: ModelManifest, outputs: np.ndarray, step: Step = no_step
             logits, size=_image_size(manifest), mode="bilinear", align_corners=False
         )
     with step("argmax"):
-        return full.argmax(dim=1)
+        # max's indices are argmax's by torch's definition of both (the first largest class, a
+        # NaN counting as the largest), but torch's CPU argmax over a middle dimension runs on
+        # one thread at about 10 ns an element (2.7 s for 64 images of 21 x 520 x 520 on a
+        # 16-core host) where max's reduction is several times faster and uses every core.
+        return full.max(dim=1).indices
 
 
 def _segmentation(
