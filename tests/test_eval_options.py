@@ -212,6 +212,16 @@ def test_token_inputs_take_the_sequence_length() -> None:
     assert source.name == "synthetic tokens, length 8"
 
 
+def test_synthetic_images_are_one_seeded_draw_of_the_whole_pool() -> None:
+    """Drawn sample by sample, the pool holds the values one draw of all of it gives, so
+    records of a seed stay comparable whatever way the pool is made."""
+    manifest = get_model("resnet50")
+    source = open_inputs(manifest, ["synthetic"], seed=3, pool=5)
+    whole = np.random.default_rng(3).standard_normal((5, 3, 224, 224)).astype(np.float32)
+    batch = source.take(0, 5).tensor
+    assert batch.dtype == np.float32 and np.array_equal(batch, whole)
+
+
 class _Device:
     """A predictor whose stage copies to a pretend device, counted."""
 

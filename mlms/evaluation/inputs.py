@@ -78,8 +78,7 @@ def open_inputs(
         if spec.layout == "tokens":
             tensors = generator.integers(0, spec.vocab_size, (pool, *spec.shape), dtype=np.int64)
             return InputSource(None, None, tensors, f"synthetic tokens, length {spec.shape[0]}")
-        tensors = generator.standard_normal((pool, *spec.shape)).astype(spec.dtype)
-        return InputSource(None, None, tensors, "synthetic")
+        return InputSource(None, None, _normal(generator, pool, spec), "synthetic")
     if spec.layout == "tokens":
         raise InvalidArgument(
             f"inputs {inputs!r}: model {manifest.name!r} takes token ids; expected 'synthetic'"
@@ -92,6 +91,18 @@ def open_inputs(
             f"inputs {inputs!r}: 'synthetic' and 'dataset' stand alone, not beside image files"
         )
     return InputSource([read_image(Path(item)) for item in inputs], None, None, "files")
+
+
+def _normal(generator: np.random.Generator, pool: int, spec: InputSpec) -> np.ndarray:
+    """``pool`` samples of standard normal noise in the input's dtype: the values of one draw
+    of the whole pool (the generator continues its stream from sample to sample), drawn sample
+    by sample so that no float64 copy of the pool is made: 1 GB for 64 images of 800 x 800,
+    whose allocation and cast made the whole draw about twice as slow
+    (``benchmarks/synthetic_inputs.py``)."""
+    tensors = np.empty((pool, *spec.shape), dtype=spec.dtype)
+    for sample in tensors:
+        sample[...] = generator.standard_normal(spec.shape)
+    return tensors
 
 
 def dataset_split(manifest: ModelManifest) -> tuple[np.ndarray, np.ndarray]:
