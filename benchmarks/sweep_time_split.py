@@ -23,19 +23,22 @@ Columns, in seconds:
 from __future__ import annotations
 
 import argparse
-import json
-import re
-from datetime import datetime
+import sys
 from pathlib import Path
 
 import duckdb
 
-_SWEEP = re.compile(r"^sweep ([0-9a-f]{32}):", re.MULTILINE)
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.zoo_findings import SWEEP_LINE  # noqa: E402
+from mlms.evaluation.record_store import load_record  # noqa: E402
+from mlms.evaluation.sweep import load_sweep  # noqa: E402
+from mlms.store.local import LocalStore  # noqa: E402
+from mlms.tracer.archive import local_archive  # noqa: E402
+
 STAGES = ("preprocess", "input copy", "predict", "postprocess")
-
-
-def _seconds(stamp: str) -> float:
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
 def spans_by_name(archive: Path) -> dict[str, float]:
@@ -46,17 +49,20 @@ def spans_by_name(archive: Path) -> dict[str, float]:
     return dict(rows)
 
 
-def split(store: Path, sweep_id: str) -> list[dict[str, object]]:
-    sweep = json.loads((store / "sweeps" / f"{sweep_id}.json").read_text())
+def split(store: LocalStore, sweep_id: str) -> list[dict[str, object]]:
     spans: dict[str, tuple[float, float]] = {}
-    for cell in sweep["cells"]:
-        start, end = _seconds(cell["started_at"]), _seconds(cell["finished_at"])
-        first, last = spans.get(cell["evaluation_id"], (start, end))
-        spans[cell["evaluation_id"]] = (min(first, start), max(last, end))
+    for cell in load_sweep(store, sweep_id).cells:
+        if cell.evaluation_id is None or cell.started_at is None or cell.finished_at is None:
+            continue
+        start, end = cell.started_at.timestamp(), cell.finished_at.timestamp()
+        first, last = spans.get(cell.evaluation_id, (start, end))
+        spans[cell.evaluation_id] = (min(first, start), max(last, end))
     rows = []
     for evaluation, (start, end) in spans.items():
-        record = json.loads((store / "evaluations" / f"{evaluation}.json").read_text())
-        named = spans_by_name(store / record["trace_archive"])
+        record = load_record(store, evaluation)
+        if record.trace_id is None:
+            continue
+        named = spans_by_name(local_archive(store, record.trace_id))
         batches = sum(v for k, v in named.items() if k.startswith("batch_size="))
         runs = sum(v for k, v in named.items() if k.startswith("run "))
         steps = {
@@ -67,8 +73,8 @@ def split(store: Path, sweep_id: str) -> list[dict[str, object]]:
         biggest = max(steps.items(), key=lambda item: item[1], default=None)
         rows.append(
             {
-                "model": record["request"]["model"],
-                "precision": record["request"]["precision"],
+                "model": record.request.model,
+                "precision": record.request.precision,
                 "wall": end - start,
                 "outside": end - start - named["evaluation"],
                 "warm-up": batches - runs,
@@ -89,11 +95,11 @@ def main() -> None:
     columns = ["wall", "outside", "warm-up", *STAGES, "after", "other"]
     for cell in args.cells:
         log = (args.results / "cells" / cell / "log.txt").read_text()
-        found = _SWEEP.search(log)
+        found = SWEEP_LINE.search(log)
         if found is None:
             print(f"{cell}: no sweep in its log")
             continue
-        rows = split(args.results / "store", found.group(1))
+        rows = split(LocalStore(args.results / "store"), found.group(1))
         print(f"\n{cell} (sweep {found.group(1)}), seconds\n")
         print("| model | precision | " + " | ".join(columns) + " |")
         print("|---|---|" + "---:|" * len(columns))

@@ -50,7 +50,8 @@ BF16_PAYS = 0.8
 TOP_KINDS = 3
 TOP_KERNELS = 5
 _EVALUATION = re.compile(r"^evaluation ([0-9a-f]{32})\b", re.MULTILINE)
-_SWEEP = re.compile(r"^sweep ([0-9a-f]{32}):", re.MULTILINE)
+#: The line a sweep prints of itself: its id.
+SWEEP_LINE = re.compile(r"^sweep ([0-9a-f]{32}):", re.MULTILINE)
 _ERROR = "mlms: error: "
 _INTERRUPTED = ("mlms: aborted", "mlms: interrupted")  # mlms's lines for a SIGINT
 _MODEL_MARK = "== "  # benchmarks/zoo_evals.py's line before each model's output
@@ -79,7 +80,7 @@ class Results:
             outcomes[name] = json.loads(marker.read_text())
             log = _log(folder, name)
             ids = _EVALUATION.findall(log)
-            for sweep in _SWEEP.findall(log):
+            for sweep in SWEEP_LINE.findall(log):
                 done = load_sweep(store, sweep).cells
                 ids += [cell.evaluation_id for cell in done if cell.state == "completed"]
             by_cell[name] = [load_record(store, i) for i in dict.fromkeys(ids)]
