@@ -4,8 +4,10 @@ A *plan* (``benchmarks/plans/NAME.py``, or any file given by path) lists *cells*
 each writing its results into a folder of its own. ``run`` executes the plan's cells in order
 within a time budget and stores each cell's folder as the cell ends; cells already done in the
 results folder (``benchmarks/results/<plan's RESULTS>``, which travels with the working tree) are
-skipped, so the next call resumes where the budget cut the last one. What a call produced (the
-new cells' folders and the mlms store's records and span archives, never the model assets) is
+skipped, so the next call resumes where the budget cut the last one; a cell whose product stays
+on the machine (``Cell.on_machine``: built model assets) is skipped only where an earlier call
+on the same machine did it. What a call produced (the new cells' folders and what it added to
+the mlms store or changed there: records, sweeps, span archives, never the model assets) is
 packed into at most 8 files under OUT; ``unpack`` merges them into the results folder here.
 ``--one-gpu-each`` runs as many cells at once as the machine has GPUs, each cell seeing one of
 them (its UUID in ``CUDA_VISIBLE_DEVICES``, named in its ``cell.json``), for plans whose cells
@@ -62,6 +64,7 @@ import sys
 import tarfile
 import time
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 
@@ -129,6 +132,9 @@ class Cell:
     min_s: float = 30.0
     # With --one-gpu-each: no other cell runs beside it (one that loads the whole host).
     alone: bool = False
+    # What it makes stays on the machine (model assets built into the machine's store): done
+    # only where an earlier call on this machine did it, whatever the results folder says.
+    on_machine: bool = False
 
     def __post_init__(self) -> None:
         if not NAME.match(self.name):
@@ -304,15 +310,30 @@ def _kill_group(process: subprocess.Popen) -> None:
             return
 
 
-def pack(out: Path, cells: Path, store: Path | None) -> list[Path]:
-    """This call's cell folders and the store (records, sweeps, span archives; the model assets
-    left out: they are rebuilt from seeds) as one tar.gz, split into parts under 16 MiB."""
+def listing(store: Path) -> dict[str, tuple[int, int]]:
+    """Each file of ``store`` (its path inside) with its size and modification time."""
+    if not store.is_dir():
+        return {}
+    return {
+        path.relative_to(store).as_posix(): (stat.st_size, stat.st_mtime_ns)
+        for path in store.rglob("*")
+        if path.is_file() and (stat := path.stat())
+    }
+
+
+def pack(
+    out: Path, cells: Path, store: Path | None, before: dict[str, tuple[int, int]] | None = None
+) -> list[Path]:
+    """This call's cell folders and what it added to the store or changed there (records,
+    sweeps, span archives; not ``before``'s files as they were: earlier calls on this machine
+    brought those back, for whichever results folder; the model assets left out: they are
+    rebuilt from seeds) as one tar.gz, split into parts under 16 MiB."""
     bundle = out / "results.tar.gz"
     with tarfile.open(bundle, "w:gz", compresslevel=6) as tar:
         if cells.is_dir():
             tar.add(cells, arcname="cells")
         if store is not None and store.is_dir():
-            tar.add(store, arcname="store", filter=_without_models)
+            tar.add(store, arcname="store", filter=partial(_new_results, store, before or {}))
     room = MAX_FILES - sum(1 for p in out.iterdir() if p.is_file() and p != bundle)
     size = bundle.stat().st_size
     if size <= PART_BYTES:
@@ -331,9 +352,20 @@ def pack(out: Path, cells: Path, store: Path | None) -> list[Path]:
     return parts
 
 
-def _without_models(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+def _new_results(
+    store: Path, before: dict[str, tuple[int, int]], info: tarfile.TarInfo
+) -> tarfile.TarInfo | None:
+    """``info`` unless it is a model asset, a lock, or a file as ``before`` listed it (the
+    file's own modification time: a TarInfo keeps whole seconds only)."""
     parts = Path(info.name).parts
-    return None if len(parts) > 1 and parts[1] in ("models", "locks") else info
+    if len(parts) > 1 and parts[1] in ("models", "locks"):
+        return None
+    if info.isfile():
+        inside = "/".join(parts[1:])
+        stat = (store / inside).stat()
+        if before.get(inside) == (stat.st_size, stat.st_mtime_ns):
+            return None
+    return info
 
 
 def _pins(groups: set[str]) -> list[str]:
@@ -553,7 +585,11 @@ def run(args: argparse.Namespace) -> int:
                              f"expected some of {[c.name for c in cells]}")  # fmt: skip
         cells = [c for c in cells if c.name in wanted]
     calls = machine / "calls"
-    skipped = done_cells([results / "cells", *sorted(calls.glob("*"))], args.retry_failed)
+    here = done_cells(sorted(calls.glob("*")), args.retry_failed)
+    recorded = done_cells([results / "cells"], args.retry_failed) | here
+    skipped = {c.name: recorded[c.name] for c in cells
+               if c.name in (here if c.on_machine else recorded)}  # fmt: skip
+    store_before = listing(home / "store")
     fresh = calls / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     # One cell at a time seeing every GPU; or, asked, one cell on each GPU at once.
     slots: tuple[str | None, ...] = (None,)
@@ -596,7 +632,7 @@ def run(args: argparse.Namespace) -> int:
     left = sum(1 for o in outcomes if o["status"] in ("cut", "left for the next call"))
     table += f"\n{left} cells left: the same command resumes them\n" if left else ""
     (out / "summary.txt").write_text(table)
-    files = pack(out, fresh, home / "store")
+    files = pack(out, fresh, home / "store", store_before)
     print(table + f"packed: {', '.join(p.name for p in files)} "
           f"in {time.monotonic() - began:.0f} s", flush=True)  # fmt: skip
     return 1 if any(o["status"] == "failed" for o in outcomes) else 0

@@ -115,6 +115,74 @@ def test_large_results_come_back_in_parts_and_join(tmp_path: Path) -> None:
     assert (results / "cells" / "big" / "noise").stat().st_size == 20 * 2**20
 
 
+STORE_PLAN = """
+from benchmarks.gpu_kit import Cell
+
+RESULTS = "stored"
+
+def cells(kit):
+    # Each cell writes a record of its own into the machine's store and rewrites the sweep.
+    record = ("import os, pathlib; store = pathlib.Path(os.environ['MLMS_HOME'], 'store'); "
+              "(store / 'evaluations').mkdir(parents=True, exist_ok=True); "
+              "(store / 'evaluations' / '{name}.json').write_text('{name}'); "
+              "(store / 'sweeps').mkdir(exist_ok=True); "
+              "(store / 'sweeps' / 's.json').write_text('{name}')")
+    build = ("import os, pathlib; models = pathlib.Path(os.environ['MLMS_HOME'], 'store', "
+             "'models'); models.mkdir(parents=True, exist_ok=True); "
+             "(models / 'weights').write_text('w')")
+    return [Cell("assets", ("{python}", "-c", build), min_s=0, on_machine=True),
+            *(Cell(name, ("{python}", "-c", record.format(name=name)), min_s=0)
+              for name in ("a", "b"))]
+"""
+
+
+def _packed(out: Path) -> list[str]:
+    with tarfile.open(out / "results.tar.gz") as tar:
+        return sorted(m.name for m in tar.getmembers() if m.isfile())
+
+
+def test_a_call_packs_only_what_it_added_to_the_store(tmp_path: Path) -> None:
+    """Two calls on one machine, the second with a results folder of its own: the second
+    brings back its own record and the sweep it rewrote, not the first call's record, nor the
+    model assets."""
+    plan = tmp_path / "stored.py"
+    plan.write_text(STORE_PLAN)
+    machine = ["--dry", "--machine", str(tmp_path / "machine")]
+    first = kit("run", str(plan), str(tmp_path / "out1"), *machine,
+                "--results", str(tmp_path / "r1"), "--only", "assets,a")  # fmt: skip
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert [n for n in _packed(tmp_path / "out1") if n.startswith("store/")] == [
+        "store/evaluations/a.json", "store/sweeps/s.json"]  # fmt: skip
+    second = kit("run", str(plan), str(tmp_path / "out2"), *machine,
+                 "--results", str(tmp_path / "r2"), "--only", "b")  # fmt: skip
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert [n for n in _packed(tmp_path / "out2") if n.startswith("store/")] == [
+        "store/evaluations/b.json", "store/sweeps/s.json"]  # fmt: skip
+
+
+def test_a_cell_kept_on_the_machine_runs_again_on_a_fresh_one(tmp_path: Path) -> None:
+    """The results folder says the assets are built, but they were built on another machine:
+    a fresh machine builds them again, while the measuring cells done stay done; the same
+    machine's next call skips them."""
+    plan = tmp_path / "stored.py"
+    plan.write_text(STORE_PLAN)
+    results = tmp_path / "results"
+
+    def call(machine: str, out: str) -> str:
+        done = kit("run", str(plan), str(tmp_path / out), "--dry", "--machine",
+                   str(tmp_path / machine), "--results", str(results))  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert kit("unpack", str(tmp_path / out), "--into", str(results)).returncode == 0
+        return (tmp_path / out / "summary.txt").read_text()
+
+    assert "| assets | done |" in call("m1", "out1")
+    fresh = call("m2", "out2")
+    assert "| assets | done |" in fresh
+    assert "| a | done before |" in fresh and "| b | done before |" in fresh
+    assert (tmp_path / "m2" / "home" / "store" / "models" / "weights").is_file()
+    assert "| assets | done before |" in call("m2", "out3")
+
+
 MEETING_PLAN = """
 from benchmarks.gpu_kit import Cell
 

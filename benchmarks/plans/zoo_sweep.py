@@ -151,10 +151,10 @@ def cells(kit: Kit) -> list[Cell]:
     both, fp32 = ("--precisions", "fp32,bf16"), ("--precisions", "fp32")
 
     def cell(
-        name: str, argv: tuple[str, ...], timeout_s: float, min_s: float, alone: bool = False
+        name: str, argv: tuple[str, ...], timeout_s: float, min_s: float, **kind: bool
     ) -> Cell:
         # A dry run's cells are small: each runs whatever is left of the budget.
-        return Cell(name, argv, timeout_s=timeout_s, min_s=10 if kit.dry else min_s, alone=alone)
+        return Cell(name, argv, timeout_s=timeout_s, min_s=10 if kit.dry else min_s, **kind)
 
     def sweeps(name: str, chosen: list[str], options: tuple[str, ...], size: int, min_s: float):
         """Strict fp32 and bf16 for all but the two-stage detectors, strict fp32 for them."""
@@ -169,7 +169,9 @@ def cells(kit: Kit) -> list[Cell]:
             cells.append(cell(f"{name}_rcnn", argv, 450, min_s))
         return cells
 
-    assets = cell("assets", builders, 420, 60, alone=True)
+    # The assets stay in the machine's store: a fresh machine builds them whatever the results
+    # folder says (else the first measuring cells build them beside their measurements).
+    assets = cell("assets", builders, 420, 60, alone=True, on_machine=True)
     plan = [assets, *sweeps("sweep", light, small, CHUNK, 60)]
     outliers = DRY_OUTLIERS if kit.dry else OUTLIERS
     for name, run in outlier_runs.items():
