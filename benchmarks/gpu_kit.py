@@ -696,8 +696,12 @@ def unpack(args: argparse.Namespace) -> int:
         shutil.move(cell, target)
     if (staging / "store").is_dir():
         shutil.copytree(staging / "store", into / "store", dirs_exist_ok=True)
-    call = into / "calls" / time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    call.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    # Two calls unpacked within a second keep a folder each.
+    taken = {p.name for p in (into / "calls").glob(f"{stamp}*")}
+    call = into / "calls" / next(f"{stamp}{suffix}" for suffix in _suffixes() if
+                                 f"{stamp}{suffix}" not in taken)  # fmt: skip
+    call.mkdir(parents=True)
     for name in ("env.txt", "summary.txt"):
         if (back / name).is_file():
             shutil.copy(back / name, call / name)
@@ -705,6 +709,11 @@ def unpack(args: argparse.Namespace) -> int:
     print(f"unpacked into {into}")
     print((back / "summary.txt").read_text() if (back / "summary.txt").is_file() else "")
     return 0
+
+
+def _suffixes() -> Iterable[str]:
+    yield ""
+    yield from (f"-{n}" for n in itertools.count(2))
 
 
 def summary(args: argparse.Namespace) -> int:

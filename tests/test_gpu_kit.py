@@ -183,6 +183,18 @@ def test_a_cell_kept_on_the_machine_runs_again_on_a_fresh_one(tmp_path: Path) ->
     assert "| assets | done before |" in call("m2", "out3")
 
 
+def test_calls_unpacked_within_a_second_keep_a_folder_each(tmp_path: Path) -> None:
+    plan = tmp_path / "stored.py"
+    plan.write_text(STORE_PLAN)
+    out, results = tmp_path / "out", tmp_path / "results"
+    done = kit("run", str(plan), str(out), "--dry", "--machine", str(tmp_path / "m"),
+               "--results", str(results), "--only", "a")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    for _ in range(3):
+        assert kit("unpack", str(out), "--into", str(results)).returncode == 0
+    assert len(list((results / "calls").glob("*/summary.txt"))) == 3
+
+
 MEETING_PLAN = """
 from benchmarks.gpu_kit import Cell
 
