@@ -24,7 +24,7 @@ from mlms.analysis.kernels import (
     peaks_of,
     roofline,
 )
-from mlms.analysis.layers import layer_table
+from mlms.analysis.layers import layer_table, layer_types
 from mlms.analysis.names import short_kernel_name
 from mlms.store.local import LocalStore
 from mlms.tracer.archive import read_table, write_spans
@@ -91,6 +91,15 @@ def test_each_layer_gets_its_gpu_and_non_gpu_time(spans, capture):
     mine = table.set_index("layer_index")["latency (us)"] / 1e3
     assert mine.sort_index().to_numpy() == pytest.approx(layers.sort_index().to_numpy())
 
+
+def test_layer_types_sum_their_layers_gpu_time(spans):
+    """A layer type's GPU time is its layers' median GPU time summed, as layer_kernels has
+    each layer's."""
+    frame, _rows, _records = spans
+    per_layer = layer_kernels(frame).groupby("kind")["gpu (us)"].sum() / 1e3
+    kinds = layer_types(frame).set_index("kind")["GPU (ms)"]
+    assert kinds.sort_index().to_numpy() == pytest.approx(per_layer.sort_index().to_numpy())
+    assert kinds["conv"] > 0 and kinds.sum() > 0
 
 def test_layer_latencies_match_the_python_join(spans):
     """The SQL critical path equals ``layer_gpu`` run on the span records themselves."""

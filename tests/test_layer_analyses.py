@@ -122,6 +122,7 @@ def test_layer_types_add_up_the_layers(spans, executions):
             assert mine.loc[kind, "layers"] == len(medians)
             assert mine.loc[kind, "latency (ms)"] == pytest.approx(sum(medians))
         assert mine["share (%)"].sum() == pytest.approx(100)
+        assert (mine["GPU (ms)"] == 0).all()  # no GPU: no kernels
 
 
 def test_slowest_layers_and_executions(spans, executions):

@@ -85,11 +85,15 @@ def layer_executions(spans: Spans) -> pd.DataFrame:
 
 def layer_types(spans: Spans) -> pd.DataFrame:
     """Where does the time go by kind of layer? Per batch size and layer type: occurrences per
-    predict, summed median latency and its share, MACs, activation and allocated memory."""
+    predict, summed median latency and its share, the summed median time of the layers'
+    kernels and copies on the GPU (0 without the hardware level: on a GPU the framework level's
+    latency is then the host's, each call returning once its kernels are queued), MACs,
+    activation and allocated memory."""
     return spans.frame(
         f"""
         WITH per_layer AS (
             SELECT {_KEYS}, any_value(kind) AS kind, median(latency_ns) AS latency_ns,
+                   median(gpu_ns) AS gpu_ns,
                    median(flops) AS flops, median(activation_bytes) AS activation_bytes,
                    median(allocated_bytes) AS allocated_bytes
             FROM layers GROUP BY {_KEYS}
@@ -98,6 +102,7 @@ def layer_types(spans: Spans) -> pd.DataFrame:
                sum(latency_ns) / 1e6 AS "latency (ms)",
                100 * sum(latency_ns) / sum(sum(latency_ns)) OVER (PARTITION BY trace_id, batch_size)
                    AS "share (%)",
+               sum(gpu_ns) / 1e6 AS "GPU (ms)",
                sum(flops) / 2e6 AS "MACs (M)",
                sum(activation_bytes) / 1e6 AS "activations (MB)",
                sum(allocated_bytes) / 1e6 AS "allocated (MB)"
