@@ -234,6 +234,26 @@ def layer_shares(results: Results) -> pd.DataFrame:
     return _joined(top, "kind", "share (%)")
 
 
+def layer_gpu_shares(results: Results) -> pd.DataFrame:
+    """The ``TOP_KINDS`` layer types by share of the layers' GPU time (their kernels and
+    copies) per hardware-level model and batch."""
+    records = results.records("hardware")
+    if not records:
+        return pd.DataFrame()
+    table = layers.layer_types(results.spans(records))
+    table = table[table["GPU (ms)"] > 0].copy()
+    if table.empty:
+        return pd.DataFrame()
+    total = table.groupby(["trace_id", "batch_size"])["GPU (ms)"].transform("sum")
+    table["GPU share (%)"] = 100 * table["GPU (ms)"] / total
+    table["model"] = table.trace_id.map({r.trace_id: r.model.name for r in records})
+    top = table.sort_values("GPU share (%)", ascending=False).groupby(
+        ["model", "batch_size"], sort=False
+    ).head(TOP_KINDS)  # fmt: skip
+    joined = _joined(top, "kind", "GPU share (%)", by=["model", "batch_size"])
+    return joined.sort_values(["model", "batch_size"], ignore_index=True)
+
+
 def kernel_shares(results: Results) -> pd.DataFrame:
     """The ``TOP_KERNELS`` kernels by share of GPU time per hardware-level model and batch."""
     records = results.records("hardware")
@@ -379,10 +399,11 @@ def findings(folder: Path) -> str:
             launch_table(torch_cells, gpu_busy(results)),
             ".3g",
         ),
-        f"Layer types' shares at batch 16 (framework level, top {TOP_KINDS})": (
-            layer_shares(results),
-            ".3g",
-        ),
+        f"Layer types' shares of host time at batch 16 (framework level, top {TOP_KINDS}; on "
+        "a GPU a layer's call returns once its kernels are queued: the host's share, not the "
+        "GPU's)": (layer_shares(results), ".3g"),
+        f"Layer types' shares of GPU time (hardware level: kernels joined to their layers, "
+        f"top {TOP_KINDS})": (layer_gpu_shares(results), ".3g"),
         f"Kernels' shares (hardware level, top {TOP_KERNELS})": (kernel_shares(results), ".3g"),
     }
     rate = sweep_rate(results, torch_cells) if not torch_cells.empty else "none"
