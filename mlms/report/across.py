@@ -18,6 +18,7 @@ from mlms.evaluation.record import EvaluationRecord
 from mlms.report import figures
 from mlms.report.evaluations import label, short_label
 from mlms.report.html import Section, absent, collapsed, figure, heading, note, question, table
+from mlms.tracer.levels import TraceLevel
 
 SHOWN = 25  # differences plotted per comparison, largest first
 
@@ -69,19 +70,23 @@ def _pair(base: EvaluationRecord, other: EvaluationRecord, spans: Spans, index: 
         blocks.append(absent("layers and kernels need both evaluations traced; one has no trace"))
         return blocks
     shared = sorted({r.batch_size for r in base.results} & {r.batch_size for r in other.results})
+    # A side traced shallower than layers or kernels has none of them: no query to ask.
+    deepest = max(TraceLevel.parse(r.trace_level) for r in (base, other))
     if not shared:
         blocks.append(absent("no batch size in common: layers and kernels compare per batch size"))
     for batch_size in shared:
         sides = (Side(base.trace_id, batch_size), Side(other.trace_id, batch_size))
         blocks.append(heading(f"Batch size {batch_size}"))
-        blocks.extend(_layers(spans, sides, index, batch_size))
-        blocks.extend(_kernels(spans, sides, index, batch_size))
+        blocks.extend(_layers(spans, sides, index, batch_size, deepest >= TraceLevel.FRAMEWORK))
+        blocks.extend(_kernels(spans, sides, index, batch_size, deepest >= TraceLevel.HARDWARE))
     return blocks
 
 
-def _layers(spans: Spans, sides: tuple[Side, Side], index: int, batch_size: int) -> list[str]:
-    diff = layer_differences(spans, *sides)
-    if diff.empty:
+def _layers(
+    spans: Spans, sides: tuple[Side, Side], index: int, batch_size: int, traced: bool
+) -> list[str]:
+    diff = layer_differences(spans, *sides) if traced else None
+    if diff is None or diff.empty:
         return [absent(f"no layer spans on either side at batch size {batch_size}")]
     shown = diff.dropna(subset=["difference (ms)"]).head(SHOWN)
     if shown.empty:
@@ -111,9 +116,11 @@ def _layers(spans: Spans, sides: tuple[Side, Side], index: int, batch_size: int)
     ]
 
 
-def _kernels(spans: Spans, sides: tuple[Side, Side], index: int, batch_size: int) -> list[str]:
-    diff = kernel_differences(spans, *sides)
-    if diff.empty:
+def _kernels(
+    spans: Spans, sides: tuple[Side, Side], index: int, batch_size: int, traced: bool
+) -> list[str]:
+    diff = kernel_differences(spans, *sides) if traced else None
+    if diff is None or diff.empty:
         return [absent(f"no GPU kernels on either side at batch size {batch_size}")]
     shown = diff.head(SHOWN)
     title = f"Kernel time difference per predict, batch {batch_size}"

@@ -44,6 +44,12 @@ def own_spans(spans: Spans, record: EvaluationRecord) -> Spans | None:
     return Spans(spans.arrow("SELECT * FROM spans WHERE trace_id = ?", [record.trace_id]))
 
 
+def reaches(record: EvaluationRecord, level: TraceLevel) -> bool:
+    """Whether ``record`` was traced to ``level`` or deeper: a shallower trace has none of its
+    spans, so the pages ask no query of them (a sweep's records are a site's hundreds)."""
+    return TraceLevel.parse(record.trace_level) >= level
+
+
 def parts_spans(spans: Spans, records: Sequence[EvaluationRecord]) -> list[Spans | None]:
     """Each record's spans for its level parts: its own (``own_spans``), or, for a trace with
     no span below the model level, one empty ``Spans`` shared by them. Every part reads layers,
@@ -104,7 +110,7 @@ def model_part(record: EvaluationRecord, spans: Spans | None, index: int) -> lis
         )
     else:
         blocks.append(absent("no profiling overhead to show: the record has no leveled runs"))
-    if spans is not None:
+    if spans is not None and reaches(record, TraceLevel.FRAMEWORK):
         costs = layers.model_costs(spans)
         if not costs.empty and costs["GMACs"].notna().any():
             blocks.append(table(costs.drop(columns="trace_id"), "model size per predict"))
@@ -137,8 +143,8 @@ def layer_part(record: EvaluationRecord, spans: Spans | None, index: int) -> lis
     """Each layer's latency and its spread, latency by layer type, the slowest layers."""
     if spans is None:
         return [absent(NOT_TRACED)]
-    per_layer = layers.layer_table(spans)
-    if per_layer.empty:
+    per_layer = layers.layer_table(spans) if reaches(record, TraceLevel.FRAMEWORK) else None
+    if per_layer is None or per_layer.empty:
         return [
             absent(
                 f"no layer spans at trace level {record.trace_level}: evaluate with "
@@ -166,8 +172,8 @@ def kernel_part(record: EvaluationRecord, spans: Spans | None, index: int) -> li
     """The kernels with the most GPU time, each layer's GPU and non-GPU time, rooflines."""
     if spans is None:
         return [absent(NOT_TRACED)]
-    split = kernels.layer_kernels(spans)
-    if split.empty:
+    split = kernels.layer_kernels(spans) if reaches(record, TraceLevel.HARDWARE) else None
+    if split is None or split.empty:
         return [
             absent(
                 f"no GPU kernels in this trace (device {record.device}, trace level "
