@@ -101,6 +101,7 @@ def test_layer_types_sum_their_layers_gpu_time(spans):
     assert kinds.sort_index().to_numpy() == pytest.approx(per_layer.sort_index().to_numpy())
     assert kinds["conv"] > 0 and kinds.sum() > 0
 
+
 def test_layer_latencies_match_the_python_join(spans):
     """The SQL critical path equals ``layer_gpu`` run on the span records themselves."""
     frame, _rows, records = spans
