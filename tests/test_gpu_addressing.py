@@ -275,7 +275,10 @@ _HOLD = textwrap.dedent(
     folder, device, ready = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
     hold = float(sys.argv[4])
     with exclusive_device(folder, device) as waited:
-        ready.write_text(f"{waited:.3f}")
+        # Renamed into place: the test never reads the file half written.
+        written = ready.with_suffix(".part")
+        written.write_text(f"{waited:.3f}")
+        written.replace(ready)
         time.sleep(hold)
     """
 )
