@@ -7,6 +7,7 @@ completion."""
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 import uuid
@@ -316,6 +317,38 @@ def test_an_embedded_sweep_reports_and_resumes_with_nothing_to_do(
     again = CliRunner().invoke(cli, ["sweep", "--resume", sweep.id[:10]])
     assert again.exit_code == 0, again.output
     assert {k: own.get_bytes(k) for k in own.list("evaluations/")} == stored
+
+
+def test_ctrl_c_stops_an_embedded_sweep_mid_evaluation(tmp_path: Path, store) -> None:
+    """SIGINT while an evaluation runs: the command ends at once (not when the evaluation
+    does), exit status 130, and the stored sweep leaves the cell to a resume."""
+    own = LocalStore(tmp_path / "store")
+    copy_asset(store, own, "digits_cnn", "torch")
+    args = ["sweep", "-m", "digits_cnn", "-f", "torch", "-n", "2", "--warmup", "0",
+            "--min-seconds", "300"]  # fmt: skip
+    process = MlmsProcess(args, tmp_path / "sweep.log", env={"MLMS_HOME": str(tmp_path)})
+    try:
+
+        def running() -> bool:
+            keys = own.list("sweeps/")
+            return (
+                bool(keys)
+                and load_sweep(own, keys[0].removeprefix("sweeps/").removesuffix(".json")).count(
+                    "running"
+                )
+                == 1
+            )
+
+        wait_for(running, 120, "the sweep's evaluation to run")
+        process.popen.send_signal(signal.SIGINT)
+        assert process.popen.wait(timeout=30) == 130, process.output()
+        assert "mlms: aborted" in process.output()
+        (key,) = own.list("sweeps/")
+        assert load_sweep(own, key.removeprefix("sweeps/").removesuffix(".json")).count(
+            "completed"
+        ) == 0  # fmt: skip
+    finally:
+        process.stop()
 
 
 def test_an_embedded_sweep_of_two_precisions_loads_the_model_once_a_precision(
