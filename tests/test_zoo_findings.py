@@ -93,6 +93,9 @@ def test_findings_of_a_small_sweeps_folder(results: Path) -> None:
     # The imported H100 trace's kernels, by mlms's kernel_breakdown: cuDNN's convolution first.
     kernel_rows = _rows(text.split("### Kernels' shares", 1)[1])
     assert kernel_rows[0][:2] == ["resnet18", "1"] and "fprop_implicit_gemm" in kernel_rows[0][2]
+    # Its layer types by the GPU time of the kernels joined to them: the convolutions first.
+    gpu_rows = _rows(text.split("### Layer types' shares of GPU time", 1)[1])
+    assert gpu_rows[0][:2] == ["resnet18", "1"] and gpu_rows[0][2].startswith("conv ")
     failures = _rows(text.split("## Failures", 1)[1])
     assert [
         "digits_cnn",
