@@ -11,7 +11,9 @@ it back (``benchmarks/results/zoo_sweep_gpu/``: ``cells/<cell>/log.txt`` and ``c
 - launch-bound models: batch 16 in less than ``LAUNCH_BOUND``x batch 1's p50 (16 times the
   inputs for less than twice the time: most of batch 1's latency is the host launching kernels,
   not the GPU working), beside the GPU's busy share of a predict where the hardware level ran;
-- layer types' shares (the framework-level records at batch 16: ``mlms.analysis.layers``);
+- layer types' shares of host time (the framework-level records at batch 16: on a GPU a
+  layer's call returns once its kernels are queued) and of GPU time (the hardware-level
+  records: the kernels joined to their layers), both ``mlms.analysis.layers.layer_types``;
 - kernels' shares (the hardware-level records: ``mlms.analysis.kernels``);
 - strict fp32 against TF32 and cuDNN's autotuning for the outliers' cells;
 - the models that failed, with their one-line reasons.
