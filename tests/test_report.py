@@ -50,6 +50,7 @@ from mlms.hardware import GpuInfo
 from mlms.report import bounds_for, build_report
 from mlms.report.evaluations import label
 from mlms.report.html import table
+from mlms.report.levels import kernel_part
 from mlms.tracer.archive import write_spans
 from mlms.tracer.levels import TraceLevel
 from tests import gpu_capture
@@ -594,3 +595,12 @@ def test_the_side_by_side_figures_built_unvalidated_equal_their_validated_copies
         validated = go.Figure(fig.to_plotly_json())
         assert json.loads(fig.to_json()) == json.loads(validated.to_json())
         assert fig.layout.template.layout.paper_bgcolor == "white"  # plotly_white, resolved
+
+
+def test_a_framework_level_trace_with_kernels_shows_them(store, gpu_record) -> None:
+    """jax's framework level on a GPU holds XLA's kernels (its CUPTI): a record traced to that
+    level, no deeper, still gets its kernel section (the capture's spans, the record's level
+    set to framework)."""
+    record = gpu_record.model_copy(update={"trace_level": TraceLevel.FRAMEWORK.label})
+    blocks = kernel_part(record, Spans.from_store(store, [record.trace_id]), 0)
+    assert any('id="kernels-top-0"' in block for block in blocks)

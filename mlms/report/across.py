@@ -18,6 +18,7 @@ from mlms.evaluation.record import EvaluationRecord
 from mlms.report import figures
 from mlms.report.evaluations import label, short_label
 from mlms.report.html import Section, absent, collapsed, figure, heading, note, question, table
+from mlms.report.levels import reaches
 from mlms.tracer.levels import TraceLevel
 
 SHOWN = 25  # differences plotted per comparison, largest first
@@ -70,15 +71,15 @@ def _pair(base: EvaluationRecord, other: EvaluationRecord, spans: Spans, index: 
         blocks.append(absent("layers and kernels need both evaluations traced; one has no trace"))
         return blocks
     shared = sorted({r.batch_size for r in base.results} & {r.batch_size for r in other.results})
-    # A side traced shallower than layers or kernels has none of them: no query to ask.
-    deepest = max(TraceLevel.parse(r.trace_level) for r in (base, other))
+    # Neither side traced below the model level: no layer or kernel to ask for.
+    traced = reaches(base, TraceLevel.FRAMEWORK) or reaches(other, TraceLevel.FRAMEWORK)
     if not shared:
         blocks.append(absent("no batch size in common: layers and kernels compare per batch size"))
     for batch_size in shared:
         sides = (Side(base.trace_id, batch_size), Side(other.trace_id, batch_size))
         blocks.append(heading(f"Batch size {batch_size}"))
-        blocks.extend(_layers(spans, sides, index, batch_size, deepest >= TraceLevel.FRAMEWORK))
-        blocks.extend(_kernels(spans, sides, index, batch_size, deepest >= TraceLevel.HARDWARE))
+        blocks.extend(_layers(spans, sides, index, batch_size, traced))
+        blocks.extend(_kernels(spans, sides, index, batch_size, traced))
     return blocks
 
 

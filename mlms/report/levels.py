@@ -172,7 +172,8 @@ def kernel_part(record: EvaluationRecord, spans: Spans | None, index: int) -> li
     """The kernels with the most GPU time, each layer's GPU and non-GPU time, rooflines."""
     if spans is None:
         return [absent(NOT_TRACED)]
-    split = kernels.layer_kernels(spans) if reaches(record, TraceLevel.HARDWARE) else None
+    # Kernels come from the framework level on (jax's reads XLA's through CUPTI there).
+    split = kernels.layer_kernels(spans) if reaches(record, TraceLevel.FRAMEWORK) else None
     if split is None or split.empty:
         return [
             absent(
