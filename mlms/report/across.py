@@ -18,8 +18,7 @@ from mlms.evaluation.record import EvaluationRecord
 from mlms.report import figures
 from mlms.report.evaluations import label, short_label
 from mlms.report.html import Section, absent, collapsed, figure, heading, note, question, table
-from mlms.report.levels import reaches
-from mlms.tracer.levels import TraceLevel
+from mlms.report.levels import below_model
 
 SHOWN = 25  # differences plotted per comparison, largest first
 
@@ -72,7 +71,7 @@ def _pair(base: EvaluationRecord, other: EvaluationRecord, spans: Spans, index: 
         return blocks
     shared = sorted({r.batch_size for r in base.results} & {r.batch_size for r in other.results})
     # Neither side traced below the model level: no layer or kernel to ask for.
-    traced = reaches(base, TraceLevel.FRAMEWORK) or reaches(other, TraceLevel.FRAMEWORK)
+    traced = below_model(base) or below_model(other)
     if not shared:
         blocks.append(absent("no batch size in common: layers and kernels compare per batch size"))
     for batch_size in shared:

@@ -44,10 +44,11 @@ def own_spans(spans: Spans, record: EvaluationRecord) -> Spans | None:
     return Spans(spans.arrow("SELECT * FROM spans WHERE trace_id = ?", [record.trace_id]))
 
 
-def reaches(record: EvaluationRecord, level: TraceLevel) -> bool:
-    """Whether ``record`` was traced to ``level`` or deeper: a shallower trace has none of its
-    spans, so the pages ask no query of them (a sweep's records are a site's hundreds)."""
-    return TraceLevel.parse(record.trace_level) >= level
+def below_model(record: EvaluationRecord) -> bool:
+    """Whether ``record`` was traced below the model level: a shallower trace has no layer or
+    kernel, so the pages ask no query for them (a sweep's records are a site's hundreds).
+    Kernels come from the framework level on (jax's reads XLA's through CUPTI there)."""
+    return TraceLevel.parse(record.trace_level) >= TraceLevel.FRAMEWORK
 
 
 def parts_spans(spans: Spans, records: Sequence[EvaluationRecord]) -> list[Spans | None]:
@@ -110,7 +111,7 @@ def model_part(record: EvaluationRecord, spans: Spans | None, index: int) -> lis
         )
     else:
         blocks.append(absent("no profiling overhead to show: the record has no leveled runs"))
-    if spans is not None and reaches(record, TraceLevel.FRAMEWORK):
+    if spans is not None and below_model(record):
         costs = layers.model_costs(spans)
         if not costs.empty and costs["GMACs"].notna().any():
             blocks.append(table(costs.drop(columns="trace_id"), "model size per predict"))
@@ -143,7 +144,7 @@ def layer_part(record: EvaluationRecord, spans: Spans | None, index: int) -> lis
     """Each layer's latency and its spread, latency by layer type, the slowest layers."""
     if spans is None:
         return [absent(NOT_TRACED)]
-    per_layer = layers.layer_table(spans) if reaches(record, TraceLevel.FRAMEWORK) else None
+    per_layer = layers.layer_table(spans) if below_model(record) else None
     if per_layer is None or per_layer.empty:
         return [
             absent(
@@ -172,8 +173,7 @@ def kernel_part(record: EvaluationRecord, spans: Spans | None, index: int) -> li
     """The kernels with the most GPU time, each layer's GPU and non-GPU time, rooflines."""
     if spans is None:
         return [absent(NOT_TRACED)]
-    # Kernels come from the framework level on (jax's reads XLA's through CUPTI there).
-    split = kernels.layer_kernels(spans) if reaches(record, TraceLevel.FRAMEWORK) else None
+    split = kernels.layer_kernels(spans) if below_model(record) else None
     if split is None or split.empty:
         return [
             absent(
