@@ -39,6 +39,12 @@ from mlms.rpc.convert import from_proto, to_proto
 RANGE_UJ = 262_143_328_850  # a real package domain's max_energy_range_uj
 
 
+@pytest.fixture(autouse=True)
+def fresh_idle_readings(monkeypatch) -> None:
+    """Each test's fake devices are new: none takes an earlier test's idle reading."""
+    monkeypatch.setattr(energy, "_IDLE", {})
+
+
 def _domain(root: Path, name: str, label: str, energy_uj: int, range_uj: int = RANGE_UJ) -> Path:
     folder = root / name
     folder.mkdir(parents=True)
@@ -192,6 +198,35 @@ def test_nvml_meter_measures_idle_then_the_run(gpu: FakeGpu) -> None:
     assert result.peak_watts == 400.0 and result.power_samples >= 1
     assert result.idle_watts == meter.idle_watts
     assert gpu.shutdowns == 1  # NVML's init and shutdown balance (the parent's)
+
+
+def test_the_next_evaluations_take_the_idle_reading_for_a_minute(gpu: FakeGpu, monkeypatch):
+    """A sweep's evaluations follow each other: the first meter's idle window serves the next
+    ones on the device without a wait of their own, until the reading is older than
+    ``IDLE_REUSE_SECONDS``; another device measures its own."""
+    with energy_meter("cuda:0") as first:
+        assert first.idle_watts == pytest.approx(60.0, rel=0.02)
+    gpu.draw(90.0)  # still settling from the evaluation before
+    began = time.perf_counter()
+    with energy_meter("cuda:0") as second:
+        assert time.perf_counter() - began < energy.IDLE_SECONDS
+    assert second.idle_watts == first.idle_watts
+    assert second.counter_period_s == first.counter_period_s
+    with energy_meter("cuda:1") as other:
+        assert other.idle_watts == pytest.approx(90.0, rel=0.02)
+    monkeypatch.setattr(energy, "IDLE_REUSE_SECONDS", 0.0)
+    with energy_meter("cuda:0") as later:
+        assert later.idle_watts == pytest.approx(90.0, rel=0.02)
+
+
+def test_a_window_that_read_nothing_is_not_kept(gpu: FakeGpu, monkeypatch) -> None:
+    """A counter coarser than the window and no power samples: no idle power, and the next
+    meter tries its own window."""
+    gpu.period = 10.0
+    monkeypatch.setattr(energy.EnergyMeter, "_sample", lambda self, step: None)
+    with energy_meter("cuda:0") as meter:
+        assert meter.idle_watts is None
+    assert energy._IDLE == {}
 
 
 def test_the_counters_period_and_the_joules_uncertainty(gpu: FakeGpu) -> None:

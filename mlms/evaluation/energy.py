@@ -5,9 +5,12 @@ The counter is read before and after each run; the joules and the average watts 
 alone. Power is sampled beside the run by a child process (``mlms.evaluation.power_sampler``)
 for the peak only, so the measured process runs no thread of ours: on A100 and H100 the
 driver's power reading covers part of each interval, so it never gives the energy. The idle
-power and the counter's update period are measured once per evaluation, before the model
-loads. Both counters cover the whole device (every process on the GPU, every core of the
-package), as the driver sees it.
+power and the counter's update period are measured before an evaluation's model loads, at most
+once every ``IDLE_REUSE_SECONDS`` per device and process: the evaluations after it within that
+time (a sweep's follow each other within seconds) take its reading rather than wait another
+window each, and a window right after an evaluation would find the device still settling
+from it rather than idle. Both counters cover the whole device (every process on the GPU, every
+core of the package), as the driver sees it.
 
 A counter that changes every ``period`` seconds leaves each end of a window up to one period
 off, so a run's joules carry ``± 2 × period × average watts``: the record says how much, and
@@ -23,9 +26,11 @@ import itertools
 import logging
 import os
 import statistics
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeVar
 
@@ -41,6 +46,23 @@ POWERCAP = Path("/sys/class/powercap")
 #: The idle window, and how often the counter is read in it to find its update period.
 IDLE_SECONDS = 0.5
 POLL_SECONDS = 0.001
+#: How long one device's idle reading serves the evaluations after it in this process.
+IDLE_REUSE_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class IdleReading:
+    """A device's idle power and its counter's update period, and when they were read."""
+
+    watts: float | None
+    counter_period_s: float | None
+    at: float  # time.monotonic()
+
+
+#: The last idle reading of each device (as this process's CUDA_VISIBLE_DEVICES maps it) and
+#: powercap root in this process.
+_IDLE: dict[tuple[str, ...], IdleReading] = {}
+_IDLE_LOCK = threading.Lock()
 
 
 class Metered:
@@ -111,6 +133,10 @@ class EnergyMeter:
             self.idle_watts = idle.joules / idle.seconds
         elif idle.samples and idle.samples.peak:  # a counter coarser than the window
             self.idle_watts = idle.samples.mean
+
+    def take_idle(self, reading: IdleReading) -> None:
+        """An earlier meter's idle reading of the same device, instead of a window of its own."""
+        self.idle_watts, self.counter_period_s = reading.watts, reading.counter_period_s
 
     @contextmanager
     def measure(self) -> Iterator[Metered]:
@@ -195,8 +221,22 @@ def energy_meter(device: str, powercap: Path | None = None) -> Iterator[EnergyMe
         sampler = None
     meter = EnergyMeter(counter, sampler=sampler)
     try:
-        meter.measure_idle()
+        _idle(meter, (device, os.environ.get("CUDA_VISIBLE_DEVICES", ""), str(root)))
         yield meter
     finally:
         meter.close()
         counter.close()
+
+
+def _idle(meter: EnergyMeter, key: tuple[str, ...]) -> None:
+    """The device's idle reading of the last ``IDLE_REUSE_SECONDS``, else a new one kept for
+    the meters after it; a window that read nothing is not kept."""
+    with _IDLE_LOCK:
+        reading = _IDLE.get(key)
+    if reading is not None and time.monotonic() - reading.at < IDLE_REUSE_SECONDS:
+        meter.take_idle(reading)
+        return
+    meter.measure_idle()
+    if meter.idle_watts is not None:
+        with _IDLE_LOCK:
+            _IDLE[key] = IdleReading(meter.idle_watts, meter.counter_period_s, time.monotonic())
