@@ -110,6 +110,9 @@ class Kit:
     dry: bool
     python: str
     gpus: tuple[str, ...]  # the GPUs' names, empty on the CPU
+    # The results folder this call adds to (its cells' folders and the store's files that
+    # earlier calls brought back): a plan may leave out what it holds already.
+    results: Path | None = None
 
     @property
     def hw(self) -> str:
@@ -570,6 +573,7 @@ def run(args: argparse.Namespace) -> int:
     # real plan's cells done, nor another plan's cells of the same name.
     dry_results = machine / "resume" / plan.name
     results = Path(args.results or (dry_results if kit.dry else RESULTS / plan.results))
+    kit = dataclasses.replace(kit, results=results)
     (out / "env.txt").write_text(
         f"plan {plan.name}: results {results}\n" + "\n".join(notes) + "\n"
         + describe_machine(kit.python, env, kit.dry)

@@ -3,7 +3,9 @@ run's need, so that a wheel the GPU image lacks fails here first."""
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
 
 from benchmarks.gpu_kit import Kit, _pins, load_plan
 from mlms.assets.keras_models import TRANSFORMERS
@@ -11,8 +13,12 @@ from mlms.catalog.zoo import get_model
 from mlms.manifest import BuildSource
 
 
-def _jax_models(dry: bool) -> list[str]:
-    cells = load_plan("zoo_sweep").cells(Kit(dry=dry, python=sys.executable, gpus=("NVIDIA H200",)))
+def _kit(dry: bool, results: Path | None = None) -> Kit:
+    return Kit(dry=dry, python=sys.executable, gpus=("NVIDIA H200",), results=results)
+
+
+def _jax_models(dry: bool, results: Path | None = None) -> list[str]:
+    cells = load_plan("zoo_sweep").cells(_kit(dry, results))
     sweeps = [cell.argv for cell in cells if cell.name.startswith("jax_")]
     # The interpreter's own -m comes first: the models follow the sweep's.
     return [
@@ -38,3 +44,31 @@ def test_the_dry_jax_cells_build_both_kinds_of_keras_twin_the_gpu_run_builds() -
 def test_the_plan_carries_keras_hub_for_its_transformers() -> None:
     pins = _pins({"base", *load_plan("zoo_sweep").wheels})
     assert any(pin.startswith("keras-hub==") for pin in pins)
+
+
+def _sweep_file(folder: Path, cells: list[tuple[str, str, int, str]]) -> None:
+    """A stored sweep's JSON with only the fields the plan reads, as ``mlms sweep`` stores
+    them."""
+    sweeps = folder / "store" / "sweeps"
+    sweeps.mkdir(parents=True, exist_ok=True)
+    rows = [
+        {"model": model, "framework": "jax", "hw": hw, "batch_size": size, "state": state}
+        for model, hw, size, state in cells
+    ]
+    (sweeps / f"{len(list(sweeps.iterdir()))}.json").write_text(json.dumps({"cells": rows}))
+
+
+def test_jax_cells_leave_out_the_models_the_results_folder_has(tmp_path: Path) -> None:
+    """A chunk cut after some of its models runs again for the others only: a model counts
+    as done with a completed cell at every batch size on this GPU kind."""
+    _sweep_file(tmp_path, [("resnet50", "h200", size, "completed") for size in (1, 16, 64)])
+    _sweep_file(tmp_path, [("bert_base", "h200", 1, "completed"), ("bert_base", "h200", 16,
+                "completed"), ("bert_base", "h200", 64, "running"),
+                ("vgg16", "h100", 1, "completed"), ("vgg16", "h100", 16, "completed"),
+                ("vgg16", "h100", 64, "completed")])  # fmt: skip
+    everything = _jax_models(dry=False)
+    left = _jax_models(dry=False, results=tmp_path)
+    assert left == [model for model in everything if model != "resnet50"]
+    cells = load_plan("zoo_sweep").cells(_kit(dry=False, results=tmp_path))
+    names = [cell.name for cell in cells if cell.name.startswith("jax_")]
+    assert names[0] == f"jax_{left[0]}" == "jax_bert_base"

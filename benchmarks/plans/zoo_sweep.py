@@ -18,10 +18,12 @@ the cell be cut, a sweep builds what is missing itself (the store's lock makes i
 model being built rather than build it twice). The models come in
 ``benchmarks/zoo_sweep_order.py``'s order (one of each task and family first, the largest last),
 in chunks of ``CHUNK``, one sweep cell each, so that a budget cuts between chunks and the next
-call resumes with the chunk it cut; the detectors and segmenters of large inputs (``_heavy``)
-come after the others, in cells of their own with fewer iterations. The two-stage detectors
-run strict fp32 only (``NMS_INSIDE``); one bf16 evaluation of one of them records why. The
-cells that are not sweeps run ``mlms eval`` per model in one process
+call runs again the chunk it cut; a chunk is a process, which pays 11-15 s of imports (torch
+and torchvision, ``benchmarks/cuda_start.py``) before its first evaluation, so the chunks are
+as large as a call's budget takes two of. The detectors and segmenters of large inputs
+(``_heavy``) come after the others, in cells of their own with fewer iterations. The
+two-stage detectors run strict fp32 only (``NMS_INSIDE``); one bf16 evaluation of one of them
+records why. The cells that are not sweeps run ``mlms eval`` per model in one process
 (``benchmarks/zoo_evals.py``). Strict fp32 is mlms's ``fp32`` (TF32 off); ``tf32`` is its own
 precision.
 """
@@ -39,8 +41,10 @@ from benchmarks.gpu_kit import ROOT, Cell, Kit
 
 RESULTS = "zoo_sweep_gpu"
 WHEELS = ("cupti", "grpc", "site", "keras", "tls")  # CUPTI: hardware level; jax: Keras, TLS
-CHUNK = 10
-HEAVY_CHUNK = 5
+#: 3 chunks for the light models (about 140-190 s each on an H200) and one for the heavy
+#: models but the R-CNNs (which run strict fp32 only, a sweep of their own).
+CHUNK = 24
+HEAVY_CHUNK = 10
 JAX_CHUNK = 4
 DRY_MODELS = ("digits_cnn", "squeezenet1_1", "distilbert_base")
 #: A dry run's jax models: a Keras twin converted layer by layer, and a KerasHub backbone
@@ -172,7 +176,8 @@ def cells(kit: Kit) -> list[Cell]:
     # The assets stay in the machine's store: a fresh machine builds them whatever the results
     # folder says (else the first measuring cells build them beside their measurements).
     assets = cell("assets", builders, 420, 60, alone=True, on_machine=True)
-    plan = [assets, *sweeps("sweep", light, small, CHUNK, 60)]
+    # A chunk started with less than its time left is cut and runs again whole next call.
+    plan = [assets, *sweeps("sweep", light, small, CHUNK, 200)]
     outliers = DRY_OUTLIERS if kit.dry else OUTLIERS
     for name, run in outlier_runs.items():
         plan.append(cell(f"outliers_{name}", _evals(outliers, *torch, *careful, *run), 300, 60))
@@ -187,11 +192,29 @@ def cells(kit: Kit) -> list[Cell]:
     plan.append(cell("hardware_by_task", kernels, 400, 90))
     plan.append(cell("framework_b16_heavy", _evals(heavy, *layers), 400, 120))
     jax = ("-f", "jax", "--hw", kit.hw, "-b", jax_batches, *small)
-    # A jit compile a model and batch size (6 s for resnet50 at 64 on an H200): small chunks.
+    # A jit compile a model and batch size (6 s for resnet50 at 64 on an H200): small chunks,
+    # of the models the results folder lacks, each named for its first model.
     jax_models = list(DRY_JAX) if kit.dry else _with_jax(models)
-    for n, chunk in enumerate(_chunks(jax_models, JAX_CHUNK)):
-        plan.append(cell(f"jax_{n}", _sweep(chunk, *jax), 300, 90))
+    done = _swept(kit.results, "jax", kit.hw, jax_batches)
+    for chunk in _chunks([m for m in jax_models if m not in done], JAX_CHUNK):
+        plan.append(cell(f"jax_{chunk[0]}", _sweep(chunk, *jax), 400, 90))
     return plan
+
+
+def _swept(results: Path | None, framework: str, hw: str, batches: str) -> set[str]:
+    """The models with a completed cell of ``framework`` on ``hw`` at every batch size of
+    ``batches`` in the results folder's sweeps: a chunk cut after some of its models is run
+    again for the others only."""
+    sweeps = results / "store" / "sweeps" if results is not None else None
+    if sweeps is None or not sweeps.is_dir():
+        return set()
+    sizes: dict[str, set[int]] = {}
+    for path in sweeps.glob("*.json"):
+        for cell in json.loads(path.read_text())["cells"]:
+            if (cell["framework"], cell["hw"], cell["state"]) == (framework, hw, "completed"):
+                sizes.setdefault(cell["model"], set()).add(cell["batch_size"])
+    wanted = {int(size) for size in batches.split(",")}
+    return {model for model, done in sizes.items() if wanted <= done}
 
 
 def summarize(results: Path) -> str:
