@@ -317,13 +317,27 @@ def failures(results: Results) -> pd.DataFrame:
         log = _log(results.folder, name)
         for model, error in _eval_errors(log):
             rows.append({"model": model, "where": name, "reason": error})
-        if outcome["status"] != "done":
+        if outcome["status"] != "done" and not _swept_later(outcome, cells):
             # A failed cell's last error says why; a cut one's says only what the cut broke.
             errors = [line for line in log.splitlines() if line.startswith(_ERROR)]
             cut = outcome["status"] == "cut"
             last = f": {_first_line(errors[-1].removeprefix(_ERROR))}" if errors and not cut else ""
             rows.append({"model": "-", "where": name, "reason": f"cell {outcome['status']}{last}"})
     return pd.DataFrame(rows, columns=["model", "where", "reason"])
+
+
+def _swept_later(outcome: dict, cells: pd.DataFrame) -> bool:
+    """Whether ``outcome`` is a sweep cell whose every model has its every sweep cell
+    completed: a chunk cut after some of its models and its other models swept by a later
+    cell, which is no failure."""
+    argv = outcome.get("argv", [])
+    if outcome["status"] != "cut" or "sweep" not in argv or cells.empty:
+        return False
+    models = argv[argv.index("-m", argv.index("sweep")) + 1].split(",")
+    mine = cells[cells.model.isin(models)]
+    if "-f" in argv:
+        mine = mine[mine.framework == argv[argv.index("-f") + 1]]
+    return set(mine.model) == set(models) and bool((mine.state == "completed").all())
 
 
 def _eval_errors(log: str) -> Iterable[tuple[str, str]]:

@@ -187,3 +187,20 @@ def test_zoo_evals_stops_at_an_interrupt(monkeypatch: pytest.MonkeyPatch) -> Non
         zoo_evals.run(["fine", "bad", "cut", "never"], ["-f", "torch"])
     assert stopped.value.code == zoo_evals.INTERRUPTED
     assert ran == ["fine", "bad", "cut"]
+
+
+def test_a_cut_sweep_cell_whose_models_a_later_cell_swept_is_no_failure() -> None:
+    """The jax chunks cut in one call and their models swept by later cells: the cut chunk is
+    no failure once each of its models has every cell of its framework completed."""
+    cells = pd.DataFrame(
+        [("a", "jax", "completed"), ("a", "jax", "completed"), ("b", "jax", "completed"),
+         ("b", "torch", "failed")],
+        columns=["model", "framework", "state"],
+    )  # fmt: skip
+    argv = ["python3", "-m", "mlms", "sweep", "-m", "a,b", "-f", "jax", "--hw", "h200"]
+    cut = {"status": "cut", "argv": argv}
+    assert zoo_findings._swept_later(cut, cells)
+    assert not zoo_findings._swept_later(cut | {"status": "failed"}, cells)
+    assert not zoo_findings._swept_later({"status": "cut", "argv": [*argv[:5], "a,b,c"]}, cells)
+    cells.loc[1, "state"] = "failed"
+    assert not zoo_findings._swept_later(cut, cells)
