@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import threading
 import time
 import uuid
@@ -326,7 +327,9 @@ def test_ctrl_c_stops_an_embedded_sweep_mid_evaluation(tmp_path: Path, store) ->
     copy_asset(store, own, "digits_cnn", "torch")
     args = ["sweep", "-m", "digits_cnn", "-f", "torch", "-n", "2", "--warmup", "0",
             "--min-seconds", "300"]  # fmt: skip
-    process = MlmsProcess(args, tmp_path / "sweep.log", env={"MLMS_HOME": str(tmp_path)})
+    # Should it not end, SIGABRT makes faulthandler print every thread's stack: where it hung.
+    env = {"MLMS_HOME": str(tmp_path), "PYTHONFAULTHANDLER": "1"}
+    process = MlmsProcess(args, tmp_path / "sweep.log", env=env)
     try:
 
         def running() -> bool:
@@ -341,7 +344,13 @@ def test_ctrl_c_stops_an_embedded_sweep_mid_evaluation(tmp_path: Path, store) ->
 
         wait_for(running, 120, "the sweep's evaluation to run")
         process.popen.send_signal(signal.SIGINT)
-        assert process.popen.wait(timeout=30) == 130, process.output()
+        try:
+            status = process.popen.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.popen.send_signal(signal.SIGABRT)
+            process.popen.wait(timeout=30)
+            pytest.fail(f"mlms sweep still ran 30 s after SIGINT:\n{process.output()}")
+        assert status == 130, process.output()
         assert "mlms: aborted" in process.output()
         (key,) = own.list("sweeps/")
         assert load_sweep(own, key.removeprefix("sweeps/").removesuffix(".json")).count(
