@@ -105,17 +105,29 @@ class ChildProcess:
         return self.popen.returncode
 
 
+#: ``python -m mlms`` as a terminal starts it, Ctrl-C (SIGINT) raising KeyboardInterrupt: a
+#: suite started in the background has SIGINT ignored, which every child inherits.
+FROM_A_TERMINAL = (
+    "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'mlms'; from mlms.cli.main import main; main()"
+)
+
+
 class MlmsProcess(ChildProcess):
-    """``python -m mlms ARGS`` with its output in a log file."""
+    """``python -m mlms ARGS`` with its output in a log file; ``ctrl_c``: as a terminal starts
+    it, for a test that sends it SIGINT."""
 
     served: Path  # the address file of a process started by ``serving``
 
-    def __init__(self, args: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, args: list[str], log: Path, env: dict[str, str] | None = None, ctrl_c: bool = False
+    ) -> None:
         self.args = args
         self.log = log
         self._handle = open(log, "wb")  # noqa: SIM115 - closed in stop()
+        command = ["-c", FROM_A_TERMINAL] if ctrl_c else ["-m", "mlms"]
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "mlms", *args],
+            [sys.executable, *command, *args],
             stdout=self._handle,
             stderr=subprocess.STDOUT,
             env={**os.environ, **(env or {})},

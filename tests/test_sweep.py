@@ -329,7 +329,7 @@ def test_ctrl_c_stops_an_embedded_sweep_mid_evaluation(tmp_path: Path, store) ->
             "--min-seconds", "300"]  # fmt: skip
     # Should it not end, SIGABRT makes faulthandler print every thread's stack: where it hung.
     env = {"MLMS_HOME": str(tmp_path), "PYTHONFAULTHANDLER": "1"}
-    process = MlmsProcess(args, tmp_path / "sweep.log", env=env)
+    process = MlmsProcess(args, tmp_path / "sweep.log", env=env, ctrl_c=True)
     try:
 
         def running() -> bool:
