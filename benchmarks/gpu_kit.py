@@ -21,6 +21,7 @@ half the device minutes.
     .venv/bin/python benchmarks/gpu_kit.py summary PLAN [--results DIR]
     .venv/bin/python benchmarks/gpu_kit.py wheels PLAN    # .whl-kit/: benchmarks/gpu_wheels.txt
     .venv/bin/python benchmarks/gpu_kit.py check PLAN     # before a call: wheels, carry size
+    (wheels, check and run take --groups a,b: a call's wheel groups instead of the plan's)
 
 On the GPU machine the carried wheels (``.whl-kit/``: mlms's dependencies that the image lacks,
 pinned in ``benchmarks/gpu_wheels.txt``, installed here for the image's Python and packed with
@@ -174,6 +175,22 @@ def load_plan(spec: str) -> Plan:
         wheels=tuple(getattr(module, "WHEELS", ())),
         gpus_per_cell=int(getattr(module, "GPUS_PER_CELL", 1)),
     )
+
+
+def with_groups(plan: Plan, groups: str | None) -> Plan:
+    """``plan`` carrying the wheel groups ``groups`` names (comma-separated; ``base`` alone:
+    none beyond it) instead of its ``WHEELS``: a call whose cells import less than the whole
+    plan carries less, and its dry run hides what it leaves out."""
+    if groups is None:
+        return plan
+    lines = (line.split("#")[0].split() for line in WHEEL_LIST.read_text().splitlines())
+    known = {group for fields in lines if fields for group in fields[0].split(",")}
+    chosen = tuple(dict.fromkeys(g for g in groups.split(",") if g and g != "base"))
+    unknown = [group for group in chosen if group not in known]
+    if unknown:
+        raise SystemExit(f"gpu_kit: no wheel groups {unknown} in {WHEEL_LIST.name}: expected "
+                         f"some of {sorted(known)}")  # fmt: skip
+    return dataclasses.replace(plan, wheels=chosen)
 
 
 # --- on the machine: wheels, then the cells ---------------------------------------------------
@@ -538,7 +555,7 @@ def emulate_image(plan: Plan, folder: Path) -> str:
 
 def run(args: argparse.Namespace) -> int:
     began = time.monotonic()
-    plan = load_plan(args.plan)
+    plan = with_groups(load_plan(args.plan), args.groups)
     if args.one_gpu_each and plan.gpus_per_cell > 1:
         raise SystemExit(f"gpu_kit: --one-gpu-each runs each cell on one GPU, but plan "
                          f"{plan.name}'s cells use {plan.gpus_per_cell} GPUs each")  # fmt: skip
@@ -743,7 +760,7 @@ def wheels(args: argparse.Namespace) -> int:
     runs a fleet."""
     import tempfile
 
-    plans = [load_plan(name) for name in args.plan.split(",")]
+    plans = [with_groups(load_plan(name), args.groups) for name in args.plan.split(",")]
     groups = {"base", *(group for plan in plans for group in plan.wheels)}
     pins = _pins(groups)
     shutil.rmtree(WHEELS, ignore_errors=True)
@@ -782,12 +799,12 @@ def check(args: argparse.Namespace) -> int:
     print(f"carried: {size / 2**20:.1f} MiB of {CARRY_LIMIT / 2**20:.0f} (the working tree, "
           f"{WHEELS.name}/, {SNAPSHOT_DIR.name}/)")  # fmt: skip
     missing = False
-    for plan in (load_plan(name) for name in args.plan.split(",")):
+    for plan in (with_groups(load_plan(name), args.groups) for name in args.plan.split(",")):
         lacking = missing_wheels(plan, WHEELS)
         if lacking:
             missing = True
             print(f"{WHEELS.name}/ lacks what plan {plan.name} needs: {', '.join(lacking)}; "
-                  f"run `gpu_kit.py wheels {args.plan}`")  # fmt: skip
+                  f"run `gpu_kit.py wheels {args.plan}` with the same --groups")  # fmt: skip
     if size > CARRY_LIMIT:
         print("too large to carry: drop a wheel group the cells of this call do not import, or "
               "results no longer needed from the working tree")  # fmt: skip
@@ -848,6 +865,12 @@ def main() -> int:
     snapping.add_argument("commit", nargs="?", default="HEAD")
     checking = verbs.add_parser("check", help="before a call: the plan's wheels, the carry size")
     checking.add_argument("plan", help="a plan, or several comma-separated")
+    groups_help = (
+        "these wheel groups of benchmarks/gpu_wheels.txt instead of the plan's WHEELS "
+        "(comma-separated; base: none beyond it), for a call whose cells need less"
+    )
+    for verb in (running, getting, checking):
+        verb.add_argument("--groups", default=None, help=groups_help)
     args = parser.parse_args()
     verbs_run = {"run": run, "unpack": unpack, "summary": summary, "wheels": wheels,
                  "snapshot": snapshot, "check": check}  # fmt: skip

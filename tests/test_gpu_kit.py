@@ -404,3 +404,20 @@ def test_the_image_is_read_with_its_versions_and_its_packages_requirements(tmp_p
     plan.write_text(IMAGE_PLAN.replace("WHEELS = ()", "WHEELS = ('grpc', 'site')"))
     _, carried = module.missing_on_image(module.load_plan(str(plan)))
     assert "grpcio" not in carried and "plotly" not in carried
+
+
+def test_a_call_carries_the_wheel_groups_it_names_instead_of_the_plans() -> None:
+    """``--groups`` for a call whose cells import less than the whole plan: the call's pins
+    (what ``wheels`` downloads and ``run`` requires) are base's and those groups' only."""
+    module = kit_module()
+    plan = module.load_plan("zoo_sweep")
+    assert "cupti" in plan.wheels
+    lighter = module.with_groups(plan, "grpc,keras")
+    assert lighter.wheels == ("grpc", "keras")
+    pins = module._pins({"base", *lighter.wheels})
+    assert not any(pin.startswith("cupti-python==") for pin in pins)
+    assert any(pin.startswith("keras==") for pin in pins)
+    assert module.with_groups(plan, "base").wheels == ()
+    assert module.with_groups(plan, None) is plan
+    with pytest.raises(SystemExit, match=r"no wheel groups \['cuda'\]"):
+        module.with_groups(plan, "grpc,cuda")
