@@ -361,12 +361,12 @@ WHEELS = ()
 def cells(kit):
     def importing(name, module):
         return Cell(name, ("{python}", "-c", f"import {module}"), min_s=0)
-    # numpy is on the image, duckdb among every plan's wheels, plotly only in the "site" group;
+    # numpy is on the image, sqlalchemy among every plan's wheels, plotly only in the "site" group;
     # a probe finds nothing where the image has nothing
     probe = ("import importlib.util, importlib.metadata as m, sys; sys.exit("
              "importlib.util.find_spec('uvicorn') is not None or 'uvicorn' in "
              "[d.metadata['Name'] for d in m.distributions()])")
-    return [importing("on_image", "numpy"), importing("carried", "duckdb"),
+    return [importing("on_image", "numpy"), importing("carried", "sqlalchemy"),
             importing("lacking", "plotly.graph_objects"), Cell("probe", ("{python}", "-c", probe))]
 """
 
@@ -398,7 +398,7 @@ def test_the_image_is_read_with_its_versions_and_its_packages_requirements(tmp_p
     plan.write_text(IMAGE_PLAN)
     _, bare = module.missing_on_image(module.load_plan(str(plan)))
     assert "grpcio" in bare and "plotly" in bare and "torch" not in bare
-    assert "duckdb" not in bare  # every plan's wheels
+    assert "sqlalchemy" not in bare and "duckdb" in bare  # base's; the analysis group's
     if "httpx2" in {module._canonical(d.metadata["Name"]) for d in metadata.distributions()}:
         assert "httpx2" not in bare  # this huggingface_hub's; the image's has its own
     plan.write_text(IMAGE_PLAN.replace("WHEELS = ()", "WHEELS = ('grpc', 'site')"))

@@ -30,7 +30,7 @@ RESULTS = "bounds_gpu"
 #: CUPTI for the hardware-level evaluation each bound is set against; cuDNN's frontend for the
 #: engines of the best-algorithm what-if; gRPC at mlms's floor (the CLI imports the generated
 #: code, which the image's grpcio is too old for).
-WHEELS = ("cupti", "cudnn", "grpc")
+WHEELS = ("cupti", "cudnn", "grpc", "analysis")
 MODELS = ("mobilenet_v2", "densenet121", "bert_base", "vit_b_16", "resnet50")
 DRY_MODELS = ("digits_cnn", "squeezenet1_1", "llama_mini")  # two CNNs, a model on ids
 #: The model exported as a program: its configurations are in the perfdb by then.

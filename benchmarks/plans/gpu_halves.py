@@ -33,7 +33,7 @@ from benchmarks.gpu_kit import Cell, Kit
 RESULTS = "gpu_halves"
 #: CUPTI for the hardware level; gRPC and TLS for the child agent jax runs in; Keras for jax's
 #: models.
-WHEELS = ("cupti", "grpc", "tls", "keras")
+WHEELS = ("cupti", "grpc", "tls", "keras", "analysis")
 BATCHES = "1,16,64"
 PARTS = {
     "advise": "mlms advise against an exhaustive sweep",

@@ -32,7 +32,7 @@ from pathlib import Path
 from benchmarks.gpu_kit import Cell, Kit
 
 RESULTS = "tensor_parallel_h200"
-WHEELS = ("cupti", "grpc", "fleet")
+WHEELS = ("cupti", "grpc", "fleet", "analysis")
 GPUS_PER_CELL = 2
 MODES = ("default", "reduce-overhead")
 LATENCY_ROUNDS = 2

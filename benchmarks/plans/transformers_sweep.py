@@ -11,7 +11,7 @@ from __future__ import annotations
 from benchmarks.gpu_kit import Cell, Kit
 
 RESULTS = "transformers_sweep_gpu"
-WHEELS = ("grpc",)
+WHEELS = ("grpc", "analysis")
 MODELS = "bert_base,distilbert_base,roberta_base,albert_base,gpt2_small,llama_mini"
 
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from benchmarks.gpu_kit import ROOT, Cell, Kit
 
 RESULTS = "zoo_sweep_gpu"
-WHEELS = ("cupti", "grpc", "keras", "tls")  # CUPTI: hardware level; jax: Keras, TLS
+WHEELS = ("cupti", "grpc", "keras", "tls", "analysis")  # CUPTI: hardware level; jax: Keras, TLS
 #: 3 chunks for the light models (about 140-190 s each on an H200) and one for the heavy
 #: models but the R-CNNs (which run strict fp32 only, a sweep of their own).
 CHUNK = 24
