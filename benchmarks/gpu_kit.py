@@ -183,8 +183,7 @@ def with_groups(plan: Plan, groups: str | None) -> Plan:
     plan carries less, and its dry run hides what it leaves out."""
     if groups is None:
         return plan
-    lines = (line.split("#")[0].split() for line in WHEEL_LIST.read_text().splitlines())
-    known = {group for fields in lines if fields for group in fields[0].split(",")}
+    known = {group for groups, _pin in _wheel_list() for group in groups}
     chosen = tuple(dict.fromkeys(g for g in groups.split(",") if g and g != "base"))
     unknown = [group for group in chosen if group not in known]
     if unknown:
@@ -388,14 +387,15 @@ def _new_results(
     return info
 
 
+def _wheel_list() -> list[tuple[set[str], str]]:
+    """benchmarks/gpu_wheels.txt's lines: each pin's groups and its ``name==version``."""
+    fields = (line.split("#")[0].split() for line in WHEEL_LIST.read_text().splitlines())
+    return [(set(groups.split(",")), pin) for groups, pin in (f for f in fields if len(f) == 2)]
+
+
 def _pins(groups: set[str]) -> list[str]:
     """The ``name==version`` lines of ``groups`` in benchmarks/gpu_wheels.txt."""
-    pins = []
-    for line in WHEEL_LIST.read_text().splitlines():
-        fields = line.split("#")[0].split()
-        if len(fields) == 2 and groups & set(fields[0].split(",")):
-            pins.append(fields[1])
-    return pins
+    return [pin for named, pin in _wheel_list() if groups & named]
 
 
 def _canonical(distribution: str) -> str:
