@@ -10,28 +10,30 @@ one's, summarised per batch size (median, 10th and 90th percentiles, the share w
 from __future__ import annotations
 
 import argparse
-import json
+import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.zoo_findings import merged_sweep  # noqa: E402
+from mlms.store.local import LocalStore  # noqa: E402
+
 KEY = ["model", "framework", "precision", "batch_size", "hw"]
 
 
 def completed(folder: Path) -> pd.DataFrame:
-    """The completed cells of every sweep in ``folder``'s store, one row each; a cell swept
-    twice there (a cut chunk run again) keeps its later p50."""
-    rows = [
-        cell
-        for path in sorted((folder / "store" / "sweeps").glob("*.json"))
-        for cell in json.loads(path.read_text())["cells"]
-        if cell["state"] == "completed"
-    ]
+    """The completed cells of ``folder``'s sweeps merged (``zoo_findings.merged_sweep``: a cell
+    swept twice there, a cut chunk run again, keeps its later completed run), one row each."""
+    sweep = merged_sweep(LocalStore(folder / "store"))
+    rows = [cell.model_dump() for cell in sweep.cells if cell.state == "completed"] if sweep else []
     if not rows:
         raise SystemExit(f"sweep_agreement: {folder} holds no completed sweep cell")
-    cells = pd.DataFrame(rows).sort_values("finished_at")
-    return cells.drop_duplicates(KEY, keep="last")[[*KEY, "p50_ms"]]
+    return pd.DataFrame(rows)[[*KEY, "p50_ms"]]
 
 
 def agreement(earlier: pd.DataFrame, later: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -1,10 +1,11 @@
 """``benchmarks/sweep_agreement.py`` over two results folders laid out as the GPU run kit brings
-them back (``store/sweeps/*.json``, the fields ``mlms sweep`` stores)."""
+them back (``store/sweeps/*.json``, stored by mlms's own ``save_sweep``)."""
 
 from __future__ import annotations
 
-import json
 import sys
+import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -13,18 +14,24 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks import sweep_agreement  # noqa: E402
+from mlms.evaluation.sweep import SweepCell, SweepSpec, SweepState, save_sweep  # noqa: E402
+from mlms.store.local import LocalStore  # noqa: E402
 
 
 def _folder(root: Path, name: str, sweeps: list[list[tuple]]) -> Path:
-    folder = root / name / "store" / "sweeps"
-    folder.mkdir(parents=True)
+    """A results folder whose store holds ``sweeps`` (each a list of (model, batch size,
+    state, p50)), the later ones created later."""
+    store = LocalStore(root / name / "store")
+    began = datetime(2026, 11, 29, tzinfo=UTC)
     for index, cells in enumerate(sweeps):
-        rows = [
-            {"model": model, "framework": "torch", "precision": "fp32", "batch_size": size,
-             "hw": "h200", "state": state, "p50_ms": p50, "finished_at": f"2026-11-29T0{index}"}
-            for model, size, state, p50 in cells
-        ]  # fmt: skip
-        (folder / f"{index}.json").write_text(json.dumps({"cells": rows}))
+        spec = SweepSpec(models=sorted({c[0] for c in cells}), frameworks=["torch"],
+                         batch_sizes=sorted({c[1] for c in cells}), hw=["h200"])  # fmt: skip
+        save_sweep(store, SweepState(
+            id=uuid.uuid4().hex, created_at=began + timedelta(hours=index), spec=spec,
+            cells=[SweepCell(model=model, framework="torch", precision="fp32", batch_size=size,
+                             hw="h200", evaluation_id=f"{model}{index}", state=state,
+                             p50_ms=p50) for model, size, state, p50 in cells],
+        ))  # fmt: skip
     return root / name
 
 
