@@ -3,14 +3,17 @@ run's need, so that a wheel the GPU image lacks fails here first."""
 
 from __future__ import annotations
 
-import json
 import sys
+import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 
 from benchmarks.gpu_kit import Kit, _pins, load_plan
 from mlms.assets.keras_models import TRANSFORMERS
 from mlms.catalog.zoo import get_model
+from mlms.evaluation.sweep import SweepCell, SweepSpec, SweepState, save_sweep
 from mlms.manifest import BuildSource
+from mlms.store.local import LocalStore
 
 
 def _kit(dry: bool, results: Path | None = None) -> Kit:
@@ -47,15 +50,16 @@ def test_the_plan_carries_keras_hub_for_its_transformers() -> None:
 
 
 def _sweep_file(folder: Path, cells: list[tuple[str, str, int, str]]) -> None:
-    """A stored sweep's JSON with only the fields the plan reads, as ``mlms sweep`` stores
-    them."""
-    sweeps = folder / "store" / "sweeps"
-    sweeps.mkdir(parents=True, exist_ok=True)
-    rows = [
-        {"model": model, "framework": "jax", "hw": hw, "batch_size": size, "state": state}
-        for model, hw, size, state in cells
-    ]
-    (sweeps / f"{len(list(sweeps.iterdir()))}.json").write_text(json.dumps({"cells": rows}))
+    """A jax sweep of ``cells`` (model, hw, batch size, state) stored in the results folder's
+    store by mlms's own ``save_sweep``."""
+    models, hws, sizes = ({cell[i] for cell in cells} for i in (0, 1, 2))
+    spec = SweepSpec(models=sorted(models), frameworks=["jax"], batch_sizes=sorted(sizes),
+                     hw=sorted(hws))  # fmt: skip
+    save_sweep(LocalStore(folder / "store"), SweepState(
+        id=uuid.uuid4().hex, created_at=datetime.now(UTC), spec=spec,
+        cells=[SweepCell(model=model, framework="jax", batch_size=size, hw=hw,
+                         evaluation_id=model, state=state) for model, hw, size, state in cells],
+    ))  # fmt: skip
 
 
 def test_jax_cells_leave_out_the_models_the_results_folder_has(tmp_path: Path) -> None:

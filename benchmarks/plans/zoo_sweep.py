@@ -205,14 +205,18 @@ def _swept(results: Path | None, framework: str, hw: str, batches: str) -> set[s
     """The models with a completed cell of ``framework`` on ``hw`` at every batch size of
     ``batches`` in the results folder's sweeps: a chunk cut after some of its models is run
     again for the others only."""
+    from mlms.evaluation.sweep import load_sweep
+    from mlms.store.local import LocalStore
+
     sweeps = results / "store" / "sweeps" if results is not None else None
     if sweeps is None or not sweeps.is_dir():
         return set()
+    store = LocalStore(sweeps.parent)
     sizes: dict[str, set[int]] = {}
     for path in sweeps.glob("*.json"):
-        for cell in json.loads(path.read_text())["cells"]:
-            if (cell["framework"], cell["hw"], cell["state"]) == (framework, hw, "completed"):
-                sizes.setdefault(cell["model"], set()).add(cell["batch_size"])
+        for cell in load_sweep(store, path.stem).cells:
+            if (cell.framework, cell.hw, cell.state) == (framework, hw, "completed"):
+                sizes.setdefault(cell.model, set()).add(cell.batch_size)
     wanted = {int(size) for size in batches.split(",")}
     return {model for model, done in sizes.items() if wanted <= done}
 
