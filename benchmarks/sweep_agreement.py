@@ -29,6 +29,9 @@ KEY = ["model", "framework", "precision", "batch_size", "hw"]
 def completed(folder: Path) -> pd.DataFrame:
     """The completed cells of ``folder``'s sweeps merged (``zoo_findings.merged_sweep``: a cell
     swept twice there, a cut chunk run again, keeps its later completed run), one row each."""
+    if not (folder / "store" / "sweeps").is_dir():
+        raise SystemExit(f"sweep_agreement: {folder} has no store/sweeps/: expected a results "
+                         "folder as the GPU run kit's unpack writes it")  # fmt: skip
     sweep = merged_sweep(LocalStore(folder / "store"))
     rows = [cell.model_dump() for cell in sweep.cells if cell.state == "completed"] if sweep else []
     if not rows:

@@ -62,3 +62,6 @@ def test_a_folder_without_completed_cells_is_one_line(tmp_path: Path) -> None:
     empty = _folder(tmp_path, "empty", [[("a", 1, "failed", None)]])
     with pytest.raises(SystemExit, match="holds no completed sweep cell"):
         sweep_agreement.completed(empty)
+    with pytest.raises(SystemExit, match="has no store/sweeps/"):
+        sweep_agreement.completed(tmp_path / "missing")
+    assert not (tmp_path / "missing").exists()
