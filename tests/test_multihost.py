@@ -9,7 +9,6 @@ any order and alone.
 
 from __future__ import annotations
 
-import itertools
 import subprocess
 import threading
 import time
@@ -63,7 +62,6 @@ class Background:
 
     def __init__(self, fleet: MultiHostFleet, *, min_seconds: float) -> None:
         self.measuring = threading.Event()
-        self.measuring_at = self.finished_at = 0.0  # time.monotonic()
         self.outcome: EvaluationRecord | BaseException | None = None
         self.thread = threading.Thread(target=self._run, args=(fleet, min_seconds), daemon=True)
         self.thread.start()
@@ -76,11 +74,9 @@ class Background:
                 )
         except BaseException as exc:
             self.outcome = exc
-        self.finished_at = time.monotonic()
 
     def _progress(self, event) -> None:
         if event.run != "warmup" and not self.measuring.is_set():
-            self.measuring_at = time.monotonic()
             self.measuring.set()
 
 
@@ -104,8 +100,12 @@ def _load(fleet: MultiHostFleet, address: str) -> int | None:
 def _reach_every_agent(fleet: MultiHostFleet) -> set[str]:
     """The addresses of the agents that ran one of N overlapping evaluations (N agents): each
     starts once the one before measures, so the least-loaded choice gives each its own. A
-    round in which one had finished before the next measured (a slow machine) proves nothing
-    about the choice and is run again. The last one overlaps nothing after it: it is short."""
+    round can miss one without any fault: one evaluation finished before the next measured (a
+    slow machine), or an agent was out of the registry for a moment (a starved machine late
+    with its 2 s lease's keepalive). So up to three rounds are pooled: an agent the server
+    cannot reach at its advertised address is in none of them."""
+    every = {fleet.agent_address(name) for name in fleet.agent_hosts}
+    reached: set[str] = set()
     for _round in range(3):
         running = []
         for number, _ in enumerate(fleet.agent_hosts, start=1):
@@ -116,9 +116,10 @@ def _reach_every_agent(fleet: MultiHostFleet) -> set[str]:
             background.thread.join(120)
         outcomes = [b.outcome for b in running]
         assert all(isinstance(o, EvaluationRecord) for o in outcomes), outcomes
-        if all(a.finished_at > b.measuring_at for a, b in itertools.pairwise(running)):
-            return {o.agent["address"] for o in outcomes}  # type: ignore[union-attr]
-    raise AssertionError("no round kept the evaluations overlapping: the machine is too slow")
+        reached |= {o.agent["address"] for o in outcomes}  # type: ignore[union-attr]
+        if reached == every:
+            break
+    return reached
 
 
 def test_agents_advertise_their_host_address(healthy: MultiHostFleet) -> None:
@@ -127,7 +128,7 @@ def test_agents_advertise_their_host_address(healthy: MultiHostFleet) -> None:
     assert set(fleet.registered()) == expected
     with fleet.client() as client:
         assert {a.address for a in client.list_agents()} == expected
-    assert _reach_every_agent(fleet) == expected
+    assert _reach_every_agent(fleet) == expected, fleet.logs_text()
     for address in expected:
         assert not address.startswith("127.")
 
@@ -172,7 +173,8 @@ def test_agent_partitioned_mid_evaluation(healthy: MultiHostFleet) -> None:
         with fleet.client() as client:
             assert client.get_evaluation(evaluation_id) == outcome
     assert fleet.record_versions().get(evaluation_id) == 1, fleet.logs_text()
-    assert _reach_every_agent(fleet) == {fleet.agent_address(n) for n in fleet.agent_hosts}
+    every = {fleet.agent_address(n) for n in fleet.agent_hosts}
+    assert _reach_every_agent(fleet) == every, fleet.logs_text()
 
 
 def test_every_agent_partitioned_the_evaluation_fails_naming_it(
