@@ -198,6 +198,9 @@ def test_nvml_meter_measures_idle_then_the_run(gpu: FakeGpu) -> None:
     assert result.peak_watts == 400.0 and result.power_samples >= 1
     assert result.idle_watts == meter.idle_watts
     assert gpu.shutdowns == 1  # NVML's init and shutdown balance (the parent's)
+    # The sampler's child read the clock too (the fake driver's: its highest, held for nothing)
+    assert meter.max_sm_mhz == 1980 and run.samples.sm_mhz_mean == 1980
+    assert run.samples.limits == 0
 
 
 def test_the_next_evaluations_take_the_idle_reading_for_a_minute(gpu: FakeGpu, monkeypatch):

@@ -116,6 +116,37 @@ def energy_by_batch(record: EvaluationRecord) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=ENERGY_COLUMNS)
 
 
+CONDITION_COLUMNS = [
+    "batch size",
+    "SM clock (MHz)",
+    "lowest (MHz)",
+    "highest (MHz)",
+    "clock limits",
+    "CPU steal (%)",
+]
+
+
+def conditions_by_batch(record: EvaluationRecord) -> pd.DataFrame:
+    """Did the machine hold still? Per batch size, over its model-level run: the GPU's SM
+    clock (mean and lowest of the samples, and the GPU's highest), the reasons the driver gave
+    for holding the clocks down, and the share of the host's CPU time its hypervisor took.
+    Empty where none was read (records before they were)."""
+    nan = float("nan")
+    rows = [
+        [
+            result.batch_size,
+            nan if c.sm_clock_mhz is None else c.sm_clock_mhz,
+            nan if c.sm_clock_min_mhz is None else c.sm_clock_min_mhz,
+            nan if c.sm_clock_max_mhz is None else c.sm_clock_max_mhz,
+            ", ".join(c.clock_limits),
+            nan if c.cpu_steal is None else c.cpu_steal * 100,
+        ]
+        for result in record.results
+        if (c := result.conditions) is not None
+    ]
+    return pd.DataFrame(rows, columns=CONDITION_COLUMNS)
+
+
 def energy_reasons(record: EvaluationRecord) -> list[str]:
     """Why the batch sizes without energy have none, each reason once, as
     ``batch size 1: reason``; a record made before energy was measured says so."""

@@ -36,7 +36,12 @@ def analyze(evaluation_id: str, top: int, server: str | None) -> None:
     breakdown, its communication/computation overlap, the rank skew per iteration and each
     collective's bandwidth. `mlms report` draws all of it (and more) as one HTML page.
     """
-    from mlms.analysis.model import energy_by_batch, energy_reasons, latency_by_batch
+    from mlms.analysis.model import (
+        conditions_by_batch,
+        energy_by_batch,
+        energy_reasons,
+        latency_by_batch,
+    )
     from mlms.analysis.record_ranks import record_ranks
     from mlms.evaluation.summary import gpu_label
 
@@ -56,6 +61,9 @@ def analyze(evaluation_id: str, top: int, server: str | None) -> None:
         out.print(frame_table(energy, "energy vs batch size (model-level run)", digits=4))
     for reason in energy_reasons(record):
         out.print(f"energy not measured for {reason}", markup=False)
+    conditions = conditions_by_batch(record)
+    if not conditions.empty:
+        out.print(frame_table(conditions, "run conditions (model-level run)", digits=1))
     if record.accuracy is not None:
         acc = record.accuracy
         out.print(f"accuracy on {acc.dataset} ({acc.task}): {acc.line()}", markup=False)

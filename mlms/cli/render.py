@@ -81,6 +81,7 @@ def _cell(value: object, digits: int, whole: bool) -> str:
 
 def record_summary(record: EvaluationRecord) -> None:
     from mlms.analysis.model import energy_reasons, latency_by_batch
+    from mlms.evaluation.conditions import unsteady
     from mlms.evaluation.summary import gpu_label
 
     hw = record.hardware
@@ -98,6 +99,8 @@ def record_summary(record: EvaluationRecord) -> None:
             err.print(
                 f"[yellow]warning[/] batch size {result.batch_size}: {result.latency_ms.warning}"
             )
+        if result.conditions is not None and (why := unsteady(result.conditions)):
+            err.print(f"[yellow]warning[/] batch size {result.batch_size}: {escape(why)}")
         for level, run in result.levels.items():
             if run.dropped:  # the trace of that run lacks them: say so, do not hide it
                 err.print(

@@ -2,7 +2,8 @@
 
     NVIDIA GPU  NVML's total energy consumption (millijoules since the driver loaded) and its
                 power reading, for the physical GPU behind ``cuda:N`` in this process (through
-                ``CUDA_VISIBLE_DEVICES``: ``mlms.cuda_visible``)
+                ``CUDA_VISIBLE_DEVICES``: ``mlms.cuda_visible``); also its SM clock and the
+                reasons the driver gives for holding it down
     CPU         RAPL's package domains through powercap (``intel-rapl:N/energy_uj``, wrapping at
                 ``max_energy_range_uj``), summed over the sockets
 
@@ -15,7 +16,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from mlms.cuda_visible import nvml_handle
 
@@ -25,6 +26,38 @@ if TYPE_CHECKING:
 
 class NoCounter(Exception):
     """The device's energy counter cannot be read; the message says why."""
+
+
+class Clocks(NamedTuple):
+    """A GPU's SM clock now and the reasons its driver holds the clocks where they are (a
+    bitmask of ``CLOCK_LIMITS``)."""
+
+    sm_mhz: float
+    limits: int
+
+
+#: NVML's clock event reasons (``nvmlClocksEventReason*``, the bits ``nvmlDeviceGetCurrent
+#: ClocksEventReasons`` answers with), by the names records carry.
+CLOCK_LIMITS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+}
+
+
+def limit_names(limits: int) -> list[str]:
+    """The names of the bits set in ``limits``; a bit NVML added later as ``bit_0x...``."""
+    return [
+        CLOCK_LIMITS.get(1 << bit, f"bit_{1 << bit:#x}")
+        for bit in range(limits.bit_length())
+        if limits >> bit & 1
+    ]
 
 
 class EnergyCounter(Protocol):
@@ -38,6 +71,14 @@ class EnergyCounter(Protocol):
 
     def watts(self) -> float:
         """Power (W) now, as the device reports it."""
+        ...
+
+    def clocks(self) -> Clocks | None:
+        """The SM clock and what holds it; None for a device without (a CPU)."""
+        ...
+
+    def max_sm_mhz(self) -> float | None:
+        """The highest SM clock the device runs at; None for a device without."""
         ...
 
     def close(self) -> None: ...
@@ -70,6 +111,16 @@ class NvmlCounter:
 
     def watts(self) -> float:
         return self._nvml.nvmlDeviceGetPowerUsage(self._handle) / 1e3
+
+    def clocks(self) -> Clocks:
+        nvml = self._nvml
+        return Clocks(
+            float(nvml.nvmlDeviceGetClockInfo(self._handle, nvml.NVML_CLOCK_SM)),
+            int(nvml.nvmlDeviceGetCurrentClocksEventReasons(self._handle)),
+        )
+
+    def max_sm_mhz(self) -> float:
+        return float(self._nvml.nvmlDeviceGetMaxClockInfo(self._handle, self._nvml.NVML_CLOCK_SM))
 
     def close(self) -> None:
         self._nvml.nvmlShutdown()
@@ -121,6 +172,12 @@ class RaplCounter:
         then, before = self._watched
         self._watched = (now, joules)
         return (joules - before) / (now - then)
+
+    def clocks(self) -> None:
+        return None
+
+    def max_sm_mhz(self) -> None:
+        return None
 
     def close(self) -> None:
         pass

@@ -121,6 +121,8 @@ class EnergyMeter:
         self.source: EnergySource | None = counter.source if counter else None
         self.idle_watts: float | None = None
         self.counter_period_s: float | None = None
+        #: The device's highest SM clock, as the power sampler read it (None on a CPU).
+        self.max_sm_mhz: float | None = sampler.max_sm_mhz if sampler else None
 
     def measure_idle(self, seconds: float = IDLE_SECONDS) -> None:
         """The device's power with nothing of ours on it (the counter over ``seconds``) and

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mlms.evaluation.conditions import host_steal, run_conditions
 from mlms.evaluation.dataset_run import DatasetInputs, Pass, post_step, run_pass
 from mlms.evaluation.energy import EnergyMeter
 from mlms.evaluation.feed import Feed, host_batch
@@ -119,6 +120,7 @@ class BatchRuns(ABC):
             before = len(self.tracer.records())
             with (
                 meter.measure() as energy,
+                host_steal() as steal,
                 self.tracer.run(number, level),
                 self.tracer.span(
                     f"run {number}: {level.label}",
@@ -130,6 +132,7 @@ class BatchRuns(ABC):
                 spans = len(self.tracer.records()) - before
             if not measured:
                 model_energy = energy.result(run.inferences)
+                conditions = run_conditions(energy.samples, meter.max_sm_mhz, steal.share)
             measured.append(run)
             p50 = float(np.percentile(run.latencies, 50)) / 1e6
             base = float(np.percentile(measured[0].latencies, 50)) / 1e6
@@ -154,6 +157,7 @@ class BatchRuns(ABC):
             generation=generation,
             energy=model_energy,
             samples=model_run.passed.hits.samples if model_run.passed is not None else None,
+            conditions=conditions,
         )
         return result, model_run.passed
 

@@ -2,7 +2,9 @@
 
 The evaluation's process runs no thread of ours while it measures: the child reads the
 device's power ``hz`` times a second between ``start`` and ``stop`` and answers with the peak,
-the mean and the count. One child serves a whole evaluation (its idle window and every batch
+the mean and the count; on a GPU also the SM clock's mean and lowest reading and every reason
+the driver gave for holding the clocks down meanwhile (what moves a run's latency without the
+model changing). One child serves a whole evaluation (its idle window and every batch
 size), so its start (a Python interpreter and NVML's init, a fraction of a second) is paid
 once, before the idle window.
 
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from mlms.evaluation.counters import NoCounter, open_counter
+from mlms.evaluation.counters import Clocks, NoCounter, open_counter
 
 #: Power samples per second beside a run.
 SAMPLE_HZ = 20
@@ -35,11 +37,15 @@ ANSWER_SECONDS = 30.0
 @dataclass(frozen=True)
 class PowerSamples:
     """The power read between ``start`` and ``stop``; ``peak`` and ``mean`` unset without a
-    sample."""
+    sample. The SM clock's mean and lowest reading are unset without a clock (a CPU), and
+    ``limits`` is NVML's clock event reasons of every sample OR-ed together."""
 
     count: int
     peak: float | None
     mean: float | None
+    sm_mhz_mean: float | None = None
+    sm_mhz_min: float | None = None
+    limits: int = 0
 
 
 class SamplerFailed(Exception):
@@ -63,6 +69,8 @@ class PowerSampler:
         if "error" in answer:
             self.close()
             raise NoCounter(answer["error"])
+        #: The device's highest SM clock (None without a clock).
+        self.max_sm_mhz: float | None = answer.get("max_sm_mhz")
 
     def _answer(self) -> dict[str, Any]:
         stdout = self._child.stdout
@@ -93,7 +101,14 @@ class PowerSampler:
     def stop(self) -> PowerSamples:
         """The samples since ``start``."""
         answer = self._send("stop")
-        return PowerSamples(answer["count"], answer["peak"], answer["mean"])
+        return PowerSamples(
+            answer["count"],
+            answer["peak"],
+            answer["mean"],
+            answer.get("sm_mhz_mean"),
+            answer.get("sm_mhz_min"),
+            answer.get("limits", 0),
+        )
 
     def close(self) -> None:
         """Ends the child: its stdin closed, it exits."""
@@ -109,11 +124,19 @@ class PowerSampler:
             self._child.stdout.close()
 
 
-def serve(read: Callable[[], float], hz: float, commands: IO[bytes], answers: IO[str]) -> None:
-    """The child's loop: ``read`` (watts) every ``1 / hz`` s between ``start`` and ``stop`` on
-    ``commands`` (unbuffered, so that select sees every line), until ``commands`` ends."""
+def serve(
+    read: Callable[[], float],
+    hz: float,
+    commands: IO[bytes],
+    answers: IO[str],
+    clocks: Callable[[], Clocks | None] = lambda: None,
+) -> None:
+    """The child's loop: ``read`` (watts) and ``clocks`` every ``1 / hz`` s between ``start``
+    and ``stop`` on ``commands`` (unbuffered, so that select sees every line), until
+    ``commands`` ends."""
     interval = 1 / hz
     samples: list[float] | None = None
+    clocked: list[Clocks] = []
     due = 0.0
     while True:
         wait = None if samples is None else max(0.0, due - time.monotonic())
@@ -124,21 +147,36 @@ def serve(read: Callable[[], float], hz: float, commands: IO[bytes], answers: IO
                 return
             command = line.decode().strip()
             if command == "start":
-                samples, due = [], time.monotonic() + interval
+                samples, clocked, due = [], [], time.monotonic() + interval
                 _answer(answers, {"started": True})
             elif command == "stop":
-                taken = samples or []
-                peak, mean = (max(taken), sum(taken) / len(taken)) if taken else (None, None)
-                _answer(answers, {"count": len(taken), "peak": peak, "mean": mean})
+                _answer(answers, _summary(samples or [], clocked))
                 samples = None
             else:
                 _answer(answers, {"error": f"unknown command {command!r}: expected start or stop"})
         elif samples is not None:
             due += interval
             try:
-                samples.append(read())
+                watts, reading = read(), clocks()
             except Exception:  # a reading the driver failed: one sample less, never the run
                 continue
+            samples.append(watts)
+            if reading is not None:
+                clocked.append(reading)
+
+
+def _summary(watts: list[float], clocked: list[Clocks]) -> dict[str, Any]:
+    """The stop's answer: the power's count, peak and mean; the SM clock's mean and lowest,
+    and the reasons OR-ed together."""
+    peak, mean = (max(watts), sum(watts) / len(watts)) if watts else (None, None)
+    summary: dict[str, Any] = {"count": len(watts), "peak": peak, "mean": mean}
+    if clocked:
+        mhz = [reading.sm_mhz for reading in clocked]
+        limits = 0
+        for reading in clocked:
+            limits |= reading.limits
+        summary |= {"sm_mhz_mean": sum(mhz) / len(mhz), "sm_mhz_min": min(mhz), "limits": limits}
+    return summary
 
 
 def _answer(answers: IO[str], message: dict[str, Any]) -> None:
@@ -156,8 +194,12 @@ def main(argv: list[str]) -> None:
         _answer(sys.stdout, {"error": str(exc)})
         return
     try:
-        _answer(sys.stdout, {"ready": True})
-        serve(counter.watts, float(hz), sys.stdin.buffer.raw, sys.stdout)
+        try:
+            max_sm_mhz = counter.max_sm_mhz()
+        except Exception:  # a driver that cannot say: no share of the maximum, power still read
+            max_sm_mhz = None
+        _answer(sys.stdout, {"ready": True, "max_sm_mhz": max_sm_mhz})
+        serve(counter.watts, float(hz), sys.stdin.buffer.raw, sys.stdout, counter.clocks)
     finally:
         counter.close()
 

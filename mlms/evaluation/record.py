@@ -192,6 +192,21 @@ class EnergyResult(BaseModel):
     joules_uncertainty: float | None = None  # ± 2 × period × average watts / joules
 
 
+class RunConditions(BaseModel):
+    """What the machine did beside a batch size's model-level run that moves its latency while
+    the model stays the same (``mlms.evaluation.conditions``): the GPU's SM clock over the run,
+    sampled with its power, against its highest, and every reason the driver gave for holding
+    the clocks down; the share of the host's CPU time its hypervisor took (steal). Each is
+    unset where it was not read: a CPU has no SM clock, and the clock comes with the power
+    sampler (``MLMS_ENERGY=off``: none)."""
+
+    sm_clock_mhz: float | None = None  # the samples' mean
+    sm_clock_min_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None  # the GPU's highest SM clock
+    clock_limits: list[str] = []  # NVML's clock event reasons seen in any sample
+    cpu_steal: float | None = None  # stolen / all CPU time over the run, every core
+
+
 class BatchResult(BaseModel):
     batch_size: int
     iterations: int
@@ -204,6 +219,7 @@ class BatchResult(BaseModel):
     energy: EnergyResult | None = None
     #: A pass over a data set: the samples predicted (throughput is these over ``seconds``).
     samples: int | None = None
+    conditions: RunConditions | None = None
 
 
 class Accuracy(BaseModel):

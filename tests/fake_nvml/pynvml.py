@@ -16,7 +16,9 @@ two NVIDIA H100 80GB HBM3 joined by 18 NVLinks (as ``nvidia-smi topo -m`` shows 
 
 A handle is the GPU's index. The power is the number of watts in the file named by
 ``FAKE_NVML_WATTS`` where it is set (the power sampler's tests rewrite it as their GPU draws
-more or less), else the GPU's ``watts``; the energy counter is the GPU's ``energy_mj``.
+more or less), else the GPU's ``watts``; the energy counter is the GPU's ``energy_mj``. The SM
+clock runs at its highest, 1980 MHz, unless the file named by ``FAKE_NVML_CLOCKS`` says
+otherwise ("MHz reasons").
 """
 
 import json
@@ -142,7 +144,28 @@ def nvmlDeviceGetMemoryInfo(handle):
 
 def nvmlDeviceGetClockInfo(handle, clock):
     _gpu(handle)
+    if clock != NVML_CLOCK_SM:
+        return 2619
+    return int(_clocks()[0])
+
+
+def nvmlDeviceGetMaxClockInfo(handle, clock):
+    _gpu(handle)
     return 1980 if clock == NVML_CLOCK_SM else 2619
+
+
+def nvmlDeviceGetCurrentClocksEventReasons(handle):
+    _gpu(handle)
+    return int(_clocks()[1])
+
+
+def _clocks():
+    """(SM MHz, clock event reasons) from the file named by ``FAKE_NVML_CLOCKS`` ("1410 4"),
+    else the highest clock held for no reason."""
+    path = os.environ.get("FAKE_NVML_CLOCKS")
+    if path:
+        return Path(path).read_text().split()
+    return 1980, 0
 
 
 def nvmlDeviceGetNvLinkState(handle, link):

@@ -192,8 +192,22 @@ class EnergyResult(_message.Message):
     joules_uncertainty: float
     def __init__(self, source: _Optional[_Union[EnergySource, str]] = ..., reason: _Optional[str] = ..., joules: _Optional[float] = ..., seconds: _Optional[float] = ..., joules_per_inference: _Optional[float] = ..., inferences_per_joule: _Optional[float] = ..., average_watts: _Optional[float] = ..., peak_watts: _Optional[float] = ..., idle_watts: _Optional[float] = ..., power_samples: _Optional[int] = ..., counter_period_s: _Optional[float] = ..., joules_uncertainty: _Optional[float] = ...) -> None: ...
 
+class RunConditions(_message.Message):
+    __slots__ = ("sm_clock_mhz", "sm_clock_min_mhz", "sm_clock_max_mhz", "clock_limits", "cpu_steal")
+    SM_CLOCK_MHZ_FIELD_NUMBER: _ClassVar[int]
+    SM_CLOCK_MIN_MHZ_FIELD_NUMBER: _ClassVar[int]
+    SM_CLOCK_MAX_MHZ_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_LIMITS_FIELD_NUMBER: _ClassVar[int]
+    CPU_STEAL_FIELD_NUMBER: _ClassVar[int]
+    sm_clock_mhz: float
+    sm_clock_min_mhz: float
+    sm_clock_max_mhz: float
+    clock_limits: _containers.RepeatedScalarFieldContainer[str]
+    cpu_steal: float
+    def __init__(self, sm_clock_mhz: _Optional[float] = ..., sm_clock_min_mhz: _Optional[float] = ..., sm_clock_max_mhz: _Optional[float] = ..., clock_limits: _Optional[_Iterable[str]] = ..., cpu_steal: _Optional[float] = ...) -> None: ...
+
 class BatchResult(_message.Message):
-    __slots__ = ("batch_size", "iterations", "seconds", "latency_ms", "throughput", "levels", "input_copy", "generation", "energy", "samples")
+    __slots__ = ("batch_size", "iterations", "seconds", "latency_ms", "throughput", "levels", "input_copy", "generation", "energy", "samples", "conditions")
     class LevelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -211,6 +225,7 @@ class BatchResult(_message.Message):
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     ENERGY_FIELD_NUMBER: _ClassVar[int]
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONS_FIELD_NUMBER: _ClassVar[int]
     batch_size: int
     iterations: int
     seconds: float
@@ -221,7 +236,8 @@ class BatchResult(_message.Message):
     generation: GenerationResult
     energy: EnergyResult
     samples: int
-    def __init__(self, batch_size: _Optional[int] = ..., iterations: _Optional[int] = ..., seconds: _Optional[float] = ..., latency_ms: _Optional[_Union[LatencyStats, _Mapping]] = ..., throughput: _Optional[float] = ..., levels: _Optional[_Mapping[str, LevelResult]] = ..., input_copy: _Optional[_Union[InputCopyResult, _Mapping]] = ..., generation: _Optional[_Union[GenerationResult, _Mapping]] = ..., energy: _Optional[_Union[EnergyResult, _Mapping]] = ..., samples: _Optional[int] = ...) -> None: ...
+    conditions: RunConditions
+    def __init__(self, batch_size: _Optional[int] = ..., iterations: _Optional[int] = ..., seconds: _Optional[float] = ..., latency_ms: _Optional[_Union[LatencyStats, _Mapping]] = ..., throughput: _Optional[float] = ..., levels: _Optional[_Mapping[str, LevelResult]] = ..., input_copy: _Optional[_Union[InputCopyResult, _Mapping]] = ..., generation: _Optional[_Union[GenerationResult, _Mapping]] = ..., energy: _Optional[_Union[EnergyResult, _Mapping]] = ..., samples: _Optional[int] = ..., conditions: _Optional[_Union[RunConditions, _Mapping]] = ...) -> None: ...
 
 class Accuracy(_message.Message):
     __slots__ = ("top1", "top5", "samples", "dataset", "dataset_version", "dataset_sha256", "task", "metrics")
