@@ -14,6 +14,9 @@ tokens, fp32 and fp16, inputs on the device), through mlms's own evaluation:
    without in each round, the median of those ratios and their spread (min .. max over the
    rounds): where the spread is wider than the target, the noise hides any effect and the
    check is inconclusive. Target: <= 1.01.
+3. What else moved: each run's conditions as mlms recorded them (the SM clock's mean and lowest,
+   read with the power, so in the runs with energy only; the host's CPU steal in every run),
+   to name the cause where the rounds disagree.
 
     python3 benchmarks/energy_check.py --out DIR [--rounds 3] [--min-seconds 2]
         [--configs resnet50:fp32:1,resnet50:fp16:1/16,bert_base:fp16:32]
@@ -39,7 +42,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from mlms.errors import HardwareNotFound
 from mlms.evaluation.energy import energy_meter
-from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
+from mlms.evaluation.record import EvaluationRecord, EvaluationRequest, RunConditions
 from mlms.evaluation.runner import evaluate
 from mlms.store.factory import default_store
 
@@ -219,7 +222,9 @@ def measure(config: Config, args: argparse.Namespace) -> dict[int, dict[str, lis
     """``args.rounds`` rounds of one evaluation with energy and one without, in alternating
     order: per batch size, the p50s with and without, and the energy and window of each run
     with."""
-    rows = {size: {"on": [], "off": [], "runs": []} for size in config.batch_sizes}
+    rows = {
+        size: {"on": [], "off": [], "runs": [], "conditions": []} for size in config.batch_sizes
+    }
     # Unrecorded: builds the asset, starts CUDA and cuDNN's algorithm choice for each shape.
     evaluate_once(config, argparse.Namespace(**{**vars(args), "min_seconds": 0.0}), False)
     for number in range(args.rounds):
@@ -228,6 +233,7 @@ def measure(config: Config, args: argparse.Namespace) -> dict[int, dict[str, lis
             for result, window in zip(record.results, windows, strict=True):
                 row = rows[result.batch_size]
                 row["on" if energy else "off"].append(result.latency_ms.p50)
+                row["conditions"].append(result.conditions)
                 if energy:
                     row["runs"].append((result.energy, window))
     return rows
@@ -246,6 +252,7 @@ def _row(
         "p50_ratio": statistics.median(ratios),
         "p50_spread": f"{min(ratios):.3f}..{max(ratios):.3f}",
         "p50_ratios": ratios,
+        **_conditions(row["conditions"]),
     }
     energies = [energy for energy, _ in row["runs"] if energy.joules is not None]
     if not energies:
@@ -271,12 +278,30 @@ def _row(
     return out
 
 
+def _conditions(seen: list[RunConditions | None]) -> dict[str, Any]:
+    """The SM clock's median mean and its lowest over the runs that read it, and the largest
+    CPU steal of any run (%), with every run's, in order."""
+    read = [c for c in seen if c is not None]
+    clocked = [c for c in read if c.sm_clock_mhz is not None]
+    steal = [100 * c.cpu_steal for c in read if c.cpu_steal is not None]
+    out: dict[str, Any] = {"steal_pcts": steal, "steal_pct": max(steal, default=None)}
+    if clocked:
+        out |= {
+            "sm_mhz": statistics.median(c.sm_clock_mhz for c in clocked),
+            "sm_min": min(c.sm_clock_min_mhz for c in clocked),
+            "sm_mhz_runs": [c.sm_clock_mhz for c in clocked],
+            "clock_limits": sorted({name for c in clocked for name in c.clock_limits}),
+        }
+    return out
+
+
 # -- output ------------------------------------------------------------------------------------
 
 
 COLUMNS = [
     "model", "precision", "batch", "p50_on_ms", "p50_off_ms", "p50_ratio", "p50_spread",
     "j_per_inf", "inf_per_j", "avg_w", "peak_w", "idle_w", "seconds", "j_pm_pct", "j_ratio_worst",
+    "sm_mhz", "sm_min", "steal_pct",
 ]  # fmt: skip
 #: The p50 target: collection costs at most 1 %.
 P50_TARGET = 1.01
