@@ -14,6 +14,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from benchmarks import sweep_agreement  # noqa: E402
+from mlms.evaluation.record import EvaluationRecord, EvaluationRequest, RunConditions  # noqa: E402
+from mlms.evaluation.record_store import save_record  # noqa: E402
+from mlms.evaluation.runner import evaluate  # noqa: E402
 from mlms.evaluation.sweep import SweepCell, SweepSpec, SweepState, save_sweep  # noqa: E402
 from mlms.store.local import LocalStore  # noqa: E402
 
@@ -56,6 +59,49 @@ def test_ratios_per_batch_size_over_the_cells_both_completed(tmp_path: Path) -> 
     first = summary[summary.batch_size == 1].iloc[0]
     assert first.cells == 2 and first["median"] == pytest.approx(1.26)
     assert first.within_5 == 0.5 and first.within_10 == 0.5
+
+
+@pytest.fixture(scope="module")
+def template(store) -> EvaluationRecord:
+    """A real record (digits_cnn, batch 1), the model of the folders' records."""
+    request = EvaluationRequest(model="digits_cnn", framework="onnxruntime", batch_sizes=[1],
+                                iterations=2, warmup=1, min_seconds=0.0)  # fmt: skip
+    return evaluate(request, store=store)
+
+
+def _records(folder: Path, template: EvaluationRecord, clocks: dict[str, float]) -> None:
+    """A record in ``folder`` for each evaluation id of ``clocks``: its batch size 1 ran at
+    that SM clock (of 1980 MHz) while the hypervisor took 3 % of the host."""
+    store = LocalStore(folder / "store")
+    for evaluation_id, mhz in clocks.items():
+        seen = RunConditions(sm_clock_mhz=mhz, sm_clock_max_mhz=1980, cpu_steal=0.03)
+        results = [template.results[0].model_copy(update={"conditions": seen})]
+        save_record(store, template.model_copy(update={"id": evaluation_id, "results": results}))
+
+
+def test_the_moves_beside_the_clock(tmp_path: Path, template, monkeypatch, capsys) -> None:
+    """Cells whose p50 moved as their SM clock did: the clock ratio is the p50's inverse and
+    the report says the clock explains the moves; a cell without a record has none."""
+    earlier = _folder(tmp_path, "earlier", [[("a", 1, "completed", 1.0), ("b", 1, "completed",
+                      2.0), ("c", 1, "completed", 4.0), ("e", 1, "completed", 1.0)]])  # fmt: skip
+    later = _folder(tmp_path, "later", [[("a", 1, "completed", 2.0), ("b", 1, "completed", 2.0),
+                    ("c", 1, "completed", 3.0), ("e", 1, "completed", 1.0)]])  # fmt: skip
+    _records(earlier, template, {"a0": 1980.0, "b0": 1980.0, "c0": 1500.0})
+    _records(later, template, {"a0": 990.0, "b0": 1980.0, "c0": 2000.0})
+    _, both = sweep_agreement.agreement(
+        sweep_agreement.completed(earlier), sweep_agreement.completed(later)
+    )
+    assert both.set_index("model")["clock ratio"].to_dict() == pytest.approx(
+        {"a": 0.5, "b": 1.0, "c": 2000 / 1500, "e": float("nan")}, nan_ok=True
+    )
+    assert both.set_index("model")["steal_pct later"].to_dict() == pytest.approx(
+        {"a": 3.0, "b": 3.0, "c": 3.0, "e": float("nan")}, nan_ok=True
+    )
+    monkeypatch.setattr(sys, "argv", ["sweep_agreement", str(earlier), str(later)])
+    sweep_agreement.main()
+    printed = capsys.readouterr().out
+    assert "sm_mhz earlier" in printed and "steal_pct later" in printed
+    assert "log SM clock ratio, 3 cells with both: correlation -1.00" in printed
 
 
 def test_a_folder_without_completed_cells_is_one_line(tmp_path: Path) -> None:
