@@ -33,8 +33,9 @@ own torch, transformers and timm are used where they are in mlms's ranges. The d
 
 A call whose .whl-kit/ lacks a wheel of the plan's groups stops before its first cell, naming
 what is missing; ``check`` says so here, and whether the working tree with .whl-kit/ and
-.kit-src/ fits in the 64 MiB one call carries. Then, here, ``python3 benchmarks/gpu_kit.py
-unpack FILES_AT`` and commit the results folder. To
+.kit-src/ fits in the 64 MiB one call carries (where not, it names the largest results folders
+that a call can leave behind: moved out of the checkout for the call, back after it). Then,
+here, ``python3 benchmarks/gpu_kit.py unpack FILES_AT`` and commit the results folder. To
 measure one commit while the working tree changes, ``snapshot [COMMIT]`` puts that commit's code
 in .kit-src/; the call then carries it too and runs ``python3 .kit-src/benchmarks/gpu_kit.py``.
 The kit uses the standard library only: it runs before anything is installed.
@@ -806,9 +807,26 @@ def check(args: argparse.Namespace) -> int:
             print(f"{WHEELS.name}/ lacks what plan {plan.name} needs: {', '.join(lacking)}; "
                   f"run `gpu_kit.py wheels {args.plan}` with the same --groups")  # fmt: skip
     if size > CARRY_LIMIT:
-        print("too large to carry: drop a wheel group the cells of this call do not import, or "
-              "results no longer needed from the working tree")  # fmt: skip
+        print(
+            "too large to carry: drop a wheel group the cells of this call do not import, or "
+            "park results that no cell of this call reads outside the checkout for the call "
+            "(the device tool copies the working tree as it is; move them back after it):"
+        )
+        plans = {load_plan(name).results for name in args.plan.split(",")}
+        for folder, held in parkable(plans)[:3]:
+            print(f"  mv {folder.relative_to(REPO)} /tmp/   # {held / 2**20:.1f} MiB")
     return 1 if missing or size > CARRY_LIMIT else 0
+
+
+def parkable(keep: set[str]) -> list[tuple[Path, int]]:
+    """The results folders other than ``keep`` (plans' RESULTS), largest first, with the disk
+    space their files take."""
+    sizes = [
+        (folder, sum(_on_disk(p) for p in folder.rglob("*") if p.is_file()))
+        for folder in sorted(RESULTS.iterdir())
+        if folder.is_dir() and folder.name not in keep
+    ]
+    return sorted(sizes, key=lambda pair: -pair[1])
 
 
 def snapshot(args: argparse.Namespace) -> int:

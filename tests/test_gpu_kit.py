@@ -421,3 +421,17 @@ def test_a_call_carries_the_wheel_groups_it_names_instead_of_the_plans() -> None
     assert module.with_groups(plan, None) is plan
     with pytest.raises(SystemExit, match=r"no wheel groups \['cuda'\]"):
         module.with_groups(plan, "grpc,cuda")
+
+
+def test_a_call_too_large_names_the_results_it_can_leave_behind(tmp_path, monkeypatch) -> None:
+    """Largest first, by disk space, never the folder of the call's own plan."""
+    module = kit_module()
+    results = tmp_path / "results"
+    for name, size in (("small", 10_000), ("big", 3_000_000), ("mine", 9_000_000)):
+        (results / name / "cells").mkdir(parents=True)
+        (results / name / "cells" / "data").write_bytes(os.urandom(size))
+    (results / "loose.md").write_text("not a folder")
+    monkeypatch.setattr(module, "RESULTS", results)
+    parked = module.parkable({"mine"})
+    assert [folder.name for folder, _ in parked] == ["big", "small"]
+    assert parked[0][1] >= 3_000_000 > parked[1][1]

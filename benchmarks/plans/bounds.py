@@ -9,6 +9,10 @@ perfdb holds already, so that its cell costs the measurement alone.
     python3 benchmarks/gpu_kit.py run bounds $OUT                  # on the GPU; again resumes
     .venv/bin/python benchmarks/gpu_kit.py summary bounds
 
+Its wheels (35 MiB packed) and the working tree are more than one call carries: ``gpu_kit.py
+check bounds`` names the results folders to leave out of the checkout for the call
+(benchmarks/results/zoo_sweep_gpu is enough).
+
 The layer benchmarks go to the perfdb in the machine's store (``/tmp/mlms-kit/home``), which
 lasts while the machine stays warm: a configuration that repeats across models (resnet50's
 and densenet121's 1x1 convolutions, bert_base's and vit_b_16's GEMMs) is benchmarked once, and

@@ -19,6 +19,10 @@ run kit's plan (``benchmarks/gpu_kit.py``):
     python3 benchmarks/gpu_kit.py run gpu_halves $OUT                # on the GPU; resumes
     .venv/bin/python benchmarks/gpu_kit.py summary gpu_halves
 
+Its wheels (35 MiB packed; ``compare_jax`` alone needs DuckDB, the ``analysis`` group) and the
+working tree are more than one call carries: ``gpu_kit.py check gpu_halves`` names the results
+folders to leave out of the checkout for the call (benchmarks/results/zoo_sweep_gpu is enough).
+
 Each cell prints its table and keeps it as table.txt in its folder; ``summary`` prints them per
 part, and the hardware level's slowdowns of both calls side by side.
 """
