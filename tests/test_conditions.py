@@ -20,12 +20,15 @@ import pytest
 
 from mlms.analysis.model import conditions_by_batch
 from mlms.cli import render
+from mlms.cli.common_options import spans_for
+from mlms.client import EmbeddedClient
 from mlms.evaluation.conditions import cpu_times, host_steal, run_conditions, unsteady
 from mlms.evaluation.counters import CLOCK_LIMITS, limit_names
 from mlms.evaluation.power_sampler import PowerSampler, PowerSamples
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest, RunConditions
 from mlms.evaluation.runner import evaluate
 from mlms.protos.mlms.v2 import evaluation_pb2
+from mlms.report import build_report
 from mlms.rpc.convert import from_proto, to_proto
 
 FAKE_NVML = Path(__file__).parent / "fake_nvml"
@@ -166,6 +169,19 @@ def test_the_conditions_cross_the_wire(evaluated: EvaluationRecord) -> None:
     message = to_proto(older, evaluation_pb2.EvaluationRecord)
     assert from_proto(message, EvaluationRecord, "record") == older
     assert conditions_by_batch(older).empty
+
+
+def test_the_report_shows_them_and_says_when_a_run_may_not_repeat(evaluated, store) -> None:
+    html = build_report([evaluated], spans_for(EmbeddedClient(store), [evaluated]))
+    assert 'id="conditions-table-0"' in html and "CPU steal (%)" in html
+    unsteady_here = any(unsteady(r.conditions) for r in evaluated.results)
+    assert ("may not repeat" in html) == unsteady_here  # the steal of this machine's run
+    held = RunConditions(sm_clock_mhz=1200, sm_clock_max_mhz=1980, clock_limits=["hw_slowdown"])
+    slowed = evaluated.model_copy(
+        update={"results": [r.model_copy(update={"conditions": held}) for r in evaluated.results]}
+    )
+    html = build_report([slowed], spans_for(EmbeddedClient(store), [slowed]))
+    assert "batch size 4: the GPU&#x27;s SM clock averaged 1200 of its 1980 MHz" in html
 
 
 def test_mlms_analyze_shows_them_and_eval_warns(evaluated: EvaluationRecord) -> None:

@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 from mlms.analysis import kernels, layers, model, timeline
 from mlms.analysis.engine import Spans
+from mlms.evaluation.conditions import unsteady
 from mlms.evaluation.record import EvaluationRecord
 from mlms.report import figures
 from mlms.report.html import absent, collapsed, figure, grid, heading, note, table
@@ -83,6 +84,8 @@ def model_part(record: EvaluationRecord, spans: Spans | None, index: int) -> lis
     for result in record.results:
         if result.latency_ms.warning:
             blocks.append(note(f"batch size {result.batch_size}: {result.latency_ms.warning}"))
+        if result.conditions is not None and (why := unsteady(result.conditions)):
+            blocks.append(note(f"batch size {result.batch_size}: {why}"))
         blocks.extend(
             note(
                 f"batch size {result.batch_size}, {level} run: the profiler dropped "
@@ -119,7 +122,8 @@ def model_part(record: EvaluationRecord, spans: Spans | None, index: int) -> lis
 
 
 def _energy_blocks(record: EvaluationRecord, index: int) -> list[str]:
-    """Energy and efficiency per batch size, and why a batch size has none."""
+    """Energy and efficiency per batch size, why a batch size has none, and what the machine
+    did beside each run (its conditions)."""
     energy = model.energy_by_batch(record)
     blocks = []
     if not energy.empty:
@@ -137,6 +141,16 @@ def _energy_blocks(record: EvaluationRecord, index: int) -> list[str]:
             )
         )
     blocks.extend(absent(f"no energy for {reason}") for reason in model.energy_reasons(record))
+    conditions = model.conditions_by_batch(record)
+    if not conditions.empty:
+        blocks.append(
+            table(
+                conditions,
+                "run conditions per batch size (the model-level run; the SM clock read with the "
+                "power, the host's CPU steal from /proc/stat)",
+                table_id=f"conditions-table-{index}",
+            )
+        )
     return blocks
 
 
