@@ -9,6 +9,7 @@ file in its format where a test needs a given share. Everything above them is th
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -81,6 +82,26 @@ def test_the_sampler_reads_the_clock_beside_the_power(clocks: Path, tmp_path: Pa
         clock_limits=["sw_power_cap", "hw_slowdown"],
         cpu_steal=0.01,
     )
+
+
+def test_a_driver_without_the_clocks_reasons_still_gives_the_power(clocks, monkeypatch, tmp_path):
+    host = {
+        "gpus": [{"name": "NVIDIA A10", "uuid": "GPU-0", "pci_bus_id": "00000000:1B:00.0",
+                  "energy_mj": 1000, "watts": 55.0}],
+        "unsupported": ["nvmlDeviceGetCurrentClocksEventReasons"],
+    }  # fmt: skip
+    (tmp_path / "host.json").write_text(json.dumps(host))
+    monkeypatch.setenv("FAKE_NVML_HOST", str(tmp_path / "host.json"))
+    sampler = PowerSampler("cuda:0", tmp_path / "no-powercap", hz=50)
+    try:
+        sampler.start()
+        time.sleep(0.3)
+        samples = sampler.stop()
+    finally:
+        sampler.close()
+    assert samples.count >= 5 and samples.peak == 55.0
+    assert samples.sm_mhz_mean is None and samples.limits == 0
+    assert run_conditions(samples, sampler.max_sm_mhz, steal=None) is None
 
 
 def test_a_cpu_has_no_clock_and_nothing_read_is_no_conditions() -> None:

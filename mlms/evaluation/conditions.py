@@ -77,11 +77,8 @@ def run_conditions(
     samples: PowerSamples | None, max_sm_mhz: float | None, steal: float | None
 ) -> RunConditions | None:
     """The record's view of one run's conditions; None where nothing was read."""
-    clocked = samples is not None and samples.sm_mhz_mean is not None
-    if not clocked and steal is None:
-        return None
-    if samples is None or not clocked:
-        return RunConditions(cpu_steal=steal)
+    if samples is None or samples.sm_mhz_mean is None:
+        return None if steal is None else RunConditions(cpu_steal=steal)
     return RunConditions(
         sm_clock_mhz=samples.sm_mhz_mean,
         sm_clock_min_mhz=samples.sm_mhz_min,

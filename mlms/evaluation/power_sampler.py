@@ -156,13 +156,13 @@ def serve(
                 _answer(answers, {"error": f"unknown command {command!r}: expected start or stop"})
         elif samples is not None:
             due += interval
-            try:
-                watts, reading = read(), clocks()
-            except Exception:  # a reading the driver failed: one sample less, never the run
-                continue
-            samples.append(watts)
-            if reading is not None:
-                clocked.append(reading)
+            # A reading the driver failed is one sample less, never the run; a driver without
+            # the clock's reasons (NOT_SUPPORTED) still gives the power.
+            with contextlib.suppress(Exception):
+                samples.append(read())
+            with contextlib.suppress(Exception):
+                if (reading := clocks()) is not None:
+                    clocked.append(reading)
 
 
 def _summary(watts: list[float], clocked: list[Clocks]) -> dict[str, Any]:
