@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,6 +30,7 @@ from mlms.evaluation.runner import evaluate
 from mlms.protos.mlms.v2 import evaluation_pb2
 from mlms.report import build_report
 from mlms.rpc.convert import from_proto, to_proto
+from tests.processes import run_mlms
 
 FAKE_NVML = Path(__file__).parent / "fake_nvml"
 
@@ -205,13 +205,8 @@ def test_the_report_shows_them_and_says_when_a_run_may_not_repeat(evaluated, sto
     assert "batch size 4: the GPU&#x27;s SM clock averaged 1200 of its 1980 MHz" in html
 
 
-def test_mlms_analyze_shows_them_and_eval_warns(evaluated: EvaluationRecord) -> None:
-    shown = subprocess.run(
-        [sys.executable, "-m", "mlms", "analyze", evaluated.id],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+def test_mlms_analyze_shows_them_and_eval_warns(evaluated: EvaluationRecord, mlms_home) -> None:
+    shown = run_mlms(mlms_home, "analyze", evaluated.id)
     assert shown.returncode == 0, shown.stderr
     assert "run conditions (model-level run)" in shown.stdout
     assert "CPU steal (%)" in shown.stdout and "SM clock (MHz)" in shown.stdout
