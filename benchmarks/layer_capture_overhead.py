@@ -14,10 +14,16 @@ order rotates each round), timed on the host around ``predict``:
   torch.profiler cuda      ProfilerActivity.CUDA
   torch.profiler cpu+cuda  both activities
 
-Prints each configuration's p50, its slowdown over plain and what it added per layer call.
+Prints each configuration's p50, its slowdown over plain and what it added per layer call;
+and, to say where a slowdown comes from, the host's time to issue one forward (the first
+layer's start to the last one's end, where layers are collected) and the GPU's busy time per
+predict (kernels, copies and sets, where CUPTI collects them). A forward that takes the host
+longer than the GPU is busy leaves the GPU waiting: the collectors' host cost then shows in
+the p50; while the GPU is the longer one it hides.
 
     .venv/bin/python benchmarks/layer_capture_overhead.py [--model resnet50] [--device cpu]
-        [--batch-sizes 1] [--rounds 6] [--block 20] [--threads N] [--json FILE]
+        [--batch-sizes 1] [--rounds 6] [--block 20] [--threads N] [--only LABEL,...]
+        [--json FILE]
 """
 
 from __future__ import annotations
@@ -80,15 +86,28 @@ def configurations(device: str) -> dict[str, Contexts]:
 
 
 def measure(
-    model: str, device: str, batch_size: int, rounds: int, block: int, threads: int | None = None
+    model: str,
+    device: str,
+    batch_size: int,
+    rounds: int,
+    block: int,
+    threads: int | None = None,
+    only: set[str] | None = None,
 ) -> dict[str, dict[str, float]]:
-    """p50 ms, slowdown over plain and microseconds added per layer call, per configuration."""
+    """p50 ms, slowdown over plain, microseconds added per layer call, the host's forward and
+    the GPU's busy time per configuration (``only``: those labels and plain)."""
     manifest = get_model(model)
     asset = AssetManager(default_store(), mlms_home() / "cache").ensure(manifest, "torch")
     spec = manifest.inputs[0]
     batch = np.random.default_rng(0).standard_normal((batch_size, *spec.shape)).astype(spec.dtype)
-    configs = configurations(device)
+    configs = {
+        label: contexts
+        for label, contexts in configurations(device).items()
+        if only is None or label in only or label == "plain"
+    }
     samples: dict[str, list[float]] = defaultdict(list)
+    forward_ms: dict[str, list[float]] = defaultdict(list)
+    busy_ms: dict[str, list[float]] = defaultdict(list)
     calls = 0
     options = PredictorOptions(device=device, intra_op_threads=threads)
     with predictor_class("torch")(manifest, asset.path, options) as p:
@@ -101,8 +120,12 @@ def measure(
                 with ExitStack() as stack:
                     entered = [stack.enter_context(c) for c in configs[label](p)]
                     samples[label] += predict_times(p, batch, block)
-                if label == "mlms layers":
-                    calls = len(entered[0].events) // block
+                for capture in entered:  # a LayerCapture, a CuptiCapture or a profiler
+                    if isinstance(getattr(capture, "records", None), list):
+                        busy_ms[label].append(gpu_busy(capture.records) / block)
+                    elif isinstance(getattr(capture, "events", None), list) and capture.events:
+                        calls = len(capture.events) // block
+                        forward_ms[label] += forward_spans(capture.events, calls)
     base = statistics.median(samples["plain"])
     rows = {}
     for label, values in samples.items():
@@ -112,9 +135,30 @@ def measure(
             "slowdown": p50 / base,
             "us_per_layer_call": (p50 - base) * 1e3 / calls if calls else float("nan"),
             "samples": len(values),
+            "forward_host_ms": _median(forward_ms[label]),
+            "gpu_busy_ms": _median(busy_ms[label]),
         }
     rows["plain"]["layer_calls"] = calls
     return rows
+
+
+def forward_spans(events: list[Any], calls: int) -> list[float]:
+    """Milliseconds from each predict's first layer start to its last layer end (the events
+    come in execution order, ``calls`` per predict)."""
+    return [
+        (max(e.end_ns for e in chunk) - chunk[0].start_ns) / 1e6
+        for chunk in (events[i : i + calls] for i in range(0, len(events), calls))
+    ]
+
+
+def gpu_busy(records: list[dict[str, Any]]) -> float:
+    """Milliseconds the GPU spent in kernels, copies and sets among CUPTI's ``records``."""
+    gpu = ("kernel", "memcpy", "memset")
+    return sum(r["end"] - r["start"] for r in records if r["kind"] in gpu) / 1e6
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
 
 
 def predict_times(predictor: Any, batch: np.ndarray, iterations: int) -> list[float]:
@@ -128,10 +172,20 @@ def predict_times(predictor: Any, batch: np.ndarray, iterations: int) -> list[fl
 
 
 def table(rows: dict[str, dict[str, float]]) -> Iterator[str]:
-    yield f"  {'configuration':24} {'p50 ms':>9} {'slowdown':>9} {'us/layer call':>14}"
+    yield (
+        f"  {'configuration':24} {'p50 ms':>9} {'slowdown':>9} {'us/layer call':>14}"
+        f" {'host fwd ms':>12} {'gpu busy ms':>12}"
+    )
     for label, row in rows.items():
         extra = row["us_per_layer_call"] if label != "plain" else 0.0
-        yield f"  {label:24} {row['p50_ms']:9.3f} {row['slowdown']:9.3f} {extra:14.2f}"
+        yield (
+            f"  {label:24} {row['p50_ms']:9.3f} {row['slowdown']:9.3f} {extra:14.2f}"
+            f" {_cell(row['forward_host_ms'])} {_cell(row['gpu_busy_ms'])}"
+        )
+
+
+def _cell(value: float) -> str:
+    return f"{'-':>12}" if value != value else f"{value:12.3f}"
 
 
 def main() -> None:
@@ -144,11 +198,20 @@ def main() -> None:
     parser.add_argument(
         "--threads", type=int, help="intra-op threads (default: torch's); 1 steadies a CPU run"
     )
+    parser.add_argument(
+        "--only", help="comma-separated configurations to measure beside plain (default: all)"
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    only = set(args.only.split(",")) if args.only else None
+    if only and only - set(configurations(args.device)):
+        unknown = ", ".join(sorted(only - set(configurations(args.device))))
+        parser.error(f"--only {unknown!r}: expected among {', '.join(configurations(args.device))}")
     out = {}
     for batch_size in (int(b) for b in args.batch_sizes.split(",")):
-        rows = measure(args.model, args.device, batch_size, args.rounds, args.block, args.threads)
+        rows = measure(
+            args.model, args.device, batch_size, args.rounds, args.block, args.threads, only
+        )
         calls = rows["plain"]["layer_calls"]
         print(
             f"{args.model} on {args.device}, batch {batch_size}: {calls} layer calls a predict, "

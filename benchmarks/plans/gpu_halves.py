@@ -78,7 +78,8 @@ def cells(kit: Kit) -> list[Cell]:
         compare = ("--iterations", "5", "--min-seconds", "0")
         jax = ("--device", "cpu", "--batch-size", "4", "--rounds", "2", "--block", "5",
                "--layer-predicts", "3")  # fmt: skip
-        cost = ("--device", "cpu", "--batch-sizes", "1,4", "--rounds", "2", "--block", "3")
+        cost = ("--device", "cpu", "--batch-sizes", "1,4", "--rounds", "2", "--block", "3",
+                "--only", "mlms layers")  # fmt: skip
         energy = ("--hw", "cpu", "--smoke", "--rounds", "2", "--min-seconds", "0.2")
     else:
         image, text, device, batches = "resnet50", "bert_base", "cuda:0", BATCHES
@@ -86,7 +87,11 @@ def cells(kit: Kit) -> list[Cell]:
         jax = ("--device", "cuda:0", "--batch-size", "64", "--rounds", "6", "--block", "20",
                "--layer-predicts", "10")  # fmt: skip
         # 12 rounds of 60 predicts per configuration: the spread of two calls under 5 %.
-        cost = ("--device", device, "--batch-sizes", batches, "--rounds", "12", "--block", "60")
+        # torch.profiler's activities apart are left out: its cpu+cuda is the reference, and
+        # mlms's layers and CUPTI apart say which part of the hardware level costs what.
+        measured = "mlms layers,mlms cupti,mlms layers+cupti,torch.profiler cpu+cuda"
+        cost = ("--device", device, "--batch-sizes", batches, "--rounds", "12", "--block", "60",
+                "--only", measured)  # fmt: skip
         energy = ("--hw", kit.hw, "--configs", "resnet50:fp32:1", "--rounds", "12",
                   "--min-seconds", "10")  # fmt: skip
     plan = [
