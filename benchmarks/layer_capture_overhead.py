@@ -16,10 +16,10 @@ order rotates each round), timed on the host around ``predict``:
 
 Prints each configuration's p50, its slowdown over plain and what it added per layer call;
 and, to say where a slowdown comes from, the host's time to issue one forward (the first
-layer's start to the last one's end, where layers are collected) and the GPU's busy time per
-predict (kernels, copies and sets, where CUPTI collects them). A forward that takes the host
-longer than the GPU is busy leaves the GPU waiting: the collectors' host cost then shows in
-the p50; while the GPU is the longer one it hides.
+layer's start to the last one's end, where layers are collected) and the GPU's busy time and
+kernels per predict (kernels, copies and sets, where CUPTI collects them). A forward that
+takes the host longer than the GPU is busy leaves the GPU waiting: the collectors' host cost
+then shows in the p50; while the GPU is the longer one it hides.
 
     .venv/bin/python benchmarks/layer_capture_overhead.py [--model resnet50] [--device cpu]
         [--batch-sizes 1] [--rounds 6] [--block 20] [--threads N] [--only LABEL,...]
@@ -108,6 +108,7 @@ def measure(
     samples: dict[str, list[float]] = defaultdict(list)
     forward_ms: dict[str, list[float]] = defaultdict(list)
     busy_ms: dict[str, list[float]] = defaultdict(list)
+    kernels: dict[str, list[float]] = defaultdict(list)
     calls = 0
     options = PredictorOptions(device=device, intra_op_threads=threads)
     with predictor_class("torch")(manifest, asset.path, options) as p:
@@ -123,6 +124,8 @@ def measure(
                 for capture in entered:  # a LayerCapture, a CuptiCapture or a profiler
                     if isinstance(getattr(capture, "records", None), list):
                         busy_ms[label].append(gpu_busy(capture.records) / block)
+                        launched = sum(r["kind"] == "kernel" for r in capture.records)
+                        kernels[label].append(launched / block)
                     elif isinstance(getattr(capture, "events", None), list) and capture.events:
                         calls = len(capture.events) // block
                         forward_ms[label] += forward_spans(capture.events, calls)
@@ -137,6 +140,7 @@ def measure(
             "samples": len(values),
             "forward_host_ms": _median(forward_ms[label]),
             "gpu_busy_ms": _median(busy_ms[label]),
+            "kernels_per_predict": _median(kernels[label]),
         }
     rows["plain"]["layer_calls"] = calls
     return rows
@@ -174,18 +178,19 @@ def predict_times(predictor: Any, batch: np.ndarray, iterations: int) -> list[fl
 def table(rows: dict[str, dict[str, float]]) -> Iterator[str]:
     yield (
         f"  {'configuration':24} {'p50 ms':>9} {'slowdown':>9} {'us/layer call':>14}"
-        f" {'host fwd ms':>12} {'gpu busy ms':>12}"
+        f" {'host fwd ms':>12} {'gpu busy ms':>12} {'kernels':>8}"
     )
     for label, row in rows.items():
         extra = row["us_per_layer_call"] if label != "plain" else 0.0
         yield (
             f"  {label:24} {row['p50_ms']:9.3f} {row['slowdown']:9.3f} {extra:14.2f}"
             f" {_cell(row['forward_host_ms'])} {_cell(row['gpu_busy_ms'])}"
+            f" {_cell(row['kernels_per_predict'], 8, 1)}"
         )
 
 
-def _cell(value: float) -> str:
-    return f"{'-':>12}" if value != value else f"{value:12.3f}"
+def _cell(value: float, width: int = 12, digits: int = 3) -> str:
+    return f"{'-':>{width}}" if value != value else f"{value:{width}.{digits}f}"
 
 
 def main() -> None:
