@@ -10,7 +10,9 @@ order rotates each round), timed on the host around ``predict``:
   torch.profiler cpu       ProfilerActivity.CPU with shapes (the CPU framework level's source)
   on a CUDA device also:
   mlms cupti               CuptiCollector at hardware (API calls + kernels, copies, sets)
+  mlms cupti api           CuptiCollector at system_library (API calls only)
   mlms layers+cupti        the hardware level: both
+  mlms layers+cupti api    layers and API calls (what the kernels' records add, by difference)
   torch.profiler cuda      ProfilerActivity.CUDA
   torch.profiler cpu+cuda  both activities
 
@@ -70,13 +72,17 @@ def configurations(device: str) -> dict[str, Contexts]:
     }
     if device.startswith("cuda"):
         from mlms.tracer.cupti import CuptiCollector
+        from mlms.tracer.levels import TraceLevel
 
-        def cupti(p: Any) -> AbstractContextManager[Any]:
-            return CuptiCollector(sync=torch.cuda.synchronize)
+        def cupti(level: TraceLevel = TraceLevel.HARDWARE) -> AbstractContextManager[Any]:
+            return CuptiCollector(level, sync=torch.cuda.synchronize)
 
+        api = TraceLevel.SYSTEM_LIBRARY
         configs |= {
-            "mlms cupti": lambda p: [cupti(p)],
-            "mlms layers+cupti": lambda p: [layers(p), cupti(p)],
+            "mlms cupti": lambda p: [cupti()],
+            "mlms cupti api": lambda p: [cupti(api)],
+            "mlms layers+cupti": lambda p: [layers(p), cupti()],
+            "mlms layers+cupti api": lambda p: [layers(p), cupti(api)],
             "torch.profiler cuda": lambda p: [profile(activities=[ProfilerActivity.CUDA])],
             "torch.profiler cpu+cuda": lambda p: [
                 profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
@@ -108,6 +114,7 @@ def measure(
     samples: dict[str, list[float]] = defaultdict(list)
     forward_ms: dict[str, list[float]] = defaultdict(list)
     busy_ms: dict[str, list[float]] = defaultdict(list)
+    summed_ms: dict[str, list[float]] = defaultdict(list)
     kernels: dict[str, list[float]] = defaultdict(list)
     calls = 0
     options = PredictorOptions(device=device, intra_op_threads=threads)
@@ -124,6 +131,7 @@ def measure(
                 for capture in entered:  # a LayerCapture, a CuptiCapture or a profiler
                     if isinstance(getattr(capture, "records", None), list):
                         busy_ms[label].append(gpu_busy(capture.records) / block)
+                        summed_ms[label].append(gpu_summed(capture.records) / block)
                         launched = sum(r["kind"] == "kernel" for r in capture.records)
                         kernels[label].append(launched / block)
                     elif isinstance(getattr(capture, "events", None), list) and capture.events:
@@ -140,6 +148,7 @@ def measure(
             "samples": len(values),
             "forward_host_ms": _median(forward_ms[label]),
             "gpu_busy_ms": _median(busy_ms[label]),
+            "gpu_summed_ms": _median(summed_ms[label]),
             "kernels_per_predict": _median(kernels[label]),
         }
     rows["plain"]["layer_calls"] = calls
@@ -156,7 +165,20 @@ def forward_spans(events: list[Any], calls: int) -> list[float]:
 
 
 def gpu_busy(records: list[dict[str, Any]]) -> float:
-    """Milliseconds the GPU spent in kernels, copies and sets among CUPTI's ``records``."""
+    """Milliseconds in which the GPU ran at least one of the kernels, copies and sets among
+    CUPTI's ``records``: intervals that overlap (a kernel launched with programmatic dependent
+    launch starts before the one it follows ends) count once."""
+    gpu = ("kernel", "memcpy", "memset")
+    busy, reach = 0, 0
+    for start, end in sorted((r["start"], r["end"]) for r in records if r["kind"] in gpu):
+        busy += max(0, end - max(start, reach))
+        reach = max(reach, end)
+    return busy / 1e6
+
+
+def gpu_summed(records: list[dict[str, Any]]) -> float:
+    """Milliseconds of the same activities added up, overlaps counted twice: above
+    ``gpu_busy`` by as much as they overlap."""
     gpu = ("kernel", "memcpy", "memset")
     return sum(r["end"] - r["start"] for r in records if r["kind"] in gpu) / 1e6
 
@@ -178,13 +200,14 @@ def predict_times(predictor: Any, batch: np.ndarray, iterations: int) -> list[fl
 def table(rows: dict[str, dict[str, float]]) -> Iterator[str]:
     yield (
         f"  {'configuration':24} {'p50 ms':>9} {'slowdown':>9} {'us/layer call':>14}"
-        f" {'host fwd ms':>12} {'gpu busy ms':>12} {'kernels':>8}"
+        f" {'host fwd ms':>12} {'gpu busy ms':>12} {'summed ms':>10} {'kernels':>8}"
     )
     for label, row in rows.items():
         extra = row["us_per_layer_call"] if label != "plain" else 0.0
         yield (
             f"  {label:24} {row['p50_ms']:9.3f} {row['slowdown']:9.3f} {extra:14.2f}"
             f" {_cell(row['forward_host_ms'])} {_cell(row['gpu_busy_ms'])}"
+            f" {_cell(row['gpu_summed_ms'], 10)}"
             f" {_cell(row['kernels_per_predict'], 8, 1)}"
         )
 

@@ -12,6 +12,8 @@ run kit's plan (``benchmarks/gpu_kit.py``):
   against torch.profiler CPU+CUDA on resnet50 at batch 1, 16 and 64, interleaved in one process
   (``benchmarks/layer_capture_overhead.py``), twice: two calls that agree within 5 % say the
   rounds are enough; target slowdown <= 1.10 at 16 and 64 and <= torch.profiler's at 1;
+  ``hardware_parts``: where that cost comes from at batch 1 and 16, CUPTI's API records apart
+  from its kernels' records, each alone and beside the layers;
 - ``energy_b1``: p50 with and without energy collection at batch 1, 12 rounds of >= 10 s
   windows (``benchmarks/energy_check.py``): within 1 %.
 
@@ -80,6 +82,7 @@ def cells(kit: Kit) -> list[Cell]:
                "--layer-predicts", "3")  # fmt: skip
         cost = ("--device", "cpu", "--batch-sizes", "1,4", "--rounds", "2", "--block", "3",
                 "--only", "mlms layers")  # fmt: skip
+        parts = ("--device", "cpu", "--batch-sizes", "1", "--rounds", "2", "--block", "3")
         energy = ("--hw", "cpu", "--smoke", "--rounds", "2", "--min-seconds", "0.2")
     else:
         image, text, device, batches = "resnet50", "bert_base", "cuda:0", BATCHES
@@ -92,6 +95,10 @@ def cells(kit: Kit) -> list[Cell]:
         measured = "mlms layers,mlms cupti,mlms layers+cupti,torch.profiler cpu+cuda"
         cost = ("--device", device, "--batch-sizes", batches, "--rounds", "12", "--block", "60",
                 "--only", measured)  # fmt: skip
+        # Where the cost is, where it shows: CUPTI's API records apart from its kernels', each
+        # alone and beside the layers, at the host-bound batch sizes.
+        parts = ("--device", device, "--batch-sizes", "1,16", "--rounds", "6", "--block", "30",
+                 "--only", f"{measured},mlms cupti api,mlms layers+cupti api")  # fmt: skip
         energy = ("--hw", kit.hw, "--configs", "resnet50:fp32:1", "--rounds", "12",
                   "--min-seconds", "10")  # fmt: skip
     plan = [
@@ -108,6 +115,9 @@ def cells(kit: Kit) -> list[Cell]:
         overhead = ("{python}", "benchmarks/layer_capture_overhead.py", "--model", image, *cost,
                     "--json", "{out}/overhead.json")  # fmt: skip
         plan.append(Cell(f"hardware_cost_{call}", _tabled(*overhead), timeout_s=590))
+    parted = ("{python}", "benchmarks/layer_capture_overhead.py", "--model", image, *parts,
+              "--json", "{out}/overhead.json")  # fmt: skip
+    plan.append(Cell("hardware_parts", _tabled(*parted), timeout_s=300))
     energy_check = ("{python}", "benchmarks/energy_check.py", "--out", "{out}", *energy)
     plan.append(Cell("energy_b1", _tabled(*energy_check), timeout_s=590))
     return plan
@@ -130,7 +140,7 @@ def summarize(results: Path) -> str:
 
 
 def _prefix(part: str) -> str:
-    return {"compare": "compare_jax", "jax": "jax_bare", "hardware": "hardware_cost",
+    return {"compare": "compare_jax", "jax": "jax_bare", "hardware": "hardware_",
             "energy": "energy"}.get(part, part)  # fmt: skip
 
 
