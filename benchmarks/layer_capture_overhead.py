@@ -114,10 +114,7 @@ def measure(
     }
     samples: dict[str, list[float]] = defaultdict(list)
     forward_ms: dict[str, list[float]] = defaultdict(list)
-    busy_ms: dict[str, list[float]] = defaultdict(list)
-    summed_ms: dict[str, list[float]] = defaultdict(list)
-    kernel_ms: dict[str, list[float]] = defaultdict(list)
-    kernels: dict[str, list[float]] = defaultdict(list)
+    gpu: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     calls = 0
     options = PredictorOptions(device=device, intra_op_threads=threads)
     with predictor_class("torch")(manifest, asset.path, options) as p:
@@ -132,11 +129,8 @@ def measure(
                     samples[label] += predict_times(p, batch, block)
                 for capture in entered:  # a LayerCapture, a CuptiCapture or a profiler
                     if isinstance(getattr(capture, "records", None), list):
-                        busy_ms[label].append(gpu_busy(capture.records) / block)
-                        summed_ms[label].append(gpu_summed(capture.records) / block)
-                        kernel_ms[label].append(gpu_summed(capture.records, ("kernel",)) / block)
-                        launched = sum(r["kind"] == "kernel" for r in capture.records)
-                        kernels[label].append(launched / block)
+                        for key, value in gpu_times(capture, block).items():
+                            gpu[label][key].append(value)
                     elif isinstance(getattr(capture, "events", None), list) and capture.events:
                         calls = len(capture.events) // block
                         forward_ms[label] += forward_spans(capture.events, calls)
@@ -150,10 +144,7 @@ def measure(
             "us_per_layer_call": (p50 - base) * 1e3 / calls if calls else float("nan"),
             "samples": len(values),
             "forward_host_ms": _median(forward_ms[label]),
-            "gpu_busy_ms": _median(busy_ms[label]),
-            "gpu_summed_ms": _median(summed_ms[label]),
-            "kernel_ms": _median(kernel_ms[label]),
-            "kernels_per_predict": _median(kernels[label]),
+            **{key: _median(gpu[label][key]) for key in GPU_TIMES},
         }
     rows["plain"]["layer_calls"] = calls
     return rows
@@ -168,10 +159,29 @@ def forward_spans(events: list[Any], calls: int) -> list[float]:
     ]
 
 
+def gpu_times(capture: Any, block: int) -> dict[str, float]:
+    """Per predict of a CuptiCapture's ``block``: the GPU's busy time, its activities' time
+    added up and its kernels' (ms on the host's clock), and how many kernels; with the host
+    nanoseconds one CUPTI tick lasted. CUPTI's ticks are not always nanoseconds: a profiler
+    that registered its own timestamp source (torch.profiler's, a CPU cycle counter) leaves it
+    to the next session, so durations go through the capture's clock map."""
+    records, tick = capture.records, capture.clock.slope
+    return {
+        "gpu_busy_ms": gpu_busy(records) * tick / block,
+        "gpu_summed_ms": gpu_summed(records) * tick / block,
+        "kernel_ms": gpu_summed(records, ("kernel",)) * tick / block,
+        "kernels_per_predict": sum(r["kind"] == "kernel" for r in records) / block,
+        "cupti_tick_ns": tick,
+    }
+
+
+GPU_TIMES = ("gpu_busy_ms", "gpu_summed_ms", "kernel_ms", "kernels_per_predict", "cupti_tick_ns")
+
+
 def gpu_busy(records: list[dict[str, Any]]) -> float:
-    """Milliseconds in which the GPU ran at least one of the kernels, copies and sets among
-    CUPTI's ``records``: intervals that overlap (a kernel launched with programmatic dependent
-    launch starts before the one it follows ends) count once."""
+    """Millions of CUPTI ticks in which the GPU ran at least one of the kernels, copies and
+    sets among ``records``: intervals that overlap (a kernel launched with programmatic
+    dependent launch starts before the one it follows ends) count once."""
     busy, reach = 0, 0
     for start, end in sorted((r["start"], r["end"]) for r in records if r["kind"] in GPU_KINDS):
         busy += max(0, end - max(start, reach))
@@ -180,8 +190,8 @@ def gpu_busy(records: list[dict[str, Any]]) -> float:
 
 
 def gpu_summed(records: list[dict[str, Any]], kinds: tuple[str, ...] = GPU_KINDS) -> float:
-    """Milliseconds of the activities of ``kinds`` added up, overlaps counted twice: above
-    ``gpu_busy`` by as much as they overlap."""
+    """Millions of CUPTI ticks of the activities of ``kinds`` added up, overlaps counted
+    twice: above ``gpu_busy`` by as much as they overlap."""
     return sum(r["end"] - r["start"] for r in records if r["kind"] in kinds) / 1e6
 
 

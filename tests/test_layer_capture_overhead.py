@@ -1,0 +1,45 @@
+"""``benchmarks/layer_capture_overhead.py``'s GPU times from a CUPTI capture: overlapping
+activities counted once, durations through the capture's clock map (CUPTI's ticks need not be
+nanoseconds), per predict of the block. The capture is built by hand: CUPTI needs a GPU."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.layer_capture_overhead import gpu_busy, gpu_times  # noqa: E402
+from mlms.tracer.cupti import ClockMap, CuptiCapture  # noqa: E402
+
+
+def _record(kind: str, start: int, end: int) -> dict:
+    return {"kind": kind, "name": kind, "start": start, "end": end}
+
+
+RECORDS = [
+    _record("kernel", 0, 4_000_000),
+    _record("kernel", 3_000_000, 6_000_000),  # starts before the first ends
+    _record("memcpy", 8_000_000, 9_000_000),
+    _record("runtime", 0, 20_000_000),  # an API call: host time, not the GPU's
+]
+
+
+def test_overlapping_activities_count_once() -> None:
+    assert gpu_busy(RECORDS) == pytest.approx(7.0)
+    assert gpu_busy(list(reversed(RECORDS))) == pytest.approx(7.0)
+
+
+@pytest.mark.parametrize("tick_ns", [1.0, 1 / 2.1])
+def test_times_are_host_milliseconds_per_predict(tick_ns: float) -> None:
+    """At 2.1 ticks a nanosecond (a 2.1 GHz cycle counter) the same records last 1/2.1 as long."""
+    capture = CuptiCapture(records=RECORDS, clock=ClockMap(0, 0, 21_000_000, round(21e6 * tick_ns)))
+    times = gpu_times(capture, block=2)
+    assert times["cupti_tick_ns"] == pytest.approx(tick_ns)
+    assert times["gpu_busy_ms"] == pytest.approx(7.0 * tick_ns / 2)
+    assert times["gpu_summed_ms"] == pytest.approx(8.0 * tick_ns / 2)
+    assert times["kernel_ms"] == pytest.approx(7.0 * tick_ns / 2)
+    assert times["kernels_per_predict"] == 1.0
