@@ -223,7 +223,8 @@ def measure(config: Config, args: argparse.Namespace) -> dict[int, dict[str, lis
     order: per batch size, the p50s with and without, and the energy and window of each run
     with."""
     rows = {
-        size: {"on": [], "off": [], "runs": [], "conditions": []} for size in config.batch_sizes
+        size: {"on": [], "off": [], "runs": [], "conditions": [], "order": []}
+        for size in config.batch_sizes
     }
     # Unrecorded: builds the asset, starts CUDA and cuDNN's algorithm choice for each shape.
     evaluate_once(config, argparse.Namespace(**{**vars(args), "min_seconds": 0.0}), False)
@@ -233,6 +234,7 @@ def measure(config: Config, args: argparse.Namespace) -> dict[int, dict[str, lis
             for result, window in zip(record.results, windows, strict=True):
                 row = rows[result.batch_size]
                 row["on" if energy else "off"].append(result.latency_ms.p50)
+                row["order"].append({"energy": energy, "p50_ms": result.latency_ms.p50})
                 row["conditions"].append(result.conditions)
                 if energy:
                     row["runs"].append((result.energy, window))
@@ -252,6 +254,8 @@ def _row(
         "p50_ratio": statistics.median(ratios),
         "p50_spread": f"{min(ratios):.3f}..{max(ratios):.3f}",
         "p50_ratios": ratios,
+        **_host_episodes(row["on"], row["off"]),
+        "p50_runs": row["order"],
         **_conditions(row["conditions"]),
     }
     energies = [energy for energy, _ in row["runs"] if energy.joules is not None]
@@ -278,6 +282,22 @@ def _row(
     return out
 
 
+def _host_episodes(on: list[float], off: list[float]) -> dict[str, Any]:
+    """The fastest run with energy over the fastest without, and how many runs of each kind
+    were slower than the fastest of all by more than ``SLOW``: a host that slows for a while
+    slows runs of both kinds, which energy collection alone would not."""
+    fastest = min(on + off)
+    return {
+        "p50_best_ratio": min(on) / min(off),
+        "slow_on": sum(p50 > fastest * SLOW for p50 in on),
+        "slow_off": sum(p50 > fastest * SLOW for p50 in off),
+    }
+
+
+#: A run this much slower than the fastest of its configuration counts as slowed.
+SLOW = 1.10
+
+
 def _conditions(seen: list[RunConditions | None]) -> dict[str, Any]:
     """The SM clock's median mean and its lowest over the runs that read it, and the largest
     CPU steal of any run (%), with every run's, in order."""
@@ -300,7 +320,8 @@ def _conditions(seen: list[RunConditions | None]) -> dict[str, Any]:
 
 COLUMNS = [
     "model", "precision", "batch", "p50_on_ms", "p50_off_ms", "p50_ratio", "p50_spread",
-    "j_per_inf", "inf_per_j", "avg_w", "peak_w", "idle_w", "seconds", "j_pm_pct", "j_ratio_worst",
+    "p50_best_ratio", "slow_on", "slow_off", "j_per_inf", "inf_per_j", "avg_w", "peak_w",
+    "idle_w", "seconds", "j_pm_pct", "j_ratio_worst",
     "sm_mhz", "sm_min", "steal_pct",
 ]  # fmt: skip
 #: The p50 target: collection costs at most 1 %.
@@ -328,15 +349,22 @@ def verdict(rows: list[dict[str, Any]]) -> list[str]:
         f"{p50:.4f} (target <= {P50_TARGET})"
     )
     noisy = [
-        f"{row['model']} {row['precision']} batch {row['batch']} ({row['p50_spread']})"
+        row
         for row in rows
         if max(row["p50_ratios"]) - min(row["p50_ratios"]) > 2 * (P50_TARGET - 1)
     ]
     if noisy:
         lines.append(
             "inconclusive (the rounds' ratios spread wider than the target allows: noise "
-            "larger than any effect): " + "; ".join(noisy)
+            "larger than any effect): "
+            + "; ".join(f"{_named(row)} ({row['p50_spread']})" for row in noisy)
         )
+        lines += [
+            f"{_named(row)}: fastest run with / without {row['p50_best_ratio']:.4f}; runs "
+            f"over {SLOW:.2f}x the fastest: {row['slow_on']} with energy, {row['slow_off']} "
+            "without"
+            for row in noisy
+        ]
     ratios = [row["j_ratio_worst"] for row in rows if "j_ratio_worst" in row]
     if ratios:
         worst = max(ratios, key=lambda r: abs(r - 1))
@@ -347,6 +375,10 @@ def verdict(rows: list[dict[str, Any]]) -> list[str]:
     reasons = {row["energy"] for row in rows if "energy" in row}
     lines += [f"energy not measured: {reason}" for reason in reasons]
     return lines
+
+
+def _named(row: dict[str, Any]) -> str:
+    return f"{row['model']} {row['precision']} batch {row['batch']}"
 
 
 def main() -> None:
