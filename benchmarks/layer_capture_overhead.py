@@ -161,7 +161,8 @@ def forward_spans(events: list[Any], calls: int) -> list[float]:
 
 def gpu_times(capture: Any, block: int) -> dict[str, float]:
     """Per predict of a CuptiCapture's ``block``: the GPU's busy time, its activities' time
-    added up and its kernels' (ms on the host's clock), and how many kernels; with the host
+    added up and its kernels' (ms on the host's clock), how many kernels and API records of
+    the runtime and the driver; with the host
     nanoseconds one CUPTI tick lasted. CUPTI's ticks are not always nanoseconds: a profiler
     that registered its own timestamp source (torch.profiler's, a CPU cycle counter) leaves it
     to the next session, so durations go through the capture's clock map."""
@@ -171,11 +172,16 @@ def gpu_times(capture: Any, block: int) -> dict[str, float]:
         "gpu_summed_ms": gpu_summed(records) * tick / block,
         "kernel_ms": gpu_summed(records, ("kernel",)) * tick / block,
         "kernels_per_predict": sum(r["kind"] == "kernel" for r in records) / block,
+        "runtime_per_predict": sum(r["kind"] == "runtime" for r in records) / block,
+        "driver_per_predict": sum(r["kind"] == "driver" for r in records) / block,
         "cupti_tick_ns": tick,
     }
 
 
-GPU_TIMES = ("gpu_busy_ms", "gpu_summed_ms", "kernel_ms", "kernels_per_predict", "cupti_tick_ns")
+GPU_TIMES = (
+    "gpu_busy_ms", "gpu_summed_ms", "kernel_ms", "kernels_per_predict", "runtime_per_predict",
+    "driver_per_predict", "cupti_tick_ns",
+)  # fmt: skip
 
 
 def gpu_busy(records: list[dict[str, Any]]) -> float:
@@ -213,6 +219,7 @@ def table(rows: dict[str, dict[str, float]]) -> Iterator[str]:
     yield (
         f"  {'configuration':24} {'p50 ms':>9} {'slowdown':>9} {'us/layer call':>14}"
         f" {'host fwd ms':>12} {'gpu busy ms':>12} {'kernel ms':>10} {'kernels':>8}"
+        f" {'runtime':>8} {'driver':>8}"
     )
     for label, row in rows.items():
         extra = row["us_per_layer_call"] if label != "plain" else 0.0
@@ -220,7 +227,8 @@ def table(rows: dict[str, dict[str, float]]) -> Iterator[str]:
             f"  {label:24} {row['p50_ms']:9.3f} {row['slowdown']:9.3f} {extra:14.2f}"
             f" {_cell(row['forward_host_ms'])} {_cell(row['gpu_busy_ms'])}"
             f" {_cell(row['kernel_ms'], 10)}"
-            f" {_cell(row['kernels_per_predict'], 8, 1)}"
+            f" {_cell(row['kernels_per_predict'], 8, 1)} {_cell(row['runtime_per_predict'], 8, 1)}"
+            f" {_cell(row['driver_per_predict'], 8, 1)}"
         )
 
 

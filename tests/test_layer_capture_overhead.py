@@ -43,3 +43,4 @@ def test_times_are_host_milliseconds_per_predict(tick_ns: float) -> None:
     assert times["gpu_summed_ms"] == pytest.approx(8.0 * tick_ns / 2)
     assert times["kernel_ms"] == pytest.approx(7.0 * tick_ns / 2)
     assert times["kernels_per_predict"] == 1.0
+    assert (times["runtime_per_predict"], times["driver_per_predict"]) == (0.5, 0.0)
