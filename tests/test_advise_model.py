@@ -201,36 +201,46 @@ def test_a_framework_or_compile_mode_that_cannot_run_is_named() -> None:
         )  # fmt: skip
 
 
-def test_a_gpu_session_probes_the_layout_at_half_precision_and_verifies_its_rivals() -> None:
-    """A fake GPU stands in for tensor cores (none here): its runner answers each evaluation
-    with records of a made-up latency where channels-last pays off at fp16 only."""
+def _fake_latency(asked: EvaluationRequest, batch: int) -> float:
+    """A made-up GPU's latency (ms): fp16 halves it, channels-last pays off at fp16 only."""
+    half = 0.5 if asked.precision == "fp16" else 1.0
+    layout = (0.6 if asked.precision == "fp16" else 0.97) if asked.channels_last else 1.0
+    return 2.0 * half * layout * batch
 
-    def latency(asked: EvaluationRequest, batch: int) -> float:
-        half = 0.5 if asked.precision == "fp16" else 1.0
-        layout = (0.6 if asked.precision == "fp16" else 0.97) if asked.channels_last else 1.0
-        return 2.0 * half * layout * batch
 
-    def record(asked: EvaluationRequest) -> EvaluationRecord:
+def _fake_gpu(asked: list[EvaluationRequest]):
+    """A runner answering each evaluation with a record of ``_fake_latency``, every request
+    kept in ``asked``."""
+
+    def record(request: EvaluationRequest) -> EvaluationRecord:
         results = []
-        for batch in asked.batch_sizes:
-            ms = latency(asked, batch)
+        for batch in request.batch_sizes:
+            ms = _fake_latency(request, batch)
             stats = LatencyStats(
                 p50=ms, p90=ms, p95=ms, p99=ms, mean=ms, min=ms, max=ms, trimmed_mean=ms,
                 stdev=0.0, median_ci95=(0.99 * ms, 1.01 * ms),
             )  # fmt: skip
             result = BatchResult(
-                batch_size=batch, iterations=asked.iterations, seconds=1.0, latency_ms=stats,
+                batch_size=batch, iterations=request.iterations, seconds=1.0, latency_ms=stats,
                 throughput=1000.0 * batch / ms,
             )  # fmt: skip
             results.append(result)
-        return EvaluationRecord.model_construct(id=uuid.uuid4().hex, request=asked, results=results)
-
-    asked: list[EvaluationRequest] = []
+        return EvaluationRecord.model_construct(
+            id=uuid.uuid4().hex, request=request, results=results
+        )
 
     def run(requests):
         asked.extend(requests)
         return [record(r) for r in requests]
 
+    return run
+
+
+def test_a_gpu_session_probes_the_layout_at_half_precision_and_verifies_its_rivals() -> None:
+    """A fake GPU stands in for tensor cores (none here): its runner answers each evaluation
+    with records of a made-up latency where channels-last pays off at fp16 only."""
+    asked: list[EvaluationRequest] = []
+    run = _fake_gpu(asked)
     request = AdviceRequest(
         model="resnet18", frameworks=["torch"], objective="throughput", precisions=["fp32", "fp16"],
         compile_modes=["none"], batch_sizes=[32, 128], verify=1, budget_minutes=60,
@@ -269,4 +279,45 @@ def test_a_gpu_session_probes_the_layout_at_half_precision_and_verifies_its_riva
         ]
         assert row.config.batch_size in evaluation.batch_sizes
         batch = row.config.batch_size
-        assert row.achieved == pytest.approx(1000.0 * batch / latency(evaluation, batch))
+        assert row.achieved == pytest.approx(1000.0 * batch / _fake_latency(evaluation, batch))
+
+
+def test_a_space_probing_would_not_save_is_measured_whole() -> None:
+    """fp32 and fp16 at two batch sizes: a baseline, one probe and a verification are more
+    evaluations than its two settings; each setting is measured once at both batch sizes,
+    the best achieved first. With bf16 and channels-last too (6 settings), probing is cheaper."""
+    asked: list[EvaluationRequest] = []
+    request = AdviceRequest(
+        model="resnet18", frameworks=["torch"], objective="throughput", precisions=["fp32", "fp16"],
+        compile_modes=["none"], channels_last=False, batch_sizes=[32, 128], verify=1,
+        budget_minutes=60,
+    )  # fmt: skip
+    space = build_space(request, get_model("resnet18"), (9, 0), 16)
+    session = _Session(request, space, _fake_gpu(asked), lambda _line: None, time.monotonic())
+    why = session.probing_costs_the_space()
+    assert why == (
+        "the space is measured whole: its 2 setting(s) take 2 evaluation(s), probing and "
+        "verifying would take at least 3"
+    )
+    rows = session.measure_whole()
+    assert sorted((a.precision, a.batch_sizes) for a in asked) == [
+        ("fp16", [32, 128]), ("fp32", [32, 128])
+    ]  # fmt: skip
+    # Throughput, best first: fp16 doubles it at either batch size.
+    assert [r.config.precision for r in rows] == ["fp16", "fp16", "fp32", "fp32"]
+    assert {r.config.batch_size for r in rows[:2]} == {32, 128}
+    for row in rows:
+        assert row.basis == "measured" and row.error is None
+        assert row.achieved == row.predicted == pytest.approx(
+            1000.0 * row.config.batch_size / _fake_latency(asked[0].model_copy(
+                update={"precision": row.config.precision}), row.config.batch_size)
+        )  # fmt: skip
+    fp32 = next(a for a in asked if a.precision == "fp32")
+    assert session.baselines["torch"].request == fp32
+    both = request.model_copy(
+        update={"channels_last": None, "precisions": ["fp32", "fp16", "bf16"]}
+    )
+    wider = build_space(both, get_model("resnet18"), (9, 0), 16)
+    assert not _Session(
+        both, wider, _fake_gpu([]), print, time.monotonic()
+    ).probing_costs_the_space()

@@ -204,8 +204,9 @@ class AdviceRow(BaseModel):
     predicted: float
     low: float
     high: float
-    #: What the prediction rests on: probed (measured directly), stored, or model (effects
-    #: multiplied).
+    #: What the prediction rests on: probed (measured directly), stored, model (effects
+    #: multiplied), or measured (a space measured whole: no prediction, the interval the
+    #: measurement's own).
     basis: str
     predicted_latency_ms: float
     #: Whether the prediction meets the latency SLO (None without one).

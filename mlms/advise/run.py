@@ -1,5 +1,7 @@
 """One advice: the space, observations (stored evaluations, probes), the prediction of every
-configuration, the verification of the best predicted within the budget, the recommendation."""
+configuration, the verification of the best predicted within the budget, the recommendation.
+A space so small that probing it would take as many evaluations as measuring it whole is
+measured whole instead, every setting once at full length, as an exhaustive sweep would."""
 
 from __future__ import annotations
 
@@ -118,22 +120,31 @@ def advise(
     evidence: list[str] = []
     if request.use_stored and stored is not None:
         session.take_stored(stored(request.model, request.hw), evidence)
-    session.probe()
+    whole = session.probing_costs_the_space()
+    if whole:
+        evidence.append(whole)
+        say(whole)
+        rows = session.measure_whole()
+        probe_seconds, verify_seconds = 0.0, time.monotonic() - started
+    else:
+        session.probe()
     if request.objective == "energy" and not session.observations:
         raise NotMeasurable(
             f"--objective energy: {request.hw} reports no energy here ({session.no_energy}); "
             "expected --objective latency or throughput"
         )
-    priors = _priors(bounds, request, space, evidence)
-    session.probe_pairs(priors)
-    probe_seconds = time.monotonic() - started
-    rows = session.predict(priors)
-    verify_started = time.monotonic()
-    session.verify(rows)
-    verify_seconds = time.monotonic() - verify_started
+    if not whole:
+        priors = _priors(bounds, request, space, evidence)
+        session.probe_pairs(priors)
+        probe_seconds = time.monotonic() - started
+        rows = session.predict(priors)
+        verify_started = time.monotonic()
+        session.verify(rows)
+        verify_seconds = time.monotonic() - verify_started
     recommendation, why = _recommend(rows, request)
-    verified = [r for r in rows if r.achieved is not None]
-    errors = [r.error for r in verified if r.error is not None]
+    # Rows measured without a prediction (a space measured whole) have no error to count.
+    predicted = [r for r in rows if r.achieved is not None and r.error is not None]
+    errors = [r.error for r in predicted]
     record = AdviceRecord(
         id=advice_id or uuid.uuid4().hex,
         created_at=datetime.now(UTC),
@@ -156,8 +167,8 @@ def advise(
         seconds=time.monotonic() - started,
         median_error=statistics.median(errors) if errors else None,
         coverage=(
-            sum(r.low <= r.achieved <= r.high for r in verified) / len(verified)  # type: ignore[operator]
-            if verified
+            sum(r.low <= r.achieved <= r.high for r in predicted) / len(predicted)  # type: ignore[operator]
+            if predicted
             else None
         ),
     )
@@ -253,6 +264,85 @@ class _Session:
         each = (time.monotonic() - begun) / max(1, len(requests))
         return [(a, each) for a in answers]
 
+    def _single_setting_probes(self) -> list[Config]:
+        """The configurations one setting away from their framework's baseline, at the batch
+        size effects are measured at, not observed yet."""
+        probes = []
+        for framework in self.space.frameworks:
+            reference = self.space.baseline(framework, self.effect_batch)
+            for config in self.space.configs:
+                if config.framework != framework or config.batch_size != self.effect_batch:
+                    continue
+                differs = sum(getattr(config, f) != getattr(reference, f) for f in _SETTINGS)
+                if differs == 1 and not self._has(config):
+                    probes.append(config)
+        return probes
+
+    def probing_costs_the_space(self) -> str:
+        """Why the space is measured whole, or "" where probing it is cheaper: probing takes
+        at least a baseline per framework, each single-setting probe and the verifying
+        evaluations; measuring the space whole takes one evaluation per setting, all its
+        batch sizes in it."""
+        settings = len(by_setting(self.space.configs, lambda config: config))
+        verifying = min(self.request.verify, settings)
+        probing = len(self.space.frameworks) + len(self._single_setting_probes()) + verifying
+        if probing < settings:
+            return ""
+        return (
+            f"the space is measured whole: its {settings} setting(s) take {settings} "
+            f"evaluation(s), probing and verifying would take at least {probing}"
+        )
+
+    def measure_whole(self) -> list[AdviceRow]:
+        """Every setting of the space in one full-length evaluation with all its batch sizes,
+        each row what was achieved (its interval the measurement's own), best first; each
+        framework's fp32 baseline among them for the accuracy check. A framework whose
+        baseline fails is left out, as when probing."""
+        request = self.request
+        groups = by_setting(self.space.configs, lambda config: config)
+        self.say(f"measuring {len(groups)} setting(s)")
+        answers = self._evaluations(
+            [(group, "full") for group in groups], request.iterations, request.min_seconds
+        )
+        measured: list[tuple[Config, EvaluationRecord, float]] = []
+        for group, (answer, seconds) in zip(groups, answers, strict=True):
+            if isinstance(answer, MlmsError):
+                self.say(f"{group[0].label()}: failed: {answer}")
+                self.space.left_out.append(f"{group[0].label()}: its evaluation failed: {answer}")
+                continue
+            self.records[answer.id] = answer
+            measured += [(config, answer, seconds / len(group)) for config in group]
+            for framework in self.space.frameworks:
+                if group[0] == self.space.baseline(framework, group[0].batch_size):
+                    self.baselines[framework] = answer
+        rows = []
+        for config, answer, seconds in measured:
+            if config.framework not in self.baselines:
+                continue
+            observation = self._observe(answer, config, "verified", seconds)
+            if observation is None:
+                continue
+            value, spread = observation.value, observation.spread
+            row = AdviceRow(
+                config=config,
+                predicted=value,
+                low=value * (1 - spread),
+                high=value * (1 + spread),
+                basis="measured",
+                predicted_latency_ms=observation.latency_ms,
+                meets_slo=None
+                if request.slo_ms is None
+                else observation.latency_ms <= request.slo_ms,
+                achieved=value,
+                achieved_latency_ms=observation.latency_ms,
+                evaluation_id=answer.id,
+            )
+            row.accuracy, row.accuracy_holds = self._accuracy(answer, config.framework)
+            rows.append(row)
+        sign = 1 if request.lower_is_better else -1
+        rows.sort(key=lambda r: (r.meets_slo is False, sign * r.predicted))
+        return rows
+
     def probe(self) -> None:
         """Each framework's baseline at the probe batch sizes (one evaluation), then one
         setting changed at a time, each unless stored already or the budget is spent."""
@@ -279,15 +369,11 @@ class _Session:
             self.seconds_per_eval[framework] = seconds
             for config in configs:
                 self._observe(answer, config, "probe", seconds / len(configs))
-        single: list[tuple[list[Config], str]] = []
-        for framework in self.baselines:
-            reference = self.space.baseline(framework, self.effect_batch)
-            for config in self.space.configs:
-                if config.framework != framework or config.batch_size != self.effect_batch:
-                    continue
-                differs = sum(getattr(config, f) != getattr(reference, f) for f in _SETTINGS)
-                if differs == 1 and not self._has(config):
-                    single.append(([config], "probe"))
+        single = [
+            ([config], "probe")
+            for config in self._single_setting_probes()
+            if config.framework in self.baselines
+        ]
         for index, plan in enumerate(single):
             if time.monotonic() >= self.deadline:
                 self.say(f"budget spent: {len(single) - index} probe(s) not run")
