@@ -13,13 +13,17 @@ order rotates each round), timed on the host around ``predict``:
   mlms cupti api           CuptiCollector at system_library (API calls only)
   mlms layers+cupti        the hardware level: both
   mlms layers+cupti api    layers and API calls (what the kernels' records add, by difference)
+  mlms layers+cupti 0.1ms  the hardware level with the interpreter's thread switch interval at
+                           0.1 ms instead of 5: a thread that waits for the GIL the predicting
+                           thread holds (CUPTI's, calling back into Python) waits that much less
   torch.profiler cuda      ProfilerActivity.CUDA
   torch.profiler cpu+cuda  both activities
 
 Prints each configuration's p50, its slowdown over plain and what it added per layer call;
 and, to say where a slowdown comes from, the host's time to issue one forward (the first
 layer's start to the last one's end, where layers are collected) and the GPU's busy time and
-kernels per predict (kernels, copies and sets, where CUPTI collects them). A forward that
+kernels per predict (kernels, copies and sets, where CUPTI collects them), with the API
+records a predict and how often CUPTI called back into Python during a block. A forward that
 takes the host longer than the GPU is busy leaves the GPU waiting: the collectors' host cost
 then shows in the p50; while the GPU is the longer one it hides.
 
@@ -34,6 +38,7 @@ import argparse
 import contextlib
 import json
 import statistics
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -75,8 +80,31 @@ def configurations(device: str) -> dict[str, Contexts]:
         from mlms.tracer.cupti import CuptiCollector
         from mlms.tracer.levels import TraceLevel
 
+        class CountingCollector(CuptiCollector):
+            """Counts CUPTI's calls back into Python (a buffer asked for or handed back: each
+            takes the GIL on CUPTI's thread) while the block runs, its own sync and flush
+            aside."""
+
+            def __enter__(self) -> Any:
+                self.callbacks, self._counting = 0, False
+                capture = super().__enter__()
+                self._counting = True
+                return capture
+
+            def __exit__(self, *exc: object) -> None:
+                self._counting = False
+                super().__exit__(*exc)
+
+            def _buffer_requested(self) -> tuple[int, int]:
+                self.callbacks += self._counting
+                return super()._buffer_requested()
+
+            def _buffer_completed(self, activities: Any) -> None:
+                self.callbacks += self._counting
+                super()._buffer_completed(activities)
+
         def cupti(level: TraceLevel = TraceLevel.HARDWARE) -> AbstractContextManager[Any]:
-            return CuptiCollector(level, sync=torch.cuda.synchronize)
+            return CountingCollector(level, sync=torch.cuda.synchronize)
 
         api = TraceLevel.SYSTEM_LIBRARY
         configs |= {
@@ -84,12 +112,25 @@ def configurations(device: str) -> dict[str, Contexts]:
             "mlms cupti api": lambda p: [cupti(api)],
             "mlms layers+cupti": lambda p: [layers(p), cupti()],
             "mlms layers+cupti api": lambda p: [layers(p), cupti(api)],
+            "mlms layers+cupti 0.1ms": lambda p: [switch_interval(1e-4), layers(p), cupti()],
             "torch.profiler cuda": lambda p: [profile(activities=[ProfilerActivity.CUDA])],
             "torch.profiler cpu+cuda": lambda p: [
                 profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
             ],
         }
     return configs
+
+
+@contextlib.contextmanager
+def switch_interval(seconds: float) -> Iterator[None]:
+    """The interpreter's thread switch interval at ``seconds`` while the block runs: how long
+    a thread that wants the GIL waits for a busy one to let it go."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(seconds)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
 
 
 def measure(
@@ -124,9 +165,13 @@ def measure(
         for round_ in range(rounds):
             turn = labels[round_ % len(labels) :] + labels[: round_ % len(labels)]
             for label in turn:
+                contexts = configs[label](p)
                 with ExitStack() as stack:
-                    entered = [stack.enter_context(c) for c in configs[label](p)]
+                    entered = [stack.enter_context(c) for c in contexts]
                     samples[label] += predict_times(p, batch, block)
+                for context in contexts:
+                    if hasattr(context, "callbacks"):
+                        gpu[label]["cupti_callbacks"].append(context.callbacks)
                 for capture in entered:  # a LayerCapture, a CuptiCapture or a profiler
                     if isinstance(getattr(capture, "records", None), list):
                         for key, value in gpu_times(capture, block).items():
@@ -180,7 +225,7 @@ def gpu_times(capture: Any, block: int) -> dict[str, float]:
 
 GPU_TIMES = (
     "gpu_busy_ms", "gpu_summed_ms", "kernel_ms", "kernels_per_predict", "runtime_per_predict",
-    "driver_per_predict", "cupti_tick_ns",
+    "driver_per_predict", "cupti_tick_ns", "cupti_callbacks",
 )  # fmt: skip
 
 
@@ -219,7 +264,7 @@ def table(rows: dict[str, dict[str, float]]) -> Iterator[str]:
     yield (
         f"  {'configuration':24} {'p50 ms':>9} {'slowdown':>9} {'us/layer call':>14}"
         f" {'host fwd ms':>12} {'gpu busy ms':>12} {'kernel ms':>10} {'kernels':>8}"
-        f" {'runtime':>8} {'driver':>8}"
+        f" {'runtime':>8} {'driver':>8} {'callbacks':>9}"
     )
     for label, row in rows.items():
         extra = row["us_per_layer_call"] if label != "plain" else 0.0
@@ -228,7 +273,7 @@ def table(rows: dict[str, dict[str, float]]) -> Iterator[str]:
             f" {_cell(row['forward_host_ms'])} {_cell(row['gpu_busy_ms'])}"
             f" {_cell(row['kernel_ms'], 10)}"
             f" {_cell(row['kernels_per_predict'], 8, 1)} {_cell(row['runtime_per_predict'], 8, 1)}"
-            f" {_cell(row['driver_per_predict'], 8, 1)}"
+            f" {_cell(row['driver_per_predict'], 8, 1)} {_cell(row['cupti_callbacks'], 9, 1)}"
         )
 
 

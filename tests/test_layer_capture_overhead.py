@@ -1,6 +1,7 @@
 """``benchmarks/layer_capture_overhead.py``'s GPU times from a CUPTI capture: overlapping
 activities counted once, durations through the capture's clock map (CUPTI's ticks need not be
-nanoseconds), per predict of the block. The capture is built by hand: CUPTI needs a GPU."""
+nanoseconds), per predict of the block; and the switch interval one configuration runs with.
+The capture is built by hand: CUPTI needs a GPU."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.layer_capture_overhead import gpu_busy, gpu_times  # noqa: E402
+from benchmarks.layer_capture_overhead import gpu_busy, gpu_times, switch_interval  # noqa: E402
 from mlms.tracer.cupti import ClockMap, CuptiCapture  # noqa: E402
 
 
@@ -44,3 +45,11 @@ def test_times_are_host_milliseconds_per_predict(tick_ns: float) -> None:
     assert times["kernel_ms"] == pytest.approx(7.0 * tick_ns / 2)
     assert times["kernels_per_predict"] == 1.0
     assert (times["runtime_per_predict"], times["driver_per_predict"]) == (0.5, 0.0)
+
+
+def test_the_switch_interval_holds_for_the_block_only() -> None:
+    before = sys.getswitchinterval()
+    with pytest.raises(RuntimeError), switch_interval(1e-4):
+        assert sys.getswitchinterval() == pytest.approx(1e-4)
+        raise RuntimeError("the block failed")
+    assert sys.getswitchinterval() == before

@@ -13,7 +13,8 @@ run kit's plan (``benchmarks/gpu_kit.py``):
   (``benchmarks/layer_capture_overhead.py``), twice: two calls that agree within 5 % say the
   rounds are enough; target slowdown <= 1.10 at 16 and 64 and <= torch.profiler's at 1;
   ``hardware_parts``: where that cost comes from at batch 1 and 16, CUPTI's API records apart
-  from its kernels' records, each alone and beside the layers;
+  from its kernels' records, each alone and beside the layers, and the hardware level with a
+  0.1 ms thread switch interval (CUPTI's thread waiting for the GIL);
 - ``energy_b1``: p50 with and without energy collection at batch 1, 12 rounds of >= 10 s
   windows (``benchmarks/energy_check.py``): within 1 %.
 
@@ -96,9 +97,11 @@ def cells(kit: Kit) -> list[Cell]:
         cost = ("--device", device, "--batch-sizes", batches, "--rounds", "12", "--block", "60",
                 "--only", measured)  # fmt: skip
         # Where the cost is, where it shows: CUPTI's API records apart from its kernels', each
-        # alone and beside the layers, at the host-bound batch sizes.
+        # alone and beside the layers, and whether a GIL handoff adds to their sum, at the
+        # host-bound batch sizes.
         parts = ("--device", device, "--batch-sizes", "1,16", "--rounds", "6", "--block", "30",
-                 "--only", f"{measured},mlms cupti api,mlms layers+cupti api")  # fmt: skip
+                 "--only", f"{measured},mlms cupti api,mlms layers+cupti api,"
+                 "mlms layers+cupti 0.1ms")  # fmt: skip
         energy = ("--hw", kit.hw, "--configs", "resnet50:fp32:1", "--rounds", "12",
                   "--min-seconds", "10")  # fmt: skip
     plan = [
