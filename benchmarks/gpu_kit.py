@@ -38,6 +38,9 @@ that a call can leave behind: moved out of the checkout for the call, back after
 here, ``python3 benchmarks/gpu_kit.py unpack FILES_AT`` and commit the results folder. To
 measure one commit while the working tree changes, ``snapshot [COMMIT]`` puts that commit's code
 in .kit-src/; the call then carries it too and runs ``python3 .kit-src/benchmarks/gpu_kit.py``.
+Each cell's outcome names the code it ran by a digest of its code files as git hashes them
+(``code``); ``unpack`` adds the commit that holds that code (``code_commit``), or says none
+does: the lent machine's .git may be older than the files it carries.
 The kit uses the standard library only: it runs before anything is installed.
 
 A dry run emulates the image's packages: its cells' processes cannot import a package that is
@@ -312,6 +315,7 @@ def run_cell(
         "gpus": list(kit.gpus),
         "pinned_to": gpu,
         "commit": _commit(),
+        "code": code_digest(),
         "ended": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     (folder / "cell.json").write_text(json.dumps(outcome, indent=1) + "\n")
@@ -678,6 +682,70 @@ def _tail(path: Path, lines: int = 25) -> str:
     return "\n".join(text[-lines:])
 
 
+#: What the code digest covers: the code a cell runs, its tests and what the kit reads.
+CODE_DIRS = ("mlms", "benchmarks", "tests")
+CODE_SUFFIXES = (".py", ".proto", ".txt", ".toml")
+#: Commits back from HEAD that ``unpack`` searches for a cell's code digest.
+CODE_SEARCH = 400
+
+
+def _is_code(path: str) -> bool:
+    parts = path.split("/")
+    return (
+        (parts[0] in CODE_DIRS or path == "pyproject.toml")
+        and path.endswith(CODE_SUFFIXES)
+        and not path.startswith("benchmarks/results/")
+        and "__pycache__" not in parts
+    )
+
+
+def _digest(blobs: Iterable[tuple[str, str]]) -> str:
+    """12 hex digits over (path, git blob id) pairs of the code files, in path order."""
+    lines = "".join(f"{path} {blob}\n" for path, blob in sorted(blobs) if _is_code(path))
+    return hashlib.sha256(lines.encode()).hexdigest()[:12]
+
+
+def code_digest(root: Path = ROOT) -> str:
+    """The digest of the code files under ``root`` as they are, read as git would hash them
+    (a blob id each), so that a commit's tree gives the same digest without a checkout: the
+    lent machine's copy may carry an older .git than its files, and this names the code
+    that ran whatever its .git says."""
+    paths = [root / "pyproject.toml"]
+    for top in CODE_DIRS:
+        for folder, dirs, files in os.walk(root / top):
+            skipped = {"__pycache__"} | (
+                {"results"} if Path(folder) == root / "benchmarks" else set()
+            )
+            dirs[:] = [d for d in dirs if d not in skipped]
+            paths += [Path(folder) / name for name in files]
+    blobs = []
+    for path in paths:
+        relative = path.relative_to(root).as_posix()
+        if path.is_file() and not path.is_symlink() and _is_code(relative):
+            data = path.read_bytes()
+            blob = hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False)
+            blobs.append((relative, blob.hexdigest()))
+    return _digest(blobs)
+
+
+def commit_of_code(digest: str, repo: Path = REPO) -> str | None:
+    """The newest of the last ``CODE_SEARCH`` commits of ``repo`` whose code has ``digest``."""
+    listed = subprocess.run(["git", "rev-list", f"--max-count={CODE_SEARCH}", "HEAD"], cwd=repo,
+                            capture_output=True, text=True)  # fmt: skip
+    for commit in listed.stdout.split():
+        tree = subprocess.run(
+            ["git", "ls-tree", "-r", commit, "--", *CODE_DIRS, "pyproject.toml"],
+            cwd=repo, capture_output=True, text=True,
+        )  # fmt: skip
+        blobs = []
+        for line in tree.stdout.splitlines():
+            meta, path = line.split("\t", 1)
+            blobs.append((path, meta.split()[2]))
+        if _digest(blobs) == digest:
+            return commit[:7]
+    return None
+
+
 def _commit() -> str:
     if SNAPSHOT.is_file():
         return SNAPSHOT.read_text().strip()
@@ -719,6 +787,7 @@ def unpack(args: argparse.Namespace) -> int:
     with tarfile.open(joined) as tar:
         tar.extractall(staging, filter="data")
     for cell in sorted((staging / "cells").glob("*")):
+        _name_the_commit(cell / "cell.json")
         target = into / "cells" / cell.name
         shutil.rmtree(target, ignore_errors=True)
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -738,6 +807,21 @@ def unpack(args: argparse.Namespace) -> int:
     print(f"unpacked into {into}")
     print((back / "summary.txt").read_text() if (back / "summary.txt").is_file() else "")
     return 0
+
+
+def _name_the_commit(outcome_file: Path) -> None:
+    """Add to a cell's outcome the commit whose code it ran (its ``code`` digest), or say that
+    none of the recent ones has it."""
+    if not outcome_file.is_file():
+        return
+    outcome = json.loads(outcome_file.read_text())
+    if "code" not in outcome:
+        return
+    found = commit_of_code(outcome["code"])
+    outcome["code_commit"] = found
+    outcome_file.write_text(json.dumps(outcome, indent=1) + "\n")
+    ran = f"commit {found}" if found else "code of no recent commit (uncommitted changes)"
+    print(f"cell {outcome['cell']}: code {outcome['code']}, {ran}")
 
 
 def _suffixes() -> Iterable[str]:

@@ -331,7 +331,36 @@ def test_snapshot_runs_one_commit_with_the_repository_results(tmp_path: Path) ->
     assert cell["commit"] == commit
     unpacked = kit("unpack", str(tmp_path / "out"), kit_path=snapped, cwd=repo)
     assert unpacked.returncode == 0, unpacked.stderr
-    assert (repo / "benchmarks" / "results" / "tiny" / "cells" / "first" / "x.txt").is_file()
+    first = repo / "benchmarks" / "results" / "tiny" / "cells" / "first"
+    assert (first / "x.txt").is_file()
+    # The code that ran is named by its digest, and the unpacking finds its commit.
+    assert json.loads((first / "cell.json").read_text())["code_commit"] == commit
+    assert f"cell first: code {cell['code']}, commit {commit}" in unpacked.stdout
+
+
+def test_the_code_digest_names_a_tree_as_git_holds_it(tmp_path: Path) -> None:
+    """The digest of files on disk equals the one read from a commit's tree (without a
+    checkout), and moves with any code file, but not with a results folder's."""
+    module = kit_module()
+    repo = tmp_path / "repo"
+    (repo / "mlms").mkdir(parents=True)
+    (repo / "benchmarks" / "results").mkdir(parents=True)
+    (repo / "mlms" / "a.py").write_text("x = 1\n")
+    (repo / "benchmarks" / "results" / "r.txt").write_text("a result\n")
+    (repo / "pyproject.toml").write_text("[project]\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "add", "."], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], cwd=repo, check=True)
+    commit = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], cwd=repo,
+                            capture_output=True, text=True).stdout.strip()  # fmt: skip
+    digest = module.code_digest(repo)
+    assert module.commit_of_code(digest, repo) == commit
+    (repo / "benchmarks" / "results" / "r.txt").write_text("another result\n")
+    assert module.code_digest(repo) == digest
+    (repo / "mlms" / "a.py").write_text("x = 2\n")
+    assert module.code_digest(repo) != digest
+    assert module.commit_of_code(module.code_digest(repo), repo) is None
 
 
 @pytest.mark.parametrize(
