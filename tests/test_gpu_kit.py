@@ -464,3 +464,20 @@ def test_a_call_too_large_names_the_results_it_can_leave_behind(tmp_path, monkey
     parked = module.parkable({"mine"})
     assert [folder.name for folder, _ in parked] == ["big", "small"]
     assert parked[0][1] >= 3_000_000 > parked[1][1]
+
+
+def test_gpu_halves_summary_shows_what_the_hardware_level_costs_together_over_apart(
+    tmp_path: Path,
+) -> None:
+    """From a hardware cell's overhead.json: each part's slowdown less 1, and the layers and
+    CUPTI together less their costs apart."""
+    folder = tmp_path / "cells" / "hardware_parts"
+    folder.mkdir(parents=True)
+    (folder / "cell.json").write_text(json.dumps({"status": "done", "wall_s": 1.0}))
+    slowdowns = {"plain": 1.0, "mlms layers": 1.1, "mlms cupti": 1.2, "mlms layers+cupti": 1.5}
+    measured = {label: {"slowdown": value} for label, value in slowdowns.items()}
+    measured["mlms layers+cupti"]["cupti_callbacks"] = 2.0
+    (folder / "overhead.json").write_text(json.dumps({"1": measured}))
+    plan = kit_module().load_plan("gpu_halves")
+    text = plan.summarize(tmp_path)
+    assert "| 1 | +0.100 | +0.200 | +0.500 | - | - | - | +0.200 | 2 |" in text

@@ -99,7 +99,9 @@ def cells(kit: Kit) -> list[Cell]:
         # Where the cost is, where it shows: CUPTI's API records apart from its kernels', each
         # alone and beside the layers, and whether a GIL handoff adds to their sum, at the
         # host-bound batch sizes.
-        parts = ("--device", device, "--batch-sizes", "1,16", "--rounds", "6", "--block", "30",
+        # Blocks of 60 as in hardware_cost: there the layers and CUPTI together cost ~0.5 of
+        # plain more than apart at batch 1, in blocks of 30 ~0.1.
+        parts = ("--device", device, "--batch-sizes", "1,16", "--rounds", "6", "--block", "60",
                  "--only", f"{measured},mlms cupti api,mlms layers+cupti api,"
                  "mlms layers+cupti 0.1ms")  # fmt: skip
         energy = ("--hw", kit.hw, "--configs", "resnet50:fp32:1", "--rounds", "12",
@@ -139,6 +141,7 @@ def summarize(results: Path) -> str:
             lines.append(f"### {folder.name}: {outcome['status']} in {outcome['wall_s']} s")
             lines += ["", "```", table.read_text().rstrip() if table.is_file() else "", "```", ""]
     lines += _hardware_cost(cells)
+    lines += _hardware_parts(cells)
     return "\n".join(lines) + "\n"
 
 
@@ -167,6 +170,47 @@ def _hardware_cost(cells: Path) -> list[str]:
         agree = max(hardware) / min(hardware) if len(hardware) > 1 else float("nan")
         out.append("| " + " | ".join([*row, f"{agree:.3f}"]) + " |")
     return ["hardware level's slowdown over plain predicts (p50):", "", *out, ""]
+
+
+#: hardware_parts' columns: (heading, configuration).
+PARTS_SHOWN = (
+    ("layers", "mlms layers"),
+    ("cupti", "mlms cupti"),
+    ("layers+cupti", "mlms layers+cupti"),
+    ("cupti api", "mlms cupti api"),
+    ("layers+cupti api", "mlms layers+cupti api"),
+    ("layers+cupti, 0.1 ms switch", "mlms layers+cupti 0.1ms"),
+)
+
+
+def _hardware_parts(cells: Path) -> list[str]:
+    """Per call of the hardware level's cells and batch size: what each part of the hardware
+    level costs (its slowdown over plain, less 1), and how much more the layers and CUPTI cost
+    together than apart (together - (layers + cupti)): above 0, something they do to each
+    other costs."""
+    out = []
+    for path in sorted(cells.glob("hardware_*/overhead.json")):
+        rows = json.loads(path.read_text())
+        heading = ["batch", *(h for h, _ in PARTS_SHOWN), "together - apart", "callbacks"]
+        out += [
+            f"{path.parent.name}: the hardware level's parts (slowdown over plain, less 1):",
+            "",
+        ]
+        out += ["| " + " | ".join(heading) + " |", "|" + "---|" * len(heading)]
+        for batch, measured in rows.items():
+            cost = {h: measured[c]["slowdown"] - 1 for h, c in PARTS_SHOWN if c in measured}
+            apart = ("layers", "cupti", "layers+cupti")
+            excess = (
+                f"{cost['layers+cupti'] - cost['layers'] - cost['cupti']:+.3f}"
+                if all(h in cost for h in apart)
+                else "-"
+            )
+            callbacks = measured.get("mlms layers+cupti", {}).get("cupti_callbacks")
+            cells_ = [f"{cost[h]:+.3f}" if h in cost else "-" for h, _ in PARTS_SHOWN]
+            shown = "-" if callbacks is None else f"{callbacks:g}"
+            out.append("| " + " | ".join([batch, *cells_, excess, shown]) + " |")
+        out.append("")
+    return out
 
 
 def _slowdown(call: dict, batch: str, label: str) -> str:
