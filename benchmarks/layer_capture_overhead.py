@@ -16,6 +16,8 @@ order rotates each round), timed on the host around ``predict``:
   mlms layers+cupti 0.1ms  the hardware level with the interpreter's thread switch interval at
                            0.1 ms instead of 5: a thread that waits for the GIL the predicting
                            thread holds (CUPTI's, calling back into Python) waits that much less
+  mlms layers+cupti nogc   the hardware level with Python's garbage collector paused for the
+                           block (the layers' records make objects it would scan)
   torch.profiler cuda      ProfilerActivity.CUDA
   torch.profiler cpu+cuda  both activities
 
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import statistics
 import sys
@@ -113,6 +116,7 @@ def configurations(device: str) -> dict[str, Contexts]:
             "mlms layers+cupti": lambda p: [layers(p), cupti()],
             "mlms layers+cupti api": lambda p: [layers(p), cupti(api)],
             "mlms layers+cupti 0.1ms": lambda p: [switch_interval(1e-4), layers(p), cupti()],
+            "mlms layers+cupti nogc": lambda p: [collector_paused(), layers(p), cupti()],
             "torch.profiler cuda": lambda p: [profile(activities=[ProfilerActivity.CUDA])],
             "torch.profiler cpu+cuda": lambda p: [
                 profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
@@ -131,6 +135,18 @@ def switch_interval(seconds: float) -> Iterator[None]:
         yield
     finally:
         sys.setswitchinterval(before)
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while the block runs, as it was after."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def measure(

@@ -480,4 +480,4 @@ def test_gpu_halves_summary_shows_what_the_hardware_level_costs_together_over_ap
     (folder / "overhead.json").write_text(json.dumps({"1": measured}))
     plan = kit_module().load_plan("gpu_halves")
     text = plan.summarize(tmp_path)
-    assert "| 1 | +0.100 | +0.200 | +0.500 | - | - | - | +0.200 | 2 |" in text
+    assert "| 1 | +0.100 | +0.200 | +0.500 | - | - | - | - | +0.200 | 2 |" in text

@@ -1,10 +1,12 @@
 """``benchmarks/layer_capture_overhead.py``'s GPU times from a CUPTI capture: overlapping
 activities counted once, durations through the capture's clock map (CUPTI's ticks need not be
-nanoseconds), per predict of the block; and the switch interval one configuration runs with.
+nanoseconds), per predict of the block; and the switch interval and the paused garbage collector
+two configurations run with.
 The capture is built by hand: CUPTI needs a GPU."""
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 
@@ -13,7 +15,12 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.layer_capture_overhead import gpu_busy, gpu_times, switch_interval  # noqa: E402
+from benchmarks.layer_capture_overhead import (  # noqa: E402
+    collector_paused,
+    gpu_busy,
+    gpu_times,
+    switch_interval,
+)
 from mlms.tracer.cupti import ClockMap, CuptiCapture  # noqa: E402
 
 
@@ -53,3 +60,11 @@ def test_the_switch_interval_holds_for_the_block_only() -> None:
         assert sys.getswitchinterval() == pytest.approx(1e-4)
         raise RuntimeError("the block failed")
     assert sys.getswitchinterval() == before
+
+
+def test_the_collector_is_paused_for_the_block_only() -> None:
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), collector_paused():
+        assert not gc.isenabled()
+        raise RuntimeError("the block failed")
+    assert gc.isenabled()

@@ -14,7 +14,8 @@ run kit's plan (``benchmarks/gpu_kit.py``):
   rounds are enough; target slowdown <= 1.10 at 16 and 64 and <= torch.profiler's at 1;
   ``hardware_parts``: where that cost comes from at batch 1 and 16, CUPTI's API records apart
   from its kernels' records, each alone and beside the layers, and the hardware level with a
-  0.1 ms thread switch interval (CUPTI's thread waiting for the GIL);
+  0.1 ms thread switch interval (CUPTI's thread waiting for the GIL) and with the garbage
+  collector paused;
 - ``energy_b1``: p50 with and without energy collection at batch 1, 12 rounds of >= 10 s
   windows (``benchmarks/energy_check.py``): within 1 %.
 
@@ -103,7 +104,7 @@ def cells(kit: Kit) -> list[Cell]:
         # plain more than apart at batch 1, in blocks of 30 ~0.1.
         parts = ("--device", device, "--batch-sizes", "1,16", "--rounds", "6", "--block", "60",
                  "--only", f"{measured},mlms cupti api,mlms layers+cupti api,"
-                 "mlms layers+cupti 0.1ms")  # fmt: skip
+                 "mlms layers+cupti 0.1ms,mlms layers+cupti nogc")  # fmt: skip
         energy = ("--hw", kit.hw, "--configs", "resnet50:fp32:1", "--rounds", "12",
                   "--min-seconds", "10")  # fmt: skip
     plan = [
@@ -180,6 +181,7 @@ PARTS_SHOWN = (
     ("cupti api", "mlms cupti api"),
     ("layers+cupti api", "mlms layers+cupti api"),
     ("layers+cupti, 0.1 ms switch", "mlms layers+cupti 0.1ms"),
+    ("layers+cupti, no gc", "mlms layers+cupti nogc"),
 )
 
 
