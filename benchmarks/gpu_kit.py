@@ -69,7 +69,7 @@ import sys
 import tarfile
 import time
 from collections.abc import Callable, Iterable
-from functools import partial
+from functools import lru_cache, partial
 from pathlib import Path
 from types import ModuleType
 
@@ -728,8 +728,10 @@ def code_digest(root: Path = ROOT) -> str:
     return _digest(blobs)
 
 
+@lru_cache
 def commit_of_code(digest: str, repo: Path = REPO) -> str | None:
-    """The newest of the last ``CODE_SEARCH`` commits of ``repo`` whose code has ``digest``."""
+    """The newest of the last ``CODE_SEARCH`` commits of ``repo`` whose code has ``digest``
+    (asked once per digest: the cells of one call share theirs)."""
     listed = subprocess.run(["git", "rev-list", f"--max-count={CODE_SEARCH}", "HEAD"], cwd=repo,
                             capture_output=True, text=True)  # fmt: skip
     for commit in listed.stdout.split():

@@ -25,12 +25,13 @@ from mlms.client import EmbeddedClient
 from mlms.evaluation.conditions import cpu_times, host_steal, run_conditions, unsteady
 from mlms.evaluation.counters import CLOCK_LIMITS, limit_names
 from mlms.evaluation.power_sampler import PowerSampler, PowerSamples
-from mlms.evaluation.record import EvaluationRecord, EvaluationRequest, RunConditions
+from mlms.evaluation.record import EvaluationRecord, RunConditions
 from mlms.evaluation.runner import evaluate
 from mlms.protos.mlms.v2 import evaluation_pb2
 from mlms.report import build_report
 from mlms.rpc.convert import from_proto, to_proto
 from tests.processes import run_mlms
+from tests.test_energy import _request
 
 FAKE_NVML = Path(__file__).parent / "fake_nvml"
 
@@ -149,15 +150,7 @@ def test_a_shared_machine_or_a_held_clock_is_said() -> None:
 
 @pytest.fixture(scope="module")
 def evaluated(store) -> EvaluationRecord:
-    request = EvaluationRequest(
-        model="digits_cnn",
-        framework="onnxruntime",
-        batch_sizes=[1, 4],
-        iterations=5,
-        warmup=1,
-        min_seconds=0.2,
-    )
-    return evaluate(request, store=store)
+    return evaluate(_request(), store=store)
 
 
 def test_an_evaluation_here_records_its_steal_and_no_clock(evaluated: EvaluationRecord) -> None:

@@ -208,9 +208,9 @@ def _hardware_parts(cells: Path) -> list[str]:
                 else "-"
             )
             callbacks = measured.get("mlms layers+cupti", {}).get("cupti_callbacks")
-            cells_ = [f"{cost[h]:+.3f}" if h in cost else "-" for h, _ in PARTS_SHOWN]
+            parts = [f"{cost[h]:+.3f}" if h in cost else "-" for h, _ in PARTS_SHOWN]
             shown = "-" if callbacks is None else f"{callbacks:g}"
-            out.append("| " + " | ".join([batch, *cells_, excess, shown]) + " |")
+            out.append("| " + " | ".join([batch, *parts, excess, shown]) + " |")
         out.append("")
     return out
 
