@@ -18,10 +18,16 @@ order rotates each round), timed on the host around ``predict``:
                            thread holds (CUPTI's, calling back into Python) waits that much less
   mlms layers+cupti nogc   the hardware level with Python's garbage collector paused for the
                            block (the layers' records make objects it would scan)
+  mlms cupti kernels       CuptiCollector recording kernels, copies and sets, no API calls
+  mlms layers+cupti runtime  the hardware level recording the runtime's API calls, not the
+                           driver's
+  mlms layers+cupti shared buffer  the hardware level with one CUPTI activity buffer for the
+                           process rather than one per thread
   torch.profiler cuda      ProfilerActivity.CUDA
   torch.profiler cpu+cuda  both activities
 
-Prints each configuration's p50, its slowdown over plain and what it added per layer call;
+Prints each configuration's p50, its slowdown over plain (the median over rounds of its block's
+p50 over plain's block's in the same round: ``round_ratios``) and what it added per layer call;
 and, to say where a slowdown comes from, the host's time to issue one forward (the first
 layer's start to the last one's end, where layers are collected) and the GPU's busy time and
 kernels per predict (kernels, copies and sets, where CUPTI collects them), with the API
@@ -54,6 +60,7 @@ import numpy as np
 from mlms.assets.manager import AssetManager
 from mlms.catalog.zoo import get_model
 from mlms.config import mlms_home
+from mlms.errors import Unavailable
 from mlms.predictors.base import PredictorOptions
 from mlms.predictors.registry import predictor_class
 from mlms.predictors.torch_layer_costs import LayerCosts
@@ -80,7 +87,7 @@ def configurations(device: str) -> dict[str, Contexts]:
         ],
     }
     if device.startswith("cuda"):
-        from mlms.tracer.cupti import CuptiCollector
+        from mlms.tracer.cupti import API_KINDS, CuptiCollector
         from mlms.tracer.levels import TraceLevel
 
         class CountingCollector(CuptiCollector):
@@ -106,8 +113,14 @@ def configurations(device: str) -> dict[str, Contexts]:
                 self.callbacks += self._counting
                 super()._buffer_completed(activities)
 
-        def cupti(level: TraceLevel = TraceLevel.HARDWARE) -> AbstractContextManager[Any]:
-            return CountingCollector(level, sync=torch.cuda.synchronize)
+        def cupti(
+            level: TraceLevel = TraceLevel.HARDWARE,
+            api: tuple[str, ...] = API_KINDS,
+            per_thread_buffers: bool = True,
+        ) -> AbstractContextManager[Any]:
+            return CountingCollector(
+                level, sync=torch.cuda.synchronize, api=api, per_thread_buffers=per_thread_buffers
+            )
 
         api = TraceLevel.SYSTEM_LIBRARY
         configs |= {
@@ -117,6 +130,12 @@ def configurations(device: str) -> dict[str, Contexts]:
             "mlms layers+cupti api": lambda p: [layers(p), cupti(api)],
             "mlms layers+cupti 0.1ms": lambda p: [switch_interval(1e-4), layers(p), cupti()],
             "mlms layers+cupti nogc": lambda p: [collector_paused(), layers(p), cupti()],
+            "mlms cupti kernels": lambda p: [cupti(api=())],
+            "mlms layers+cupti runtime": lambda p: [layers(p), cupti(api=("RUNTIME",))],
+            "mlms layers+cupti shared buffer": lambda p: [
+                layers(p),
+                cupti(per_thread_buffers=False),
+            ],
             "torch.profiler cuda": lambda p: [profile(activities=[ProfilerActivity.CUDA])],
             "torch.profiler cpu+cuda": lambda p: [
                 profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
@@ -169,10 +188,11 @@ def measure(
         for label, contexts in configurations(device).items()
         if only is None or label in only or label == "plain"
     }
-    samples: dict[str, list[float]] = defaultdict(list)
+    blocks: dict[str, dict[int, list[float]]] = defaultdict(dict)  # label -> round -> ms
     forward_ms: dict[str, list[float]] = defaultdict(list)
     gpu: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     calls = 0
+    unavailable: dict[str, str] = {}
     options = PredictorOptions(device=device, intra_op_threads=threads)
     with predictor_class("torch")(manifest, asset.path, options) as p:
         for _ in range(3):
@@ -181,10 +201,16 @@ def measure(
         for round_ in range(rounds):
             turn = labels[round_ % len(labels) :] + labels[: round_ % len(labels)]
             for label in turn:
+                if label in unavailable:
+                    continue
                 contexts = configs[label](p)
-                with ExitStack() as stack:
-                    entered = [stack.enter_context(c) for c in contexts]
-                    samples[label] += predict_times(p, batch, block)
+                try:
+                    with ExitStack() as stack:
+                        entered = [stack.enter_context(c) for c in contexts]
+                        blocks[label][round_] = predict_times(p, batch, block)
+                except Unavailable as exc:  # e.g. CUPTI taken by another profiler
+                    unavailable[label] = str(exc)
+                    continue
                 for context in contexts:
                     if hasattr(context, "callbacks"):
                         gpu[label]["cupti_callbacks"].append(context.callbacks)
@@ -195,20 +221,40 @@ def measure(
                     elif isinstance(getattr(capture, "events", None), list) and capture.events:
                         calls = len(capture.events) // block
                         forward_ms[label] += forward_spans(capture.events, calls)
-    base = statistics.median(samples["plain"])
+    base = statistics.median(pooled(blocks["plain"]))
     rows = {}
-    for label, values in samples.items():
-        p50 = statistics.median(values)
+    for label, timed in blocks.items():
+        p50 = statistics.median(pooled(timed))
+        ratios = round_ratios(timed, blocks["plain"])
         rows[label] = {
             "p50_ms": p50,
-            "slowdown": p50 / base,
+            "slowdown": statistics.median(ratios),
+            "slowdown_pooled": p50 / base,
+            "round_ratios": ratios,
             "us_per_layer_call": (p50 - base) * 1e3 / calls if calls else float("nan"),
-            "samples": len(values),
+            "samples": sum(map(len, timed.values())),
             "forward_host_ms": _median(forward_ms[label]),
             **{key: _median(gpu[label][key]) for key in GPU_TIMES},
         }
     rows["plain"]["layer_calls"] = calls
-    return rows
+    return rows | {label: {"unavailable": why} for label, why in unavailable.items()}
+
+
+def pooled(timed: dict[int, list[float]]) -> list[float]:
+    """Every predict's milliseconds of every round."""
+    return [ms for times in timed.values() for ms in times]
+
+
+def round_ratios(timed: dict[int, list[float]], plain: dict[int, list[float]]) -> list[float]:
+    """Per round, a configuration's block p50 over plain's in the same round. A slow stretch of
+    the host (seen on the H200s at batch 1: the p50 up 20-65 % for 20-40 s) that spans a round
+    slows both blocks alike and cancels here, where a p50 over all rounds would take it in for
+    whichever configurations it happened to fall on; the slowdown is these ratios' median."""
+    return [
+        statistics.median(times) / statistics.median(plain[round_])
+        for round_, times in timed.items()
+        if round_ in plain
+    ]
 
 
 def forward_spans(events: list[Any], calls: int) -> list[float]:
@@ -278,14 +324,18 @@ def predict_times(predictor: Any, batch: np.ndarray, iterations: int) -> list[fl
 
 def table(rows: dict[str, dict[str, float]]) -> Iterator[str]:
     yield (
-        f"  {'configuration':24} {'p50 ms':>9} {'slowdown':>9} {'us/layer call':>14}"
+        f"  {'configuration':24} {'p50 ms':>9} {'slowdown':>9} {'pooled':>7} {'us/layer call':>14}"
         f" {'host fwd ms':>12} {'gpu busy ms':>12} {'kernel ms':>10} {'kernels':>8}"
         f" {'runtime':>8} {'driver':>8} {'callbacks':>9}"
     )
     for label, row in rows.items():
+        if "unavailable" in row:
+            yield f"  {label:24} unavailable: {row['unavailable']}"
+            continue
         extra = row["us_per_layer_call"] if label != "plain" else 0.0
         yield (
-            f"  {label:24} {row['p50_ms']:9.3f} {row['slowdown']:9.3f} {extra:14.2f}"
+            f"  {label:24} {row['p50_ms']:9.3f} {row['slowdown']:9.3f}"
+            f" {row['slowdown_pooled']:7.3f} {extra:14.2f}"
             f" {_cell(row['forward_host_ms'])} {_cell(row['gpu_busy_ms'])}"
             f" {_cell(row['kernel_ms'], 10)}"
             f" {_cell(row['kernels_per_predict'], 8, 1)} {_cell(row['runtime_per_predict'], 8, 1)}"

@@ -68,6 +68,11 @@ def test_cupti_collector_without_a_gpu_says_why():
         cupti.CuptiCollector(TraceLevel.HARDWARE)
 
 
+def test_cupti_collector_names_an_unknown_api_domain():
+    with pytest.raises(ValueError, match="API domains 'NVTX': expected among RUNTIME, DRIVER"):
+        cupti.CuptiCollector(TraceLevel.HARDWARE, api=("RUNTIME", "NVTX"))
+
+
 def test_counters_without_ncu_say_so(monkeypatch):
     from mlms.tracer import ncu
 

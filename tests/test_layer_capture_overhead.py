@@ -1,7 +1,7 @@
 """``benchmarks/layer_capture_overhead.py``'s GPU times from a CUPTI capture: overlapping
 activities counted once, durations through the capture's clock map (CUPTI's ticks need not be
-nanoseconds), per predict of the block; and the switch interval and the paused garbage collector
-two configurations run with.
+nanoseconds), per predict of the block; the slowdown paired round by round; and the switch
+interval and the paused garbage collector two configurations run with.
 The capture is built by hand: CUPTI needs a GPU."""
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from benchmarks.layer_capture_overhead import (  # noqa: E402
     collector_paused,
     gpu_busy,
     gpu_times,
+    pooled,
+    round_ratios,
     switch_interval,
 )
 from mlms.tracer.cupti import ClockMap, CuptiCapture  # noqa: E402
@@ -68,3 +70,12 @@ def test_the_collector_is_paused_for_the_block_only() -> None:
         assert not gc.isenabled()
         raise RuntimeError("the block failed")
     assert gc.isenabled()
+
+
+def test_a_slow_stretch_of_the_host_cancels_round_by_round() -> None:
+    """Round 1 runs 1.5x slow for both: paired per round the slowdown stays 1.1, where the p50
+    over all rounds would read it as 1.5 for a configuration that got more slow rounds."""
+    plain = {0: [10.0, 10.0], 1: [15.0, 15.0], 2: [10.0, 10.0]}
+    traced = {0: [11.0, 11.0], 1: [16.5, 16.5], 2: [11.0, 11.0], 3: [99.0]}  # 3: no plain
+    assert round_ratios(traced, plain) == pytest.approx([1.1, 1.1, 1.1])
+    assert sorted(pooled(traced)) == [11.0] * 4 + [16.5] * 2 + [99.0]

@@ -10,12 +10,14 @@ run kit's plan (``benchmarks/gpu_kit.py``):
   on jax against a bare ``jax.jit`` loop and the layer join (``benchmarks/jax_gpu.py``);
 - ``hardware_cost_1`` and ``hardware_cost_2``: the hardware level (mlms's layers and CUPTI)
   against torch.profiler CPU+CUDA on resnet50 at batch 1, 16 and 64, interleaved in one process
-  (``benchmarks/layer_capture_overhead.py``), twice: two calls that agree within 5 % say the
-  rounds are enough; target slowdown <= 1.10 at 16 and 64 and <= torch.profiler's at 1;
+  (``benchmarks/layer_capture_overhead.py``), twice, in one device call (one host): two calls
+  that agree within 5 % say the rounds are enough; target slowdown <= 1.10 at 16 and 64 and
+  <= torch.profiler's at 1; beside it the hardware level with one CUPTI activity buffer for
+  the process rather than one per thread (what the per-thread buffers save);
   ``hardware_parts``: where that cost comes from at batch 1 and 16, CUPTI's API records apart
   from its kernels' records, each alone and beside the layers, and the hardware level with a
-  0.1 ms thread switch interval (CUPTI's thread waiting for the GIL) and with the garbage
-  collector paused;
+  0.1 ms thread switch interval (CUPTI's thread waiting for the GIL), with the garbage
+  collector paused, without the driver's API records and with the shared buffer;
 - ``energy_b1``: p50 with and without energy collection at batch 1, 12 rounds of >= 10 s
   windows (``benchmarks/energy_check.py``): within 1 %.
 
@@ -92,19 +94,21 @@ def cells(kit: Kit) -> list[Cell]:
         jax = ("--device", "cuda:0", "--batch-size", "64", "--rounds", "6", "--block", "20",
                "--layer-predicts", "10")  # fmt: skip
         # 12 rounds of 60 predicts per configuration: the spread of two calls under 5 %.
-        # torch.profiler's activities apart are left out: its cpu+cuda is the reference, and
-        # mlms's layers and CUPTI apart say which part of the hardware level costs what.
-        measured = "mlms layers,mlms cupti,mlms layers+cupti,torch.profiler cpu+cuda"
+        # torch.profiler's activities apart are left out: its cpu+cuda is the reference; the
+        # layers apart and the hardware level with one CUPTI buffer for the process (rather
+        # than one per thread) say what the layers and the buffers cost. Both calls run in one
+        # device call: on one host, as the hosts lent differ by up to 1.8x at batch 1.
+        hardware = "mlms layers,mlms layers+cupti,torch.profiler cpu+cuda"
         cost = ("--device", device, "--batch-sizes", batches, "--rounds", "12", "--block", "60",
-                "--only", measured)  # fmt: skip
+                "--only", f"{hardware},mlms layers+cupti shared buffer")  # fmt: skip
         # Where the cost is, where it shows: CUPTI's API records apart from its kernels', each
-        # alone and beside the layers, and whether a GIL handoff adds to their sum, at the
-        # host-bound batch sizes.
-        # Blocks of 60 as in hardware_cost: there the layers and CUPTI together cost ~0.5 of
-        # plain more than apart at batch 1, in blocks of 30 ~0.1.
+        # alone and beside the layers, whether a GIL handoff or the garbage collector adds to
+        # their sum, and the driver's records and the shared buffer, at the host-bound batch
+        # sizes.
         parts = ("--device", device, "--batch-sizes", "1,16", "--rounds", "6", "--block", "60",
-                 "--only", f"{measured},mlms cupti api,mlms layers+cupti api,"
-                 "mlms layers+cupti 0.1ms,mlms layers+cupti nogc")  # fmt: skip
+                 "--only", f"{hardware},mlms cupti,mlms cupti api,mlms cupti kernels,"
+                 "mlms layers+cupti api,mlms layers+cupti 0.1ms,mlms layers+cupti nogc,"
+                 "mlms layers+cupti runtime,mlms layers+cupti shared buffer")  # fmt: skip
         energy = ("--hw", kit.hw, "--configs", "resnet50:fp32:1", "--rounds", "12",
                   "--min-seconds", "10")  # fmt: skip
     plan = [
@@ -123,7 +127,7 @@ def cells(kit: Kit) -> list[Cell]:
         plan.append(Cell(f"hardware_cost_{call}", _tabled(*overhead), timeout_s=590))
     parted = ("{python}", "benchmarks/layer_capture_overhead.py", "--model", image, *parts,
               "--json", "{out}/overhead.json")  # fmt: skip
-    plan.append(Cell("hardware_parts", _tabled(*parted), timeout_s=300))
+    plan.append(Cell("hardware_parts", _tabled(*parted), timeout_s=420))
     energy_check = ("{python}", "benchmarks/energy_check.py", "--out", "{out}", *energy)
     plan.append(Cell("energy_b1", _tabled(*energy_check), timeout_s=590))
     return plan
@@ -151,66 +155,62 @@ def _prefix(part: str) -> str:
             "energy": "energy"}.get(part, part)  # fmt: skip
 
 
+#: The hardware level's cost: the configurations shown per call.
+COST_SHOWN = ("mlms layers+cupti", "mlms layers+cupti shared buffer", "torch.profiler cpu+cuda")
+
+
 def _hardware_cost(cells: Path) -> list[str]:
-    """Per batch size: each call's slowdown of the hardware level (mlms layers+cupti) and of
-    torch.profiler CPU+CUDA, and the calls' agreement (the larger over the smaller)."""
-    calls = [
-        json.loads(path.read_text()) for path in sorted(cells.glob("hardware_cost_*/overhead.json"))
-    ]
-    if not calls:
+    """Per call of ``hardware_cost`` (the plan's two and any kept from earlier sessions) and
+    batch size: the slowdown of the hardware level, of it with a shared CUPTI buffer and of
+    torch.profiler CPU+CUDA; then how far the plan's two calls agree (the larger slowdown
+    over the smaller)."""
+    paths = sorted(cells.glob("hardware_cost_*/overhead.json"))
+    if not paths:
         return ["hardware level's cost: no call measured it yet"]
-    labels = ("mlms layers+cupti", "torch.profiler cpu+cuda")
-    header = ["batch"] + [f"{label} #{n}" for label in labels for n in range(1, len(calls) + 1)]
-    out = ["| " + " | ".join([*header, "calls agree (x)"]) + " |", "|" + "---|" * (len(header) + 1)]
-    for batch in calls[0]:
-        row = [batch]
-        for label in labels:
-            row += [_slowdown(call, batch, label) for call in calls]
-        found = [call.get(batch, {}).get(labels[0]) for call in calls]
-        hardware = [f["slowdown"] for f in found if f]
-        agree = max(hardware) / min(hardware) if len(hardware) > 1 else float("nan")
-        out.append("| " + " | ".join([*row, f"{agree:.3f}"]) + " |")
-    return ["hardware level's slowdown over plain predicts (p50):", "", *out, ""]
-
-
-#: hardware_parts' columns: (heading, configuration).
-PARTS_SHOWN = (
-    ("layers", "mlms layers"),
-    ("cupti", "mlms cupti"),
-    ("layers+cupti", "mlms layers+cupti"),
-    ("cupti api", "mlms cupti api"),
-    ("layers+cupti api", "mlms layers+cupti api"),
-    ("layers+cupti, 0.1 ms switch", "mlms layers+cupti 0.1ms"),
-    ("layers+cupti, no gc", "mlms layers+cupti nogc"),
-)
+    out = ["hardware level's slowdown over plain predicts (p50):", ""]
+    out += [
+        "| call | batch | " + " | ".join(COST_SHOWN) + " |",
+        "|" + "---|" * (2 + len(COST_SHOWN)),
+    ]
+    calls = {path.parent.name: json.loads(path.read_text()) for path in paths}
+    for name, call in calls.items():
+        for batch in call:
+            row = [_slowdown(call, batch, label) for label in COST_SHOWN]
+            out.append("| " + " | ".join([name, batch, *row]) + " |")
+    pair = [calls[name] for name in ("hardware_cost_1", "hardware_cost_2") if name in calls]
+    if len(pair) == 2:
+        out += ["", "the plan's two calls agree (larger over smaller slowdown):", ""]
+        for batch in pair[0]:
+            found = [call.get(batch, {}).get(COST_SHOWN[0], {}).get("slowdown") for call in pair]
+            if None not in found:
+                out.append(f"- batch {batch}: {max(found) / min(found):.3f}")
+    return [*out, ""]
 
 
 def _hardware_parts(cells: Path) -> list[str]:
-    """Per call of the hardware level's cells and batch size: what each part of the hardware
-    level costs (its slowdown over plain, less 1), and how much more the layers and CUPTI cost
-    together than apart (together - (layers + cupti)): above 0, something they do to each
-    other costs."""
+    """Per call of the hardware level's cells and batch size: what each configuration costs
+    (its slowdown over plain, less 1), and how much more the layers and CUPTI cost together
+    than apart (together - (layers + cupti)): above 0, something they do to each other costs."""
     out = []
     for path in sorted(cells.glob("hardware_*/overhead.json")):
         rows = json.loads(path.read_text())
-        heading = ["batch", *(h for h, _ in PARTS_SHOWN), "together - apart", "callbacks"]
+        shown = [c for c in next(iter(rows.values())) if c != "plain"]
+        heading = ["batch", *(c.removeprefix("mlms ") for c in shown), "together - apart"]
         out += [
             f"{path.parent.name}: the hardware level's parts (slowdown over plain, less 1):",
             "",
         ]
         out += ["| " + " | ".join(heading) + " |", "|" + "---|" * len(heading)]
         for batch, measured in rows.items():
-            cost = {h: measured[c]["slowdown"] - 1 for h, c in PARTS_SHOWN if c in measured}
-            apart = ("layers", "cupti", "layers+cupti")
+            cost = {c: measured[c]["slowdown"] - 1 for c in shown if "slowdown" in measured[c]}
+            apart = ("mlms layers", "mlms cupti", "mlms layers+cupti")
             excess = (
-                f"{cost['layers+cupti'] - cost['layers'] - cost['cupti']:+.3f}"
-                if all(h in cost for h in apart)
+                f"{cost[apart[2]] - cost[apart[0]] - cost[apart[1]]:+.3f}"
+                if all(c in cost for c in apart)
                 else "-"
             )
-            callbacks = measured.get("mlms layers+cupti", {}).get("cupti_callbacks")
-            parts = [f"{cost[h]:+.3f}" if h in cost else "-" for h, _ in PARTS_SHOWN]
-            shown = "-" if callbacks is None else f"{callbacks:g}"
-            out.append("| " + " | ".join([batch, *parts, excess, shown]) + " |")
+            parts = [f"{cost[c]:+.3f}" if c in cost else "-" for c in shown]
+            out.append("| " + " | ".join([batch, *parts, excess]) + " |")
         out.append("")
     return out
 

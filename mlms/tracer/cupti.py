@@ -5,6 +5,12 @@ records activities into large buffers that CUPTI hands back only when full or fl
 measured loop pays for the records and nothing else; the buffers are sized so that a run of
 minutes fits in a few, and CUPTI's count of dropped records is read and reported on exit.
 
+Each thread that calls CUDA writes its API records into a buffer of its own (CUPTI's per-thread
+activity buffers) instead of one buffer for the process behind one lock, which the launching
+thread would share with CUPTI's own thread copying the GPU's kernel records in. On the H200s
+the two measured alike within the hosts' noise (resnet50, batch 1, 24 paired rounds:
+``benchmarks/layer_capture_overhead.py``, configuration ``mlms layers+cupti shared buffer``).
+
 Records are kept as plain dicts on CUPTI's clock (``RawRecord``: what a fixture stores) together
 with a ``ClockMap`` onto the host clock (``time.time_ns``), calibrated by pairing CUPTI's
 timestamp with the host clock at start and at stop. ``to_events`` turns them into TimedEvents.
@@ -151,10 +157,13 @@ class CuptiCollector:
     """Context manager: collect CUPTI activities up to ``level`` while the block runs.
 
     ``SYSTEM_LIBRARY`` collects the CUDA runtime and driver API; ``HARDWARE`` adds kernels,
-    memcpys and memsets. Only one collector may be active in a process. CUPTI has one set of
-    activity buffers per process: another client that takes them (torch.profiler with CUDA
-    activities) is detected and reported as ``Unavailable``, at ``__enter__`` where CUPTI refuses
-    our buffers, or at ``__exit__`` when CUPTI delivered no record at all for a block that ran.
+    memcpys and memsets; ``api`` names the API domains whose calls are recorded (the runtime's
+    and the driver's by default); ``per_thread_buffers=False`` records into one buffer for the
+    process (the module's docstring says why not by default). Only one collector may be active
+    in a process. CUPTI has one set of activity buffers per process: another client that takes
+    them (torch.profiler with CUDA activities) is detected and reported as ``Unavailable``, at
+    ``__enter__`` where CUPTI refuses our buffers, or at ``__exit__`` when CUPTI delivered no
+    record at all for a block that ran.
     (The callback API's subscriber slot is no signal: PyTorch's profiler library holds it as
     soon as torch.profiler first runs, CPU-only too, and it is compatible with ours.)
     """
@@ -163,10 +172,19 @@ class CuptiCollector:
     _active = False
 
     def __init__(
-        self, level: TraceLevel = TraceLevel.HARDWARE, *, sync: Any = None, all_api: bool = False
+        self,
+        level: TraceLevel = TraceLevel.HARDWARE,
+        *,
+        sync: Any = None,
+        all_api: bool = False,
+        api: Sequence[str] = API_KINDS,
+        per_thread_buffers: bool = True,
     ) -> None:
         if level < TraceLevel.SYSTEM_LIBRARY:
             raise ValueError(f"CUPTI collects system_library and deeper, not {level.label!r}")
+        if set(api) - set(API_KINDS):
+            unknown = ", ".join(sorted(set(api) - set(API_KINDS)))
+            raise ValueError(f"API domains {unknown!r}: expected among {', '.join(API_KINDS)}")
         reason = available()
         if reason:
             raise Unavailable(f"trace level {level.label!r} needs CUPTI: {reason}")
@@ -176,10 +194,11 @@ class CuptiCollector:
         self._sync = sync  # called before reading the clock at stop, e.g. torch.cuda.synchronize
         self.level = level
         self.all_api = all_api
+        self.per_thread_buffers = per_thread_buffers
         self.capture = CuptiCapture()
         self._kinds = [
             getattr(cupti.ActivityKind, name)
-            for name in (*API_KINDS, *(GPU_KINDS if level >= TraceLevel.HARDWARE else ()))
+            for name in (*api, *(GPU_KINDS if level >= TraceLevel.HARDWARE else ()))
         ]
         self._names: dict[tuple[int, int], str] = {}
         self._lock = threading.Lock()
@@ -193,6 +212,8 @@ class CuptiCollector:
         ident = threading.get_ident()
         self.capture.threads[thread_key(ident)] = ident
         try:
+            if self.per_thread_buffers:
+                _set_flag(cupti, cupti.ActivityAttribute.ATTR_PER_THREAD_BUFFER, 1)
             cupti.activity_register_callbacks(self._buffer_requested, self._buffer_completed)
             for kind in self._kinds:
                 cupti.activity_enable(kind)
@@ -222,6 +243,8 @@ class CuptiCollector:
             for kind in self._kinds:
                 cupti.activity_disable(kind)
             cupti.activity_flush_all(1)
+            if self.per_thread_buffers:  # as found, for the next client in the process
+                _set_flag(cupti, cupti.ActivityAttribute.ATTR_PER_THREAD_BUFFER, 0)
             self.capture.clock = ClockMap(self._start[0], self._start[1], end[0], end[1])
             self.capture.dropped += _dropped_records(cupti)
             # Detach CUPTI from the process, as torch.profiler does: an attached CUPTI keeps a
@@ -341,6 +364,13 @@ def _paired_sample(cupti: Any) -> tuple[int, int]:
             best = (after - before, stamp, (before + after) // 2)
     assert best is not None
     return best[1], best[2]
+
+
+def _set_flag(cupti: Any, attribute: int, value: int) -> None:
+    """One of CUPTI's one-byte activity attributes; the bindings pass the value's size and the
+    value on as C pointers, so both go as addresses."""
+    size, flag = ctypes.c_size_t(1), ctypes.c_uint8(value)
+    cupti.activity_set_attribute(attribute, ctypes.addressof(size), ctypes.addressof(flag))
 
 
 def _dropped_records(cupti: Any) -> int:
