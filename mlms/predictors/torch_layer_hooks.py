@@ -22,7 +22,10 @@ bottleneck and every microsecond of ours lands in the layer's latency:
   ``Module._call_impl``'s slow path. On a 2-core CI VM (resnet50, batch 1, CPU) hooks that do
   nothing cost 5.8 us a leaf, a replaced ``forward`` reading the clock 1.2 us, with the mode
   switched around it 2.8 us; a mode left on inside leaves with a flag check 11 us.
-  ``benchmarks/layer_capture_overhead.py`` measures it side by side with torch.profiler.
+  ``benchmarks/layer_capture_overhead.py`` measures it side by side with torch.profiler,
+  ``benchmarks/layer_wrapper_cost.py`` the wrappers alone on near-empty leaves (each call's
+  record a plain tuple, made a ``_Timed`` after the block: 1.2 us a layer call where the
+  NamedTuple made on the path cost 1.7).
 - Nothing but the clock on the measured path: what each call was (its type, input and output
   shapes) comes from one untimed pass per batch shape (``LayerCalls``), and the measured run's
   calls are matched to it in order. A model whose calls differ between the two passes (control
@@ -102,7 +105,10 @@ class HookedLayers:
 
         capture = LayerCapture()
         clock, thread = time.time_ns, threading.get_ident()
-        timed: list[_Timed] = []
+        # Plain tuples on the measured path, made _Timed after the block: a NamedTuple's
+        # constructor costs more per leaf than the rest of the wrapper's bookkeeping.
+        timed: list[tuple[str | None, str, int, int]] = []
+        record = timed.append
         roots: list[_Root] = []
         depth = [0]  # predicts (root forwards) running: operators outside them are not layers
 
@@ -114,7 +120,7 @@ class HookedLayers:
                     return func(*args, **kwargs)
                 start = clock()
                 result = func(*args, **kwargs)
-                timed.append(_Timed(None, name, start, clock()))
+                record((None, name, start, clock()))
                 return result
 
         mode = OutsideLeaves()
@@ -128,7 +134,7 @@ class HookedLayers:
                         return forward(*args, **kwargs)
                     finally:
                         mode.__enter__()
-                        timed.append(_Timed(path, "", start, clock()))
+                        record((path, "", start, clock()))
 
                 return timed_forward
 
@@ -150,7 +156,7 @@ class HookedLayers:
         wrappers = {path: leaf(path) for path, _ in self._leaves}
         with _forwards_replaced(self._model, {**wrappers, "": root}), mode:
             yield capture
-        capture.events.extend(self._events(timed, roots, thread))
+        capture.events.extend(self._events(list(map(_Timed._make, timed)), roots, thread))
 
     def calls(self, batch: Batch) -> list[LayerCall]:
         """The layer calls of one predict on ``batch``'s shape, in the order they start."""
