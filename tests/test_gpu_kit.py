@@ -469,15 +469,25 @@ def test_a_call_too_large_names_the_results_it_can_leave_behind(tmp_path, monkey
 def test_gpu_halves_summary_shows_what_the_hardware_level_costs_together_over_apart(
     tmp_path: Path,
 ) -> None:
-    """From a hardware cell's overhead.json: each part's slowdown less 1, and the layers and
-    CUPTI together less their costs apart."""
-    folder = tmp_path / "cells" / "hardware_parts"
-    folder.mkdir(parents=True)
-    (folder / "cell.json").write_text(json.dumps({"status": "done", "wall_s": 1.0}))
-    slowdowns = {"plain": 1.0, "mlms layers": 1.1, "mlms cupti": 1.2, "mlms layers+cupti": 1.5}
-    measured = {label: {"slowdown": value} for label, value in slowdowns.items()}
-    measured["mlms layers+cupti"]["cupti_callbacks"] = 2.0
-    (folder / "overhead.json").write_text(json.dumps({"1": measured}))
+    """From a hardware cell's overhead.json: each configuration's slowdown less 1, and the
+    layers and CUPTI together less their costs apart; from the plan's two hardware_cost calls,
+    how far they agree."""
+
+    def cell(name: str, slowdowns: dict[str, float]) -> None:
+        folder = tmp_path / "cells" / name
+        folder.mkdir(parents=True)
+        (folder / "cell.json").write_text(json.dumps({"status": "done", "wall_s": 1.0}))
+        measured = {label: {"slowdown": value} for label, value in slowdowns.items()}
+        (folder / "overhead.json").write_text(json.dumps({"1": measured}))
+
+    cell("hardware_parts", {"plain": 1.0, "mlms layers": 1.1, "mlms cupti": 1.2,
+                            "mlms layers+cupti": 1.5})  # fmt: skip
+    for call, hardware in (("1", 1.2), ("2", 1.32)):
+        cell(f"hardware_cost_{call}", {"plain": 1.0, "mlms layers+cupti": hardware,
+                                       "torch.profiler cpu+cuda": 1.3})  # fmt: skip
     plan = kit_module().load_plan("gpu_halves")
     text = plan.summarize(tmp_path)
-    assert "| 1 | +0.100 | +0.200 | +0.500 | - | - | - | - | +0.200 | 2 |" in text
+    assert "| batch | layers | cupti | layers+cupti | together - apart |" in text
+    assert "| 1 | +0.100 | +0.200 | +0.500 | +0.200 |" in text
+    assert "| hardware_cost_2 | 1 | 1.320 | - | 1.300 |" in text
+    assert "- batch 1: 1.100" in text

@@ -119,3 +119,14 @@ def test_a_process_that_reads_an_archive_and_exits_at_once_exits_cleanly(tmp_pat
     for _ in range(10):
         run = subprocess.run([sys.executable, "-c", script, str(archive)], capture_output=True)
         assert run.returncode == 0, run.stderr.decode()
+    # A small archive is decoded on the calling thread: Arrow's pool, whose threads such an
+    # exit can catch mid-work, never starts.
+    counted = (
+        "import os, sys; from mlms.tracer.archive import read_parquet; "
+        "threads = lambda: len(os.listdir('/proc/self/task')); before = threads(); "
+        "read_parquet(open(sys.argv[1], 'rb').read()); read_parquet(sys.argv[1]); "
+        "print(before, threads())"
+    )
+    run = subprocess.run([sys.executable, "-c", counted, str(archive)], capture_output=True)
+    before, after = run.stdout.split()
+    assert before == after, run.stderr.decode()
