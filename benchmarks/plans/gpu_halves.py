@@ -93,8 +93,9 @@ def cells(kit: Kit) -> list[Cell]:
         compare = ("--input-on-device", "--iterations", "30", "--min-seconds", "1")
         jax = ("--device", "cuda:0", "--batch-size", "64", "--rounds", "6", "--block", "20",
                "--layer-predicts", "10")  # fmt: skip
-        # 12 rounds of 60 predicts per configuration: two calls on one host agree within 1 % at
-        # batch 16 and 64; at batch 1 the hosts' own noise kept them 4-22 % apart.
+        # 12 rounds of 60 predicts per configuration: two calls on one host agreed within 0.1 %
+        # at batch 64 and 0.6-5.3 % at 16; at batch 1 the hosts' own noise kept them 4-22 %
+        # apart.
         # torch.profiler's activities apart are left out: its cpu+cuda is the reference; the
         # layers apart and the hardware level with one CUPTI buffer for the process (rather
         # than one per thread) say what the layers and the buffers cost. Both calls run in one
