@@ -18,6 +18,9 @@ run kit's plan (``benchmarks/gpu_kit.py``):
   from its kernels' records, each alone and beside the layers, and the hardware level with a
   0.1 ms thread switch interval (CUPTI's thread waiting for the GIL), with the garbage
   collector paused, without the driver's API records and with the shared buffer;
+- ``compile_cost``: ``mlms eval`` of resnet50 at batch 1 eager, then compiled (default,
+  reduce-overhead), each timed whole: what one compiled setting adds to a sweep, to size
+  advise's space with compile modes in it;
 - ``energy_b1``: p50 with and without energy collection at batch 1, 12 rounds of >= 10 s
   windows (``benchmarks/energy_check.py``): within 1 %.
 
@@ -130,6 +133,18 @@ def cells(kit: Kit) -> list[Cell]:
     parted = ("{python}", "benchmarks/layer_capture_overhead.py", "--model", image, *parts,
               "--json", "{out}/overhead.json")  # fmt: skip
     plan.append(Cell("hardware_parts", _tabled(*parted), timeout_s=420))
+    # What a compile mode costs before its first measured predict, on the model advise's
+    # latency space would add it to: whether a sweep over compiled settings fits a call. An
+    # empty mode: eager, the reference.
+    modes = ("",) if kit.dry else ("", "default", "reduce-overhead")
+    # The kit formats each argument ({python}, {out}): the shell's braces are doubled.
+    evaluate = f"{{python}} -m mlms eval --model {image} --hw {kit.hw} --batch-size 1"
+    timed = (
+        'TIMEFORMAT="wall %R s"; for mode in "$@"; do echo "compile ${{mode:-none}}:"; '
+        f"{{{{ time {evaluate} --iterations 20 --min-seconds 0.5 "
+        "${{mode:+--compile $mode}} || exit 1; }} 2>&1; done"
+    )
+    plan.append(Cell("compile_cost", _tabled("bash", "-c", timed, "bash", *modes), timeout_s=590))
     energy_check = ("{python}", "benchmarks/energy_check.py", "--out", "{out}", *energy)
     plan.append(Cell("energy_b1", _tabled(*energy_check), timeout_s=590))
     return plan
