@@ -50,6 +50,7 @@ WHEELS = ("cupti", "grpc", "tls", "keras", "analysis")
 BATCHES = "1,16,64"
 PARTS = {
     "advise": "mlms advise against an exhaustive sweep",
+    "compile": "what a compile mode costs before its first predict",
     "compare": "torch against jax",
     "jax": "mlms on jax against a bare jax.jit loop",
     "hardware": "the hardware level's cost against torch.profiler",
@@ -169,7 +170,7 @@ def summarize(results: Path) -> str:
 
 def _prefix(part: str) -> str:
     return {"compare": "compare_jax", "jax": "jax_bare", "hardware": "hardware_",
-            "energy": "energy"}.get(part, part)  # fmt: skip
+            "energy": "energy", "compile": "compile_cost"}.get(part, part)  # fmt: skip
 
 
 #: The hardware level's cost: the configurations shown per call.
