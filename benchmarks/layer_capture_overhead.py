@@ -122,12 +122,12 @@ def configurations(device: str) -> dict[str, Contexts]:
                 level, sync=torch.cuda.synchronize, api=api, per_thread_buffers=per_thread_buffers
             )
 
-        api = TraceLevel.SYSTEM_LIBRARY
+        calls_only = TraceLevel.SYSTEM_LIBRARY
         configs |= {
             "mlms cupti": lambda p: [cupti()],
-            "mlms cupti api": lambda p: [cupti(api)],
+            "mlms cupti api": lambda p: [cupti(calls_only)],
             "mlms layers+cupti": lambda p: [layers(p), cupti()],
-            "mlms layers+cupti api": lambda p: [layers(p), cupti(api)],
+            "mlms layers+cupti api": lambda p: [layers(p), cupti(calls_only)],
             "mlms layers+cupti 0.1ms": lambda p: [switch_interval(1e-4), layers(p), cupti()],
             "mlms layers+cupti nogc": lambda p: [collector_paused(), layers(p), cupti()],
             "mlms cupti kernels": lambda p: [cupti(api=())],
@@ -269,10 +269,10 @@ def forward_spans(events: list[Any], calls: int) -> list[float]:
 def gpu_times(capture: Any, block: int) -> dict[str, float]:
     """Per predict of a CuptiCapture's ``block``: the GPU's busy time, its activities' time
     added up and its kernels' (ms on the host's clock), how many kernels and API records of
-    the runtime and the driver; with the host
-    nanoseconds one CUPTI tick lasted. CUPTI's ticks are not always nanoseconds: a profiler
-    that registered its own timestamp source (torch.profiler's, a CPU cycle counter) leaves it
-    to the next session, so durations go through the capture's clock map."""
+    the runtime and the driver; with the host nanoseconds one CUPTI tick lasted. CUPTI's
+    ticks are not always nanoseconds: a profiler that registered its own timestamp source
+    (torch.profiler's, a CPU cycle counter) leaves it to the next session, so durations go
+    through the capture's clock map."""
     records, tick = capture.records, capture.clock.slope
     return {
         "gpu_busy_ms": gpu_busy(records) * tick / block,

@@ -167,8 +167,8 @@ def write_table(store: ObjectStore, trace_id: str, table: pa.Table) -> str:
 
 
 #: Archives at least this large are decoded on Arrow's thread pool, smaller ones on the calling
-#: thread: on a 2-core VM a 0.5 MiB archive decodes in 15 ms either way, a 4.7 MiB one in 181 ms
-#: on one thread and 72 ms on the pool.
+#: thread: on a 2-core VM a 0.5 MiB archive decodes in 13-21 ms either way, a 4.7 MiB one in
+#: 177-181 ms on one thread and 72-90 ms on the pool (``benchmarks/archive_read.py``).
 THREADED_READ_BYTES = 1 << 20
 
 
