@@ -35,6 +35,7 @@ from mlms.assets.torch_files import eval_mode, load_torch_module
 from mlms.errors import UnsupportedFramework
 from mlms.predictors.alignment import per_predict
 from mlms.predictors.base import InputCopy, LayerCapture, PredictAnchor, Predictor, anchor
+from mlms.predictors.torch_compiled import COMPILED
 from mlms.predictors.torch_layer_costs import Batch, LayerCosts, OutputMeta, output_meta
 from mlms.predictors.torch_layer_hooks import HookedLayers
 from mlms.tracer.communication import COMMUNICATION, is_communication
@@ -116,6 +117,9 @@ class TorchPredictor(Predictor):
         self._predicts: list[tuple[PredictAnchor, Batch]] | None = None
         self._costs: LayerCosts | None = None
         self._hooked: HookedLayers | None = None
+        self._compiled = bool(options.compile)
+        if self._compiled:
+            COMPILED.opened(torch)
 
     def _placed(self, module: Any) -> Any:
         module = eval_mode(module).to(self.device, dtype=self.dtype)
@@ -248,6 +252,9 @@ class TorchPredictor(Predictor):
             self._torch.cuda.synchronize(self.device)
 
     def close(self) -> None:
+        if self._compiled:
+            self._compiled = False
+            COMPILED.closed()
         self.module = self._runs = self._forward = self._costs = self._hooked = None
         self._pinned.clear()
         if self.device.type == "cuda":
