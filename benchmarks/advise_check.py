@@ -18,7 +18,10 @@ model:
   on a host whose speed drifts (a launch-bound GPU predict moved 20-65 % for tens of seconds
   on the H200s) that drift can outweigh the configurations' difference, and here it cancels.
 Stored evaluations are ignored (a fresh store; assets built before the clocks start), so the
-advice rests on its probes alone. Results as JSON under --out.
+advice rests on its probes alone, and each side compiles in a compile cache of its own, empty at
+its start, as on a fresh machine: the sweep run after advise would otherwise find the settings
+advise compiled in the cache, and a compiled setting costs its compile. Results as JSON under
+--out.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/advise_check.py --models resnet18 \\
         --frameworks torch,onnxruntime --compile none --threads 1,2
@@ -27,6 +30,7 @@ advice rests on its probes alone. Results as JSON under --out.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -82,6 +86,16 @@ def _objective(record, config, objective: str) -> float | None:
     }[objective]
 
 
+def cold_compiles() -> contextlib.AbstractContextManager:
+    """An empty compile cache (torch.compile's, Inductor's and Triton's, on disk and in memory)
+    for what runs inside, removed after; nothing where torch is not installed."""
+    try:
+        from torch._inductor.utils import fresh_cache
+    except ImportError:
+        return contextlib.nullcontext()
+    return fresh_cache()
+
+
 def paired_quality(measure, chosen, best, rounds: int, lower: bool) -> float | None:
     """The median over ``rounds`` of the sweep's best over the recommended configuration (as
     ``quality``: >= 1 where the best is better), each round measuring both, the recommended
@@ -128,16 +142,19 @@ def check(model: str, args: argparse.Namespace, client) -> dict:
             )
         )
     begun = time.monotonic()
-    advice = client.advise(request, lambda line: print(f"  {line}", file=sys.stderr))
+    with cold_compiles():
+        advice = client.advise(request, lambda line: print(f"  {line}", file=sys.stderr))
     advise_seconds = time.monotonic() - begun
     achieved: dict = {}
     records: dict = {}
     begun = time.monotonic()
-    for configs in _sweep_evaluations([row.config for row in advice.rows], args.sweep_cells):
-        record = client.evaluate(_request(request, configs, args.iterations, args.min_seconds, 3))
-        for config in configs:
-            records[config] = record
-            achieved[config] = _objective(record, config, args.objective)
+    with cold_compiles():
+        for configs in _sweep_evaluations([row.config for row in advice.rows], args.sweep_cells):
+            one = _request(request, configs, args.iterations, args.min_seconds, 3)
+            record = client.evaluate(one)
+            for config in configs:
+                records[config] = record
+                achieved[config] = _objective(record, config, args.objective)
     sweep_seconds = time.monotonic() - begun
     lower = request.lower_is_better
     pick = min if lower else max
