@@ -9,12 +9,18 @@ import uuid
 import pytest
 
 from mlms.advise.predict import CostModel, Prior, batch_factors
-from mlms.advise.record import AdviceRequest, Config, Observation
+from mlms.advise.record import AdviceRequest, AdviceRow, Config, Observation
 from mlms.advise.run import _Session
 from mlms.advise.space import build_space
 from mlms.catalog.zoo import get_model
 from mlms.errors import InvalidArgument
-from mlms.evaluation.record import BatchResult, EvaluationRecord, EvaluationRequest, LatencyStats
+from mlms.evaluation.record import (
+    BatchResult,
+    EvaluationRecord,
+    EvaluationRequest,
+    LatencyStats,
+    Predictions,
+)
 from mlms.user_input import validated
 
 #: A made-up truth: torch's cost is the product of these factors.
@@ -208,30 +214,34 @@ def _fake_latency(asked: EvaluationRequest, batch: int) -> float:
     return 2.0 * half * layout * batch
 
 
+def _record(request: EvaluationRequest, latency) -> EvaluationRecord:
+    """A record of ``request`` whose every batch size took ``latency(request, batch)`` ms."""
+    results = []
+    for batch in request.batch_sizes:
+        ms = latency(request, batch)
+        stats = LatencyStats(
+            p50=ms, p90=ms, p95=ms, p99=ms, mean=ms, min=ms, max=ms, trimmed_mean=ms,
+            stdev=0.0, median_ci95=(0.99 * ms, 1.01 * ms),
+        )  # fmt: skip
+        result = BatchResult(
+            batch_size=batch, iterations=request.iterations, seconds=1.0, latency_ms=stats,
+            throughput=1000.0 * batch / ms,
+        )  # fmt: skip
+        results.append(result)
+    # Every configuration predicts the same classes: accuracy holds throughout.
+    same = Predictions(inputs="synthetic:0", top5=[[1, 2, 3, 4, 5]], probabilities=[[0.2] * 5])
+    return EvaluationRecord.model_construct(
+        id=uuid.uuid4().hex, request=request, results=results, predictions=same
+    )
+
+
 def _fake_gpu(asked: list[EvaluationRequest]):
     """A runner answering each evaluation with a record of ``_fake_latency``, every request
     kept in ``asked``."""
 
-    def record(request: EvaluationRequest) -> EvaluationRecord:
-        results = []
-        for batch in request.batch_sizes:
-            ms = _fake_latency(request, batch)
-            stats = LatencyStats(
-                p50=ms, p90=ms, p95=ms, p99=ms, mean=ms, min=ms, max=ms, trimmed_mean=ms,
-                stdev=0.0, median_ci95=(0.99 * ms, 1.01 * ms),
-            )  # fmt: skip
-            result = BatchResult(
-                batch_size=batch, iterations=request.iterations, seconds=1.0, latency_ms=stats,
-                throughput=1000.0 * batch / ms,
-            )  # fmt: skip
-            results.append(result)
-        return EvaluationRecord.model_construct(
-            id=uuid.uuid4().hex, request=request, results=results
-        )
-
     def run(requests):
         asked.extend(requests)
-        return [record(r) for r in requests]
+        return [_record(r, _fake_latency) for r in requests]
 
     return run
 
@@ -261,12 +271,14 @@ def test_a_gpu_session_probes_the_layout_at_half_precision_and_verifies_its_riva
     at_32 = next(r for r in rows if r.config == best.config.model_copy(update={"batch_size": 32}))
     assert at_32.basis == "model"
     assert at_32.predicted == pytest.approx(1000.0 / (2.0 * 0.5 * 0.6), rel=1e-6)
-    # Verification: the best and every one whose interval reaches it.
-    session.verify(rows)
+    # Verification: the best predicted first, then, the model fitted to what was achieved,
+    # every row that could still beat the best achieved, until none could.
+    rows = session.verify(rows, {})
     verified = [r for r in rows if r.achieved is not None]
-    rivals = [r for r in rows if r.high >= best.low]
-    assert verified == rivals and verified[0] == best
-    # Rows that differ in batch size only were verified in one evaluation, each at its own
+    assert verified and rows[0].config == best.config and rows[0].achieved is not None
+    achieved = max(r.achieved for r in verified)
+    assert all(r.high <= achieved for r in rows if r.achieved is None)
+    # The rows of one setting verified in one round shared its evaluation, each at its own
     # batch size's measurement.
     verifying = asked[len(probed) :]
     settings = {r.config.model_copy(update={"batch_size": 0}) for r in verified}
@@ -321,3 +333,49 @@ def test_a_space_probing_would_not_save_is_measured_whole() -> None:
     assert not _Session(
         both, wider, _fake_gpu([]), print, time.monotonic()
     ).probing_costs_the_space()
+
+
+def test_verification_goes_on_in_rounds_while_a_rival_could_beat_the_best_achieved() -> None:
+    """Three configurations ranked wrongly by their first prediction: the best predicted is
+    verified first; the model fitted again (stood in for here) keeps one rival in, verified
+    next and the best, and rules the other out, never evaluated."""
+    truth = {("fp32", False): 12.0, ("fp16", False): 9.0, ("fp32", True): 13.0}
+    asked: list[EvaluationRequest] = []
+
+    def run(requests):
+        asked.extend(requests)
+        return [_record(r, lambda q, _b: truth[(q.precision, q.channels_last)]) for r in requests]
+
+    request = AdviceRequest(
+        model="resnet18", frameworks=["torch"], precisions=["fp32", "fp16"], compile_modes=["none"],
+        verify=1, budget_minutes=60,
+    )  # fmt: skip
+    space = build_space(request, get_model("resnet18"), (9, 0), 16)
+    session = _Session(request, space, run, lambda _line: None, time.monotonic())
+    baseline = space.baseline("torch", 1)
+    session.baselines["torch"] = run([_request_of(baseline)])[0]
+    fp16 = baseline.model_copy(update={"precision": "fp16"})
+    layout = baseline.model_copy(update={"channels_last": True})
+
+    def row(config: Config, predicted: float, low: float, high: float) -> AdviceRow:
+        return AdviceRow(config=config, predicted=predicted, low=low, high=high,
+                         basis="model", predicted_latency_ms=predicted)  # fmt: skip
+
+    first = [row(baseline, 10, 8, 12), row(fp16, 11, 7, 15), row(layout, 14, 11, 16)]
+    # Once the baseline achieved 12: fp16 can still beat it, channels-last no longer.
+    session.predict = lambda _priors: [row(fp16, 11, 7, 15), row(layout, 14, 12.5, 16)]
+    asked.clear()
+    rows = session.verify(first, {})
+    assert [(a.precision, a.channels_last) for a in asked] == [("fp32", False), ("fp16", False)]
+    assert [(r.config, r.achieved) for r in rows] == [(baseline, 12.0), (fp16, 9.0), (layout, None)]
+    # A verified row keeps the prediction it was verified on.
+    assert (rows[1].predicted, rows[1].error) == (11, pytest.approx(2 / 9))
+
+
+def _request_of(config: Config) -> EvaluationRequest:
+    return EvaluationRequest(
+        model="resnet18",
+        precision=config.precision,
+        channels_last=config.channels_last,
+        batch_sizes=[config.batch_size],
+    )

@@ -139,7 +139,7 @@ def advise(
         probe_seconds = time.monotonic() - started
         rows = session.predict(priors)
         verify_started = time.monotonic()
-        session.verify(rows)
+        rows = session.verify(rows, priors)
         verify_seconds = time.monotonic() - verify_started
     recommendation, why = _recommend(rows, request)
     # Rows measured without a prediction (a space measured whole) have no error to count.
@@ -507,34 +507,78 @@ class _Session:
         rows.sort(key=lambda r: (r.meets_slo is False, sign * r.predicted))
         return rows
 
-    def verify(self, rows: list[AdviceRow]) -> None:
-        """The best predicted, as full evaluations: the first ``verify`` of them, and every
-        other one that could still beat the first (its interval reaches past the first's),
-        while the budget lasts; an unverified rival would leave the recommendation to the
-        model's guess where the model cannot tell."""
+    def verify(
+        self, rows: list[AdviceRow], priors: dict[tuple[str, str, object], Prior]
+    ) -> list[AdviceRow]:
+        """The best predicted as full evaluations, in rounds while the budget lasts: first the
+        ``verify`` best; then, with the model fitted again to what they achieved, every row
+        whose interval still reaches past the best achieved (it could beat it), until none is
+        left. An unverified rival would leave the recommendation to the model's guess where the
+        model cannot tell; each round's measurements rule out rivals that a wide first
+        interval kept in, and spare their evaluations (a compiled one pays its compile). A
+        verified row keeps the prediction it was verified on, the others take the last one;
+        best predicted first."""
+        lower = self.request.lower_is_better
+        verified: dict[Config, AdviceRow] = {}
+        planned = self._within_budget(rows[: self.request.verify])
+        if planned:
+            planned += _riders(planned, rows, lambda r: _rivals(r, rows[0], lower))
+        while planned:
+            self._verify_round(planned)
+            verified.update((row.config, row) for row in planned)
+            rows = [r for r in self.predict(priors) if r.config not in verified]
+            best = _best_achieved(list(verified.values()), self.request)
+            if best is None:  # nothing verified holds: the next best predicted instead
+                rivals = rows[: self.request.verify]
+            else:
+                rivals = [r for r in rows if _reaches(r, best, lower)]
+            planned = self._within_budget(rivals)
+            if len(planned) < len(rivals):
+                self.say(f"budget spent: {len(rivals) - len(planned)} rival(s) not verified")
+            if planned and best is not None:
+                planned += _riders(planned, rows, lambda r, at=best: _reaches(r, at, lower))
+        sign = 1 if self.request.lower_is_better else -1
+        every = [*verified.values(), *rows]
+        every.sort(key=lambda r: (r.meets_slo is False, sign * r.predicted))
+        return every
+
+    def _within_budget(self, rows: list[AdviceRow]) -> list[AdviceRow]:
+        """The leading ``rows`` whose evaluations fit the budget left (the first always, while
+        nothing has been verified), none past the first that misses the SLO."""
         request = self.request
-        if not rows:
-            return
-        first = rows[0]
-        planned: list[AdviceRow] = []
-        spent = time.monotonic()
         scale = max(1.0, request.iterations / request.probe_iterations) ** 0.5
+        spent = time.monotonic()
+        first_ever = not any(o.source == "verified" for o in self.observations)
+        planned: list[AdviceRow] = []
         for row in rows:
             if row.meets_slo is False and planned:
                 break
-            if len(planned) >= request.verify and not _rivals(row, first, request.lower_is_better):
-                continue
-            cost = self.seconds_per_eval.get(row.config.framework, 0.0) * scale
-            if planned and spent + cost > self.deadline:
+            cost = self._seconds(row.config) * scale
+            if spent + cost > self.deadline and (planned or not first_ever):
                 continue
             spent += cost
             planned.append(row)
+        return planned
+
+    def _seconds(self, config: Config) -> float:
+        """What an evaluation of ``config`` is expected to take: the longest probe of its
+        framework in its compile mode (a compiled one pays its compile), else the baseline's."""
+        alike = [
+            o.seconds
+            for o in self.observations
+            if o.source == "probe"
+            and o.config.framework == config.framework
+            and o.config.compile == config.compile
+        ]
+        return max(alike, default=self.seconds_per_eval.get(config.framework, 0.0))
+
+    def _verify_round(self, planned: list[AdviceRow]) -> None:
         # Rows that differ in batch size only share one evaluation (one load, warm-up and
         # record), each batch size measured in its own loop as when run alone.
         groups = by_setting(planned, lambda row: row.config)
         self.say(f"verifying {len(planned)} configuration(s) in {len(groups)} evaluation(s)")
         plans = [([row.config for row in rows], "full") for rows in groups]
-        answers = self._evaluations(plans, request.iterations, request.min_seconds)
+        answers = self._evaluations(plans, self.request.iterations, self.request.min_seconds)
         for rows, (answer, seconds) in zip(groups, answers, strict=True):
             for row in rows:
                 self._verified(row, answer, seconds / len(rows))
@@ -590,6 +634,26 @@ _SETTINGS = ("precision", "compile", "channels_last", "threads")
 def _rivals(row: AdviceRow, first: AdviceRow, lower_is_better: bool) -> bool:
     """Whether ``row``'s interval reaches past the best predicted's (it could beat it)."""
     return row.low <= first.high if lower_is_better else row.high >= first.low
+
+
+def _riders(
+    planned: list[AdviceRow], rows: list[AdviceRow], could_win: Callable[[AdviceRow], bool]
+) -> list[AdviceRow]:
+    """The rows not planned that share a planned row's setting (another batch size) and could
+    win: they ride in its evaluation, one more batch size's loop in a model loaded anyway."""
+    settings = {row.config.model_copy(update={"batch_size": 1}) for row in planned}
+    return [
+        row
+        for row in rows
+        if row not in planned
+        and row.config.model_copy(update={"batch_size": 1}) in settings
+        and could_win(row)
+    ]
+
+
+def _reaches(row: AdviceRow, achieved: float, lower_is_better: bool) -> bool:
+    """Whether ``row``'s interval reaches past a value achieved (it could beat it)."""
+    return row.low < achieved if lower_is_better else row.high > achieved
 
 
 def _config_of(record: EvaluationRecord, batch_size: int, tensor_parallel: int) -> Config | None:
@@ -670,17 +734,31 @@ def _priors(
     return priors
 
 
-def _recommend(rows: list[AdviceRow], request: AdviceRequest) -> tuple[AdviceRow | None, str]:
-    verified = [r for r in rows if r.achieved is not None]
-    if not verified:
-        return None, "no configuration was verified (the budget or every run failed)"
-    holding = [r for r in verified if r.accuracy_holds]
+def _holding(verified: list[AdviceRow], request: AdviceRequest) -> list[AdviceRow]:
+    """The verified rows whose accuracy holds, and that meet the SLO where one is asked."""
+    holding = [r for r in verified if r.achieved is not None and r.accuracy_holds]
     if request.slo_ms is not None:
         holding = [
             r
             for r in holding
             if r.achieved_latency_ms is not None and r.achieved_latency_ms <= request.slo_ms
         ]
+    return holding
+
+
+def _best_achieved(verified: list[AdviceRow], request: AdviceRequest) -> float | None:
+    holding = _holding(verified, request)
+    if not holding:
+        return None
+    pick = min if request.lower_is_better else max
+    return pick(r.achieved for r in holding)  # type: ignore[type-var]
+
+
+def _recommend(rows: list[AdviceRow], request: AdviceRequest) -> tuple[AdviceRow | None, str]:
+    verified = [r for r in rows if r.achieved is not None]
+    if not verified:
+        return None, "no configuration was verified (the budget or every run failed)"
+    holding = _holding(verified, request)
     if not holding:
         slo = f" and meets p{request.percentile:g} <= {request.slo_ms:g} ms"
         return None, (
