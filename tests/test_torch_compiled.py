@@ -51,24 +51,19 @@ def test_a_compiled_model_compiles_afresh_once_none_is_in_use(compiled) -> None:
         assert _graphs() == before + 2
 
 
-def test_a_model_in_use_keeps_its_compiled_code_while_another_compiles(compiled) -> None:
+@pytest.mark.parametrize(
+    ("beside", "compiled_beside"),
+    [({"channels_last": True}, 1), ({"compile": None}, 0)],
+    ids=["another compiled", "an eager one"],
+)
+def test_a_model_in_use_keeps_its_compiled_code_while_another_loads_beside_it(
+    compiled, beside: dict, compiled_beside: int
+) -> None:
     load, batch = compiled
     with load() as first:
         first.predict(batch)
         before = _graphs()
-        with load(channels_last=True) as beside:
-            beside.predict(batch)
-            assert _graphs() == before + 1
+        with load(**beside) as other:
+            other.predict(batch)
         first.predict(batch)  # no reset under it: nothing to compile again
-        assert _graphs() == before + 1
-
-
-def test_eager_models_leave_the_compiled_code_alone(compiled) -> None:
-    load, batch = compiled
-    with load() as first:
-        first.predict(batch)
-        before = _graphs()
-        with load(compile=None) as eager:
-            eager.predict(batch)
-        first.predict(batch)
-        assert _graphs() == before
+        assert _graphs() == before + compiled_beside
