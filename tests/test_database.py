@@ -79,6 +79,49 @@ def test_threads_of_one_process_migrate_their_databases_together(tmp_path: Path)
         index.close()
 
 
+def test_a_new_sqlite_index_opens_while_another_connection_writes_it(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Two server workers create one index at once: while one writes it (its migration), SQLite
+    refuses the other's switch to WAL at once, without its busy timeout, and the switch is
+    tried again until the writer is done. The writer here is a plain sqlite3 connection
+    holding a write transaction, let go once the opening index has been refused."""
+    import sqlite3
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from mlms.database import connect
+
+    path = tmp_path / "index.db"
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("CREATE TABLE held (x)")
+    refused = threading.Event()
+
+    def again_later(seconds: float) -> None:
+        refused.set()
+        time.sleep(seconds)
+
+    monkeypatch.setattr(
+        connect, "time", SimpleNamespace(monotonic=time.monotonic, sleep=again_later)
+    )
+    opened: dict[str, EvaluationIndex] = {}
+    opening = threading.Thread(
+        target=lambda: opened.update(index=EvaluationIndex(f"sqlite:///{path}"))
+    )
+    opening.start()
+    try:
+        assert refused.wait(30), "the switch to WAL was never refused"
+    finally:
+        writer.execute("COMMIT")
+        writer.close()
+        opening.join(60)
+    index = opened["index"]
+    assert index.created and index.count() == 0
+    index.close()
+
+
 def test_the_migrations_make_the_schema_the_code_queries(index: EvaluationIndex) -> None:
     """Alembic's comparison of the migrated database with ``schema.py`` finds nothing to add."""
     from alembic.autogenerate import compare_metadata

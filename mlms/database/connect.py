@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -102,9 +104,24 @@ def create(url: str) -> Engine:
     )
 
 
+#: Between tries at switching a new SQLite index to WAL while another connection writes it.
+WAL_RETRY_S = 0.05
+
+
 def _sqlite_pragmas(connection, _record) -> None:
     cursor = connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
+    # The switch to WAL needs the file to itself, and SQLite answers "locked" at once, without
+    # waiting out the busy timeout, while another connection writes (a second server worker
+    # migrating the index it is creating): tried again until then.
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            break
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(WAL_RETRY_S)
     cursor.execute("PRAGMA synchronous=NORMAL")  # WAL keeps the database whole without FULL
     cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
     cursor.close()
