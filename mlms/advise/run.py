@@ -339,9 +339,7 @@ class _Session:
             )
             row.accuracy, row.accuracy_holds = self._accuracy(answer, config.framework)
             rows.append(row)
-        sign = 1 if request.lower_is_better else -1
-        rows.sort(key=lambda r: (r.meets_slo is False, sign * r.predicted))
-        return rows
+        return _best_predicted_first(rows, request)
 
     def probe(self) -> None:
         """Each framework's baseline at the probe batch sizes (one evaluation), then one
@@ -503,9 +501,7 @@ class _Session:
                     meets_slo=None if request.slo_ms is None else tail <= request.slo_ms,
                 )
             )
-        sign = 1 if request.lower_is_better else -1
-        rows.sort(key=lambda r: (r.meets_slo is False, sign * r.predicted))
-        return rows
+        return _best_predicted_first(rows, request)
 
     def verify(
         self, rows: list[AdviceRow], priors: dict[tuple[str, str, object], Prior]
@@ -527,7 +523,8 @@ class _Session:
             self._verify_round(planned)
             verified.update((row.config, row) for row in planned)
             rows = [r for r in self.predict(priors) if r.config not in verified]
-            best = _best_achieved(list(verified.values()), self.request)
+            holding = _holding(list(verified.values()), self.request)
+            best = _best_achieved(holding, self.request).achieved if holding else None
             if best is None:  # nothing verified holds: the next best predicted instead
                 rivals = rows[: self.request.verify]
             else:
@@ -537,10 +534,7 @@ class _Session:
                 self.say(f"budget spent: {len(rivals) - len(planned)} rival(s) not verified")
             if planned and best is not None:
                 planned += _riders(planned, rows, lambda r, at=best: _reaches(r, at, lower))
-        sign = 1 if self.request.lower_is_better else -1
-        every = [*verified.values(), *rows]
-        every.sort(key=lambda r: (r.meets_slo is False, sign * r.predicted))
-        return every
+        return _best_predicted_first([*verified.values(), *rows], self.request)
 
     def _within_budget(self, rows: list[AdviceRow]) -> list[AdviceRow]:
         """The leading ``rows`` whose evaluations fit the budget left (the first always, while
@@ -634,6 +628,12 @@ _SETTINGS = ("precision", "compile", "channels_last", "threads")
 def _rivals(row: AdviceRow, first: AdviceRow, lower_is_better: bool) -> bool:
     """Whether ``row``'s interval reaches past the best predicted's (it could beat it)."""
     return row.low <= first.high if lower_is_better else row.high >= first.low
+
+
+def _best_predicted_first(rows: list[AdviceRow], request: AdviceRequest) -> list[AdviceRow]:
+    """``rows`` sorted best predicted first, those predicted to miss the SLO last."""
+    sign = 1 if request.lower_is_better else -1
+    return sorted(rows, key=lambda r: (r.meets_slo is False, sign * r.predicted))
 
 
 def _riders(
@@ -746,12 +746,10 @@ def _holding(verified: list[AdviceRow], request: AdviceRequest) -> list[AdviceRo
     return holding
 
 
-def _best_achieved(verified: list[AdviceRow], request: AdviceRequest) -> float | None:
-    holding = _holding(verified, request)
-    if not holding:
-        return None
-    pick = min if request.lower_is_better else max
-    return pick(r.achieved for r in holding)  # type: ignore[type-var]
+def _best_achieved(holding: list[AdviceRow], request: AdviceRequest) -> AdviceRow:
+    """The row of ``holding`` (verified, not empty) that achieved the best objective."""
+    sign = 1 if request.lower_is_better else -1
+    return min(holding, key=lambda r: sign * r.achieved)  # type: ignore[operator]
 
 
 def _recommend(rows: list[AdviceRow], request: AdviceRequest) -> tuple[AdviceRow | None, str]:
@@ -765,8 +763,7 @@ def _recommend(rows: list[AdviceRow], request: AdviceRequest) -> tuple[AdviceRow
             f"none of the {len(verified)} verified configurations holds its accuracy"
             + (slo if request.slo_ms is not None else "")
         )
-    sign = 1 if request.lower_is_better else -1
-    best = min(holding, key=lambda r: sign * r.achieved)  # type: ignore[operator]
+    best = _best_achieved(holding, request)
     constraint = (
         f", p{request.percentile:g} {best.achieved_latency_ms:.3g} ms <= {request.slo_ms:g} ms"
         if request.slo_ms is not None
