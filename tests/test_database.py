@@ -5,17 +5,21 @@ after an outage, and two servers over one database."""
 from __future__ import annotations
 
 import multiprocessing
+import sqlite3
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from types import SimpleNamespace
 
 import grpc
 import pytest
 
-from mlms.database import keeper
+from mlms.database import connect, keeper
 from mlms.database.catch_up import catch_up
 from mlms.database.index import EvaluationIndex, needs_rebuild
 from mlms.database.keeper import rebuild
@@ -86,13 +90,6 @@ def test_a_new_sqlite_index_opens_while_another_connection_writes_it(
     refuses the other's switch to WAL at once, without its busy timeout, and the switch is
     tried again until the writer is done. The writer here is a plain sqlite3 connection
     holding a write transaction, let go once the opening index has been refused."""
-    import sqlite3
-    import threading
-    import time
-    from types import SimpleNamespace
-
-    from mlms.database import connect
-
     path = tmp_path / "index.db"
     writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     writer.execute("BEGIN IMMEDIATE")
