@@ -65,10 +65,10 @@ def _tabled(*argv: str) -> tuple[str, ...]:
 
 
 def _advise(model: str, objective: str, kit: Kit) -> tuple[str, ...]:
-    """advise_check.py on ``model``: the latency objective runs batch size 1 with compile modes
-    in its space (CUDA graphs are what batch 1, bound by the host's launches, most likely
-    wants, and each compiled setting costs the sweep its compile), the throughput one chooses
-    among the batch sizes given, eager."""
+    """advise_check.py on ``model``: the latency objective runs batch size 1 (CUDA graphs are
+    what batch 1, bound by the host's launches, most likely wants), the throughput one
+    chooses among four batch sizes as well; both with compile modes in the space, each
+    compiled setting costing the sweep its compile."""
     script = ("{python}", "benchmarks/advise_check.py", "--models", model, "--out", "{out}",
               "--objective", objective, "--frameworks", "torch")  # fmt: skip
     latency = objective == "latency"
@@ -79,14 +79,16 @@ def _advise(model: str, objective: str, kit: Kit) -> tuple[str, ...]:
                        "--batch-sizes", batches, "--iterations", "3", "--min-seconds", "0.05",
                        "--probe-iterations", "3", "--probe-min-seconds", "0.02", "--verify", "2",
                        "--budget-minutes", "3")  # fmt: skip
+    # Every precision and every compile mode but max-autotune (minutes of autotuning per
+    # setting): a space where probing saves evaluations. A compile costs an evaluation of
+    # resnet50 at batch 1 about 8 s on the H200 (the compile_cost cell): 24 settings, 16
+    # compiled, for latency; 12, 8 compiled, each with four batch sizes, for throughput.
+    precisions = ("--precisions", "fp32,tf32,fp16,bf16",
+                  "--compile", "none,default,reduce-overhead")  # fmt: skip
     if latency:
-        # Sized before a compile's time on the H200 was measured (the compile_cost cell):
-        # 12 settings, 8 of them compiled.
-        space = ("--precisions", "fp32,bf16", "--compile", "none,default,reduce-overhead",
-                 "--batch-sizes", "1", "--budget-minutes", "6")  # fmt: skip
+        space = (*precisions, "--batch-sizes", "1", "--budget-minutes", "3")
     else:
-        space = ("--precisions", "fp32,fp16,bf16", "--compile", "none",
-                 "--batch-sizes", "16,64,128", "--budget-minutes", "2")  # fmt: skip
+        space = (*precisions, "--batch-sizes", "16,64,128,256", "--budget-minutes", "3")
     lengths = ("--iterations", "20", "--min-seconds", "0.5", "--probe-iterations", "5",
                "--probe-min-seconds", "0.1", "--verify", "2")  # fmt: skip
     return _tabled(*script, "--hw", kit.hw, *space, *lengths)
