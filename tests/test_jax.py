@@ -156,6 +156,11 @@ def test_compare_torch_and_jax_on_the_tensorflow_agents_keras_asset(store: Objec
     assert jax_record["settings"]["matmul_precision"] == "highest"
     assert jax_record["settings"]["jit_compile_s.2x1x8x8"] > 0
     assert jax_record["predictions"]["top5"] == torch_record["predictions"]["top5"]
+    # The host's part of a predict, carried over gRPC: jax returns once it has dispatched the
+    # work to XLA; torch on the CPU returns only once done, so it reports none.
+    jax_result, torch_result = jax_record["results"][0], torch_record["results"][0]
+    assert 0 < jax_result["launch_ms"]["p50"] <= jax_result["latency_ms"]["p50"]
+    assert torch_result["launch_ms"] is None
     tensorflow_asset = store.get_bytes("models/digits_cnn/1.0.0/tensorflow/asset.json")
     assert jax_record["asset_sha256"] == json.loads(tensorflow_asset)["sha256"]
     spans = read_spans(store, jax_record["trace_id"])

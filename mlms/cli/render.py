@@ -113,6 +113,18 @@ def record_summary(record: EvaluationRecord) -> None:
                 f"batch size {result.batch_size}: input copy {copy.bytes / 1e6:.1f} MB in "
                 f"{copy.latency_ms['p50']:.3f} ms ({copy.gb_per_s:.1f} GB/s host to device)"
             )
+        if (share := result.launch_share) is not None:
+            from mlms.evaluation.record import LAUNCH_BOUND
+
+            bound = (
+                "launch-bound: the device waits on the host"
+                if share >= LAUNCH_BOUND
+                else "the device's work outlasts the launch"
+            )
+            out.print(
+                f"batch size {result.batch_size}: the host launched each predict in "
+                f"{result.launch_ms['p50']:.3f} of {result.latency_ms.p50:.3f} ms (p50): {bound}"  # type: ignore[index]
+            )
         if result.generation:
             gen = result.generation
             per_token = gen.time_per_output_token_ms

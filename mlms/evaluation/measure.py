@@ -75,6 +75,7 @@ class Run:
     throughput: float  # inferences a second
     copies: list[InputCopy]  # the inputs' copies to the device
     passed: Pass | None = None  # a data set's pass
+    launches: list[int] = field(default_factory=list)  # each predict's host part (ns)
 
 
 @dataclass
@@ -154,6 +155,7 @@ class BatchRuns(ABC):
             throughput=model_run.throughput,
             levels=levels,
             input_copy=_copy_result(model_run.copies),
+            launch_ms=_launch_result(model_run.launches),
             generation=generation,
             energy=model_energy,
             samples=model_run.passed.hits.samples if model_run.passed is not None else None,
@@ -204,7 +206,7 @@ class FixedInputs(BatchRuns):
             self.progress("warmup", index + 1, self.request.warmup)
 
     def loop(self, level: TraceLevel, number: int) -> Run:
-        latencies, seconds = measure_loop(
+        latencies, seconds, launches = measure_loop(
             self.predictor,
             self.feed,
             self.tracer,
@@ -221,6 +223,7 @@ class FixedInputs(BatchRuns):
             # The predicts' own time: the pipeline's steps around them are not the model's.
             throughput=inferences / (sum(latencies) / 1e9),
             copies=list(self.feed.copies),
+            launches=launches,
         )
 
     def first_batch(self) -> np.ndarray:
@@ -285,13 +288,16 @@ def measure_loop(
     batch_size: int,
     level: TraceLevel,
     report: ProgressCallback,
-) -> tuple[list[int], float]:
+) -> tuple[list[int], float, list[int]]:
     """Predict until both the iteration count and the minimum time are met.
 
     Returns each predict's latency (ns, host clock around the call, which returns only once the
-    device is done) and the run's wall time (s); ``feed.copies`` holds the run's input copies.
+    device is done), the run's wall time (s) and each predict's launch (ns, the host's part:
+    ``Predictor.launches``; empty where the predictor does not report one for every predict);
+    ``feed.copies`` holds the run's input copies.
     """
     feed.clear()
+    predictor.launches.clear()
     latencies: list[int] = []
     clock = time.perf_counter_ns
     began = clock()
@@ -311,7 +317,14 @@ def measure_loop(
             predictor.postprocess(logits, step=functools.partial(post_step, tracer))
         index += 1
         report(Progress(batch_size, level.label, index, request.iterations))
-    return predictor.ranks.slowest(latencies), (clock() - began) / 1e9
+    launches = list(predictor.launches) if len(predictor.launches) == len(latencies) else []
+    return predictor.ranks.slowest(latencies), (clock() - began) / 1e9, launches
+
+
+def _launch_result(launches: list[int]) -> dict[str, float] | None:
+    if not launches:
+        return None
+    return {"p50": float(np.median(launches)) / 1e6, "mean": float(np.mean(launches)) / 1e6}
 
 
 def _copy_result(copies: list[InputCopy]) -> InputCopyResult | None:

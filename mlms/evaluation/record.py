@@ -122,6 +122,12 @@ class EvaluationRequest(BaseModel):
         return RunOptions(**values | {"inputs": tuple(self.inputs)}).line()
 
 
+#: A predict whose launch takes this share of it or more is launch-bound: the device idles
+#: between the host's launches, and work that only the device does faster (a precision, a
+#: memory layout) leaves it as long.
+LAUNCH_BOUND = 0.8
+
+
 class LatencyStats(BaseModel):
     """Milliseconds."""
 
@@ -215,11 +221,22 @@ class BatchResult(BaseModel):
     throughput: float  # inputs per second
     levels: dict[str, LevelResult] = {}
     input_copy: InputCopyResult | None = None
+    #: The host's part of each predict (until the framework returned, before waiting for the
+    #: device), where the framework returns early: p50 and mean (ms).
+    launch_ms: dict[str, float] | None = None
     generation: GenerationResult | None = None
     energy: EnergyResult | None = None
     #: A pass over a data set: the samples predicted (throughput is these over ``seconds``).
     samples: int | None = None
     conditions: RunConditions | None = None
+
+    @property
+    def launch_share(self) -> float | None:
+        """The host's launch over the whole predict (p50s): at ``LAUNCH_BOUND`` or more the
+        device waits on the host."""
+        if self.launch_ms is None or self.latency_ms.p50 <= 0:
+            return None
+        return self.launch_ms["p50"] / self.latency_ms.p50
 
 
 class Accuracy(BaseModel):

@@ -88,6 +88,11 @@ class Predictor(ABC):
         self.manifest = manifest
         self.asset_path = asset_path
         self.options = options
+        #: Of each untraced predict, where the framework returns before the device is done
+        #: (CUDA's queue, JAX's dispatch): host nanoseconds from handing it the batch until it
+        #: returned, the host's part of the predict. Empty where the framework returns only
+        #: once done, and for traced predicts (the tracing waits on the device).
+        self.launches: list[int] = []
 
     @classmethod
     def has_layers(cls, compile_mode: str | None) -> bool:

@@ -189,7 +189,12 @@ class TorchPredictor(Predictor):
         with getattr(torch, self.autograd_off)():
             tensor = batch if isinstance(batch, torch.Tensor) else self.stage(batch)[0]
             if self._predicts is None:
-                return self._forward(tensor).float().cpu().numpy()
+                if self.device.type != "cuda":
+                    return self._forward(tensor).float().cpu().numpy()
+                start = time.perf_counter_ns()
+                logits = self._forward(tensor)
+                self.launches.append(time.perf_counter_ns() - start)
+                return logits.float().cpu().numpy()
             batch_meta = (tensor.shape, tensor.dtype, tensor.device)
             self._predicts.append((anchor(), batch_meta))
             with torch.profiler.record_function(MARK):
