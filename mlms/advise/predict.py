@@ -23,12 +23,14 @@ value fell inside).
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from mlms.advise.record import Config, Observation
+from mlms.evaluation.record import LAUNCH_BOUND
 
 FACTORS = ("precision", "compile", "channels_last", "threads", "batch_size")
 #: Log-scale standard deviation per factor combined with another (independence assumed).
@@ -39,6 +41,9 @@ UNKNOWN_SIGMA = 0.25
 BY_PRECISION = ("channels_last",)
 #: Of such a setting's effect at a precision it was not measured at (its fp32 one stands in).
 UNPAIRED_SIGMA = 0.2
+#: The least log-scale spread an observation is weighted by against a prior: what a median
+#: of a short probe is good to on a quiet host.
+MIN_DATA_SIGMA = 0.02
 Z95 = 1.96
 
 
@@ -105,13 +110,22 @@ class CostModel:
         cost: Callable[[Observation], float],
         per_input: bool,
         priors: dict[tuple[str, str, object], Prior] | None = None,
+        *,
+        batch_ms: Callable[[Observation], float] = lambda o: o.p50_ms,
+        anchored: bool = False,
     ) -> None:
         """``cost``: the quantity modelled (positive, lower is better) of an observation;
         ``per_input``: whether it is per input (so a batch's latency is divided by its size);
-        ``priors``: (framework, factor, level) -> the prior for a level never measured."""
+        ``priors``: (framework, factor, level) -> the prior for a level never measured;
+        ``batch_ms``: the time per batch whose growth with the batch size scales the cost;
+        ``anchored``: every effect held to its prior (else no effect) as far as the
+        observations leave it free, rather than split with the baseline where they cannot
+        tell the two apart (a fit of few observations, none of them the baseline)."""
         self.baselines = baselines
         self.priors = priors or {}
         self.per_input = per_input
+        self.batch_ms = batch_ms
+        self.anchored = anchored
         self.effects: dict[tuple[str, str, object], tuple[float, float]] = {}
         #: (framework, setting, level, precision) -> the setting's extra log effect there.
         self.pairs: dict[tuple[str, str, object, str], tuple[float, float]] = {}
@@ -146,7 +160,7 @@ class CostModel:
         reference = self.baselines[framework]
         # Batch sizes: the baseline's latencies per batch at each batch size measured.
         latencies = {
-            o.config.batch_size: o.p50_ms
+            o.config.batch_size: self.batch_ms(o)
             for o in seen
             if o.config.model_copy(update={"batch_size": reference.batch_size}) == reference
         }
@@ -180,21 +194,34 @@ class CostModel:
         if not rows:
             return
         matrix = np.array(rows)
-        solution, _res, rank, _sv = np.linalg.lstsq(matrix, np.array(targets), rcond=None)
+        measured = float(np.median(spreads)) if spreads else 0.0
+        if self.anchored:
+            priors = [self._prior(framework, factor, level) for factor, level in columns]
+            priors += [(0.0, UNPAIRED_SIGMA)] * len(pairs)
+            solution, sigmas = _anchored_fit(matrix, np.array(targets), measured, priors)
+        else:
+            solution = np.linalg.lstsq(matrix, np.array(targets), rcond=None)[0]
+            sigmas = np.full(len(solution), measured * math.sqrt(2))
         fitted = matrix @ solution
-        dof = len(rows) - rank
+        dof = len(rows) - np.linalg.matrix_rank(matrix)
         residual = (
             float(np.sqrt(np.sum((np.array(targets) - fitted) ** 2) / dof)) if dof > 0 else 0.0
         )
-        measured = float(np.median(spreads)) if spreads else 0.0
         self.residual[framework] = residual
         self.base[framework] = (float(solution[0]), measured)
-        effects = solution[1 : 1 + len(columns)]
-        for (factor, level), effect in zip(columns, effects, strict=True):
-            self.effects[(framework, factor, level)] = (float(effect), measured * math.sqrt(2))
-        for pair, effect in zip(pairs, solution[1 + len(columns) :], strict=True):
-            self.pairs[(framework, *pair)] = (float(effect), measured * math.sqrt(2))
+        effects = zip(solution[1 : 1 + len(columns)], sigmas[1 : 1 + len(columns)], strict=True)
+        for (factor, level), (effect, sigma) in zip(columns, effects, strict=True):
+            self.effects[(framework, factor, level)] = (float(effect), float(sigma))
+        paired = zip(solution[1 + len(columns) :], sigmas[1 + len(columns) :], strict=True)
+        for pair, (effect, sigma) in zip(pairs, paired, strict=True):
+            self.pairs[(framework, *pair)] = (float(effect), float(sigma))
         self._batch[framework] = latencies
+
+    def _prior(self, framework: str, factor: str, level: object) -> tuple[float, float]:
+        """A level's prior log effect and its standard deviation (no effect, widely, without
+        one)."""
+        prior = self.priors.get((framework, factor, level))
+        return (math.log(prior.ratio), prior.sigma) if prior else (0.0, UNKNOWN_SIGMA)
 
     def _batch_ratio(self, latencies: dict[int, float], batch: int, reference: Config) -> float:
         """Cost at ``batch`` over cost at the reference batch size."""
@@ -223,8 +250,7 @@ class CostModel:
             combined += 1
             effect = self.effects.get((framework, factor, level))
             if effect is None:
-                prior = self.priors.get((framework, factor, level))
-                effect = (math.log(prior.ratio), prior.sigma) if prior else (0.0, UNKNOWN_SIGMA)
+                effect = self._prior(framework, factor, level)
             log_cost += effect[0]
             variance += effect[1] ** 2
         for pair in _paired(config, reference):
@@ -246,6 +272,92 @@ class CostModel:
             combined += 1
         variance += max(0, combined - 1) * INTERACTION_SIGMA**2
         return _interval(math.exp(log_cost), math.sqrt(variance), "model")
+
+
+def _anchored_fit(
+    matrix: np.ndarray, targets: np.ndarray, measured: float, priors: list[tuple[float, float]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Least squares with each effect column held to its prior (mean, standard deviation of
+    its log) and the first column (the baseline) free: the posterior mean and standard
+    deviation of every coefficient, the observations weighted by their own spread."""
+    data_sigma = max(measured, MIN_DATA_SIGMA)
+    columns = matrix.shape[1]
+    anchors = np.zeros((columns - 1, columns))
+    anchors[:, 1:] = np.diag([1.0 / sigma for _mean, sigma in priors])
+    weighted = np.vstack([matrix / data_sigma, anchors])
+    wanted = np.concatenate([targets / data_sigma, [mean / sigma for mean, sigma in priors]])
+    solution = np.linalg.lstsq(weighted, wanted, rcond=None)[0]
+    covariance = np.linalg.pinv(weighted.T @ weighted)
+    return solution, np.sqrt(np.clip(np.diag(covariance), 0.0, None))
+
+
+class HostDeviceModel:
+    """Where a framework returns before its device is done (a GPU), a predict takes about the
+    longer of the host's launch and the device's work, and settings move the two apart: a
+    precision or a memory layout the device's work, CUDA graphs (``reduce-overhead``) the
+    launch, a batch size mostly the device's. A setting the device does faster leaves a
+    launch-bound predict as long; one model of every effect would carry the speed-up of a
+    device-bound probe into a launch-bound configuration, and the reverse. So: one cost model
+    of the launches (every observation times its own), one of the device-bound observations'
+    costs (their launch under ``LAUNCH_BOUND`` of the predict), each effect the latter never
+    saw at its prior; the prediction the larger of the two. A configuration measured
+    directly is predicted as measured, and one the device-bound observations cannot place
+    (none of its framework's is device-bound) by the single model."""
+
+    def __init__(
+        self,
+        observations: Sequence[Observation],
+        baselines: dict[str, Config],
+        cost: Callable[[Observation], float],
+        per_input: bool,
+        priors: dict[tuple[str, str, object], Prior] | None = None,
+    ) -> None:
+        self.whole = CostModel(observations, baselines, cost, per_input, priors)
+        timed = [o for o in observations if o.launch_ms is not None and o.p50_ms > 0]
+        self.host = CostModel(
+            timed,
+            baselines,
+            lambda o: cost(o) * o.launch_ms / o.p50_ms,
+            per_input,
+            batch_ms=lambda o: o.launch_ms,
+        )
+        bound = [o for o in timed if o.launch_ms < LAUNCH_BOUND * o.p50_ms]
+        self.device = CostModel(bound, baselines, cost, per_input, priors, anchored=True)
+        # A launch-bound predict outlasts its launch by the input's copy, the last kernels
+        # and the output's copy back.
+        ratios = [o.p50_ms / o.launch_ms for o in timed if o not in bound]
+        self.tail = statistics.median(ratios) if ratios else 1.0
+
+    def predict(self, config: Config) -> Prediction:
+        whole = self.whole.predict(config)
+        if whole.basis != "model":
+            return whole
+        host, device = self.host.predict(config), self.device.predict(config)
+        if math.isnan(host.value) or math.isnan(device.value):
+            return whole
+        tail = self.tail
+        return Prediction(
+            max(host.value * tail, device.value),
+            max(host.low * tail, device.low),
+            max(host.high * tail, device.high),
+            "model",
+        )
+
+
+def cost_model(
+    observations: Sequence[Observation],
+    baselines: dict[str, Config],
+    cost: Callable[[Observation], float],
+    per_input: bool,
+    priors: dict[tuple[str, str, object], Prior] | None = None,
+    *,
+    split: bool = True,
+) -> CostModel | HostDeviceModel:
+    """The model of ``cost``: split into host and device (``split``, a time, where some
+    observation timed its launch), else one ``CostModel``."""
+    if split and any(o.launch_ms is not None for o in observations):
+        return HostDeviceModel(observations, baselines, cost, per_input, priors)
+    return CostModel(observations, baselines, cost, per_input, priors)
 
 
 def _interval(value: float, sigma: float, basis: str) -> Prediction:

@@ -195,6 +195,9 @@ class Observation(BaseModel):
     #: The relative half-width of the measurement's 95% interval of the median.
     spread: float = 0.0
     seconds: float = 0.0  # wall time of the evaluation (0 for a stored one)
+    #: The host's part of the batch's median predict (``BatchResult.launch_ms``), where the
+    #: framework returns before the device is done.
+    launch_ms: float | None = None
 
 
 class AdviceRow(BaseModel):

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
-from mlms.advise.predict import BY_PRECISION, CostModel, Prior
+from mlms.advise.predict import BY_PRECISION, Prior, cost_model
 from mlms.advise.record import (
     AdviceRecord,
     AdviceRequest,
@@ -223,6 +223,7 @@ class _Session:
             latency_ms=getattr(stats, f"p{self.request.percentile:g}"),
             spread=max(high - low, 0.0) / (2 * stats.p50) if stats.p50 > 0 else 0.0,
             seconds=seconds,
+            launch_ms=result.launch_ms["p50"] if result.launch_ms else None,
         )
         self.observations.append(observation)
         return observation
@@ -469,8 +470,10 @@ class _Session:
         rate = request.objective == "throughput"
         cost_of = (lambda o: 1000.0 / o.value) if rate else (lambda o: o.value)
         per_input = request.objective != "latency"
-        cost = CostModel(self.observations, baselines, cost_of, per_input, priors)
-        latency = CostModel(self.observations, baselines, lambda o: o.p50_ms, False)
+        # A time splits into the host's launch and the device's work; joules do not.
+        timed = request.objective != "energy"
+        cost = cost_model(self.observations, baselines, cost_of, per_input, priors, split=timed)
+        latency = cost_model(self.observations, baselines, lambda o: o.p50_ms, False)
         tails: dict[str, float] = {}
         for framework in self.baselines:
             ratios = [
@@ -633,7 +636,14 @@ def _rivals(row: AdviceRow, first: AdviceRow, lower_is_better: bool) -> bool:
 def _best_predicted_first(rows: list[AdviceRow], request: AdviceRequest) -> list[AdviceRow]:
     """``rows`` sorted best predicted first, those predicted to miss the SLO last."""
     sign = 1 if request.lower_is_better else -1
-    return sorted(rows, key=lambda r: (r.meets_slo is False, sign * r.predicted))
+
+    def order(row: AdviceRow) -> tuple[bool, float, float]:
+        # Among equal predictions (settings whose effect no measurement told), the one that
+        # could do best first: verifying it settles the most.
+        hopeful = row.low if request.lower_is_better else row.high
+        return row.meets_slo is False, sign * row.predicted, sign * hopeful
+
+    return sorted(rows, key=order)
 
 
 def _riders(
