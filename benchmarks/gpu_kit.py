@@ -666,8 +666,8 @@ def run(args: argparse.Namespace) -> int:
     table += f"\n{left} cells left: the same command resumes them\n" if left else ""
     (out / "summary.txt").write_text(table)
     files = pack(out, fresh, home / "store", store_before)
-    print(table + f"packed: {', '.join(p.name for p in files)} "
-          f"in {time.monotonic() - began:.0f} s", flush=True)  # fmt: skip
+    print(table + f"packed: {', '.join(p.name for p in files)}; the call took "
+          f"{time.monotonic() - began:.0f} s", flush=True)  # fmt: skip
     return 1 if any(o["status"] == "failed" for o in outcomes) else 0
 
 

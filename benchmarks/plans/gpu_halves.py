@@ -81,14 +81,14 @@ def _advise(model: str, objective: str, kit: Kit) -> tuple[str, ...]:
                        "--budget-minutes", "3")  # fmt: skip
     # Every precision and every compile mode but max-autotune (minutes of autotuning per
     # setting): a space where probing saves evaluations. A compile costs an evaluation of
-    # resnet50 at batch 1 about 8 s on the H200 (the compile_cost cell): 24 settings, 16
-    # compiled, for latency; 12, 8 compiled, each with four batch sizes, for throughput.
+    # resnet50 at batch 1 about 8 s on the H200 (the compile_cost cell), one of bert_base
+    # 25-40 s at four batch sizes (bert_eval_cost): 24 settings, 16 compiled, for latency;
+    # 12, 8 compiled, for throughput, at two batch sizes (at four, advise and the sweep took
+    # over the cell's 590 s).
     precisions = ("--precisions", "fp32,tf32,fp16,bf16",
                   "--compile", "none,default,reduce-overhead")  # fmt: skip
-    if latency:
-        space = (*precisions, "--batch-sizes", "1", "--budget-minutes", "3")
-    else:
-        space = (*precisions, "--batch-sizes", "16,64,128,256", "--budget-minutes", "3")
+    batches = "1" if latency else "64,256"
+    space = (*precisions, "--batch-sizes", batches, "--budget-minutes", "3")
     lengths = ("--iterations", "20", "--min-seconds", "0.5", "--probe-iterations", "5",
                "--probe-min-seconds", "0.1", "--verify", "2")  # fmt: skip
     return _tabled(*script, "--hw", kit.hw, *space, *lengths)
