@@ -214,13 +214,15 @@ def _fake_latency(asked: EvaluationRequest, batch: int) -> float:
     return 2.0 * half * layout * batch
 
 
-def _record(request: EvaluationRequest, latency, launch=None) -> EvaluationRecord:
+def _record(request: EvaluationRequest, latency, launch=None, device=None) -> EvaluationRecord:
     """A record of ``request`` whose every batch size took ``latency(request, batch)`` ms,
-    of which ``launch(request, batch)`` ms launching it, where given."""
+    of which ``launch(request, batch)`` ms launching it and ``device(request, batch)`` ms the
+    device's work alone, where given."""
     results = []
     for batch in request.batch_sizes:
         ms = latency(request, batch)
         launched = None if launch is None else launch(request, batch)
+        alone = None if device is None else device(request, batch)
         stats = LatencyStats(
             p50=ms, p90=ms, p95=ms, p99=ms, mean=ms, min=ms, max=ms, trimmed_mean=ms,
             stdev=0.0, median_ci95=(0.99 * ms, 1.01 * ms),
@@ -229,6 +231,7 @@ def _record(request: EvaluationRequest, latency, launch=None) -> EvaluationRecor
             batch_size=batch, iterations=request.iterations, seconds=1.0, latency_ms=stats,
             throughput=1000.0 * batch / ms,
             launch_ms=None if launched is None else {"p50": launched, "mean": launched},
+            device_ms=None if alone is None else {"p50": alone, "mean": alone},
         )  # fmt: skip
         results.append(result)
     # Every configuration predicts the same classes: accuracy holds throughout.
@@ -441,3 +444,91 @@ def test_a_launch_bound_predict_is_predicted_from_the_host_not_the_device() -> N
     # Best predicted: fp16 at the largest batch, where the device decides.
     best = max(rows.values(), key=lambda row: row.predicted)
     assert (best.config.precision, best.config.batch_size) == ("fp16", 256)
+
+
+def test_the_devices_work_timed_alone_carries_a_precision_into_cuda_graphs() -> None:
+    """A fake GPU (none here) running a resnet50-like model at batch 1: eager predicts launch
+    for 3.4 ms while the device's work is 2.5 ms at fp32 and 0.9 ms at tf32, so every eager
+    probe is launch-bound and tf32 shows no effect there; CUDA graphs launch in 0.1 ms. With
+    the device's work timed alone (``device_ms``), tf32's effect on it carries into tf32 with
+    CUDA graphs, predicted within 10 %; without, the effect stays at its prior (none) and the
+    prediction at fp32's, left to verification."""
+
+    def launch(asked: EvaluationRequest, _batch: int) -> float:
+        return 0.1 if asked.compile == "reduce-overhead" else 3.4
+
+    def device(asked: EvaluationRequest, _batch: int) -> float:
+        return 0.9 if asked.precision == "tf32" else 2.5
+
+    def latency(asked: EvaluationRequest, batch: int) -> float:
+        return max(launch(asked, batch), device(asked, batch)) + 0.1
+
+    request = AdviceRequest(
+        model="resnet50", frameworks=["torch"], precisions=["fp32", "tf32"],
+        compile_modes=["none", "reduce-overhead"], channels_last=False, batch_sizes=[1],
+        verify=1, budget_minutes=60,
+    )  # fmt: skip
+    space = build_space(request, get_model("resnet50"), (9, 0), 16)
+    graphs = space.baseline("torch", 1).model_copy(
+        update={"precision": "tf32", "compile": "reduce-overhead"}
+    )
+    truth = latency(_request_of(graphs).model_copy(update={"compile": graphs.compile}), 1)
+    predicted = {}
+    for timed in (True, False):
+
+        def run(requests, alone=device if timed else None):
+            return [_record(r, latency, launch, alone) for r in requests]
+
+        session = _Session(request, space, run, lambda _line: None, time.monotonic())
+        session.probe()
+        assert not session._has(graphs)
+        predicted[timed] = next(r for r in session.predict({}) if r.config == graphs)
+    assert predicted[True].predicted == pytest.approx(truth, rel=0.10)
+    assert predicted[True].low <= truth <= predicted[True].high
+    assert predicted[False].predicted == pytest.approx(2.6, rel=0.05)  # over 2x the truth
+
+
+def _resnet_like(asked: EvaluationRequest) -> tuple[float, float]:
+    """A made-up GPU's resnet50 at batch 1: the launch (eager 3.4 ms, inductor's 4.7, CUDA
+    graphs 0.1) and the device's work (2.5 ms at fp32; tf32 x0.35, fp16 and bf16 x0.3;
+    channels-last x0.95 at fp32, x0.8 below it; a compile x0.95)."""
+    launch = {None: 3.4, "default": 4.7, "reduce-overhead": 0.1}[asked.compile]
+    device = 2.5 * {"fp32": 1.0, "tf32": 0.35, "fp16": 0.3, "bf16": 0.3}[asked.precision]
+    if asked.channels_last:
+        device *= 0.95 if asked.precision == "fp32" else 0.8
+    return launch, device * (0.95 if asked.compile else 1.0)
+
+
+def test_with_the_devices_work_timed_alone_few_compiled_settings_are_verified() -> None:
+    """advise over a made-up GPU (none here) with resnet50's space at batch 1, 24
+    configurations, 16 of them compiled: with only the launches timed, the precisions' effect
+    on the device stays unknown under CUDA graphs and 7 compiled configurations are verified;
+    with the device's work timed alone, 3. Both find the fastest."""
+
+    def latency(asked: EvaluationRequest, _batch: int) -> float:
+        return max(_resnet_like(asked)) + 0.3
+
+    request = AdviceRequest(
+        model="resnet50", frameworks=["torch"], precisions=["fp32", "tf32", "fp16", "bf16"],
+        compile_modes=["none", "default", "reduce-overhead"], batch_sizes=[1], verify=2,
+        budget_minutes=60,
+    )  # fmt: skip
+    space = build_space(request, get_model("resnet50"), (9, 0), 16)
+    compiled = {}
+    for timed in (False, True):
+        asked: list[EvaluationRequest] = []
+
+        def run(requests, asked=asked, timed=timed):
+            asked.extend(requests)
+            launch, device = (lambda q, _b, i=i: _resnet_like(q)[i] for i in (0, 1))
+            return [_record(r, latency, launch, device if timed else None) for r in requests]
+
+        session = _Session(request, space, run, lambda _line: None, time.monotonic())
+        session.probe()
+        session.probe_pairs({})
+        probes = len(asked)
+        rows = session.verify(session.predict({}), {})
+        best = min((r for r in rows if r.achieved is not None), key=lambda r: r.achieved)
+        assert best.achieved == pytest.approx(2.5 * 0.3 * 0.8 * 0.95 + 0.3)
+        compiled[timed] = sum(1 for a in asked[probes:] if a.compile)
+    assert compiled[True] <= 3 < compiled[False]

@@ -208,6 +208,34 @@ def test_cudnn_log_is_routed_in_process_without_a_gpu():
 
 
 @pytest.mark.skipif(not hardware.detect().gpus, reason="no NVIDIA GPU (NVML lists none)")
+def test_a_gpu_predict_times_its_launch_and_the_devices_work_alone(store):
+    """resnet18 eager at batch 1 is launch-bound on a GPU host (Python launches its kernels
+    slower than the device runs them): its launch is most of the predict, and the device's
+    work alone, its launches queued behind a spinning kernel, well under it. At batch 64 the
+    device decides. With CUDA graphs the launch is a small part, and the device's work alone
+    about the whole predict."""
+    from mlms.evaluation.record import LAUNCH_BOUND, EvaluationRequest
+    from mlms.evaluation.runner import evaluate
+
+    def run(batches: list[int], compile: str | None = None):
+        request = EvaluationRequest(
+            model="resnet18", hw="gpu", batch_sizes=batches, iterations=20, min_seconds=0.5,
+            warmup=5, compile=compile,
+        )  # fmt: skip
+        return evaluate(request, store=store).results
+
+    one, many = run([1, 64])
+    assert one.launch_share is not None and one.launch_share >= LAUNCH_BOUND
+    assert one.device_ms is not None and 0 < one.device_ms["p50"] < 0.8 * one.latency_ms.p50
+    assert many.launch_share is not None and many.launch_share < LAUNCH_BOUND
+    assert many.device_ms is not None and many.device_ms["p50"] <= many.latency_ms.p50
+    (graphs,) = run([1], "reduce-overhead")
+    assert graphs.launch_share is not None and graphs.launch_share < 0.5
+    assert graphs.device_ms is not None
+    assert graphs.device_ms["p50"] == pytest.approx(graphs.latency_ms.p50, rel=0.3)
+
+
+@pytest.mark.skipif(not hardware.detect().gpus, reason="no NVIDIA GPU (NVML lists none)")
 def test_energy_of_a_gpu_evaluation_comes_from_nvmls_counter(store):
     """NVML's real counters around a real GPU evaluation (without cupti: NVML only)."""
     from mlms.evaluation.record import EvaluationRequest

@@ -299,10 +299,11 @@ class HostDeviceModel:
     launch-bound predict as long; one model of every effect would carry the speed-up of a
     device-bound probe into a launch-bound configuration, and the reverse. So: one cost model
     of the launches (every observation times its own), one of the device-bound observations'
-    costs (their launch under ``LAUNCH_BOUND`` of the predict), each effect the latter never
-    saw at its prior; the prediction the larger of the two. A configuration measured
-    directly is predicted as measured, and one the device-bound observations cannot place
-    (none of its framework's is device-bound) by the single model."""
+    costs (their launch under ``LAUNCH_BOUND`` of the predict), or, where evaluations timed
+    the device's work alone (``BatchResult.device_ms``), of every observation's, each effect
+    the latter never saw at its prior; the prediction the larger of the two. A configuration
+    measured directly is predicted as measured, and one the device's observations cannot
+    place (none of its framework's) by the single model."""
 
     def __init__(
         self,
@@ -322,11 +323,24 @@ class HostDeviceModel:
             batch_ms=lambda o: o.launch_ms,
         )
         bound = [o for o in timed if o.launch_ms < LAUNCH_BOUND * o.p50_ms]
-        self.device = CostModel(bound, baselines, cost, per_input, priors, anchored=True)
-        # A launch-bound predict outlasts its launch by the input's copy, the last kernels
-        # and the output's copy back.
-        ratios = [o.p50_ms / o.launch_ms for o in timed if o not in bound]
-        self.tail = statistics.median(ratios) if ratios else 1.0
+        alone = [o for o in timed if o.device_ms is not None]
+        if alone:  # the device's work timed apart, launch-bound or not
+            self.device = CostModel(
+                alone,
+                baselines,
+                lambda o: cost(o) * o.device_ms / o.p50_ms,
+                per_input,
+                priors,
+                batch_ms=lambda o: o.device_ms,
+                anchored=True,
+            )
+        else:  # only where it decided the predict
+            self.device = CostModel(bound, baselines, cost, per_input, priors, anchored=True)
+        # A predict outlasts the part that decides it by the input's copy and the output's
+        # copy back (and a launch-bound one by its last kernels).
+        self.tail = _median_ratio([(o.p50_ms, o.launch_ms) for o in timed if o not in bound])
+        decided = [(o.p50_ms, o.device_ms) for o in alone if o in bound]
+        self.device_tail = _median_ratio(decided)  # type: ignore[arg-type]
 
     def predict(self, config: Config) -> Prediction:
         whole = self.whole.predict(config)
@@ -335,13 +349,18 @@ class HostDeviceModel:
         host, device = self.host.predict(config), self.device.predict(config)
         if math.isnan(host.value) or math.isnan(device.value):
             return whole
-        tail = self.tail
+        host_tail, device_tail = self.tail, self.device_tail
         return Prediction(
-            max(host.value * tail, device.value),
-            max(host.low * tail, device.low),
-            max(host.high * tail, device.high),
+            max(host.value * host_tail, device.value * device_tail),
+            max(host.low * host_tail, device.low * device_tail),
+            max(host.high * host_tail, device.high * device_tail),
             "model",
         )
+
+
+def _median_ratio(pairs: list[tuple[float, float]]) -> float:
+    """The median of whole over part, 1 without any."""
+    return statistics.median(whole / part for whole, part in pairs) if pairs else 1.0
 
 
 def cost_model(

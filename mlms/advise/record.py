@@ -198,6 +198,8 @@ class Observation(BaseModel):
     #: The host's part of the batch's median predict (``BatchResult.launch_ms``), where the
     #: framework returns before the device is done.
     launch_ms: float | None = None
+    #: The device's work alone (``BatchResult.device_ms``), where it was timed.
+    device_ms: float | None = None
 
 
 class AdviceRow(BaseModel):

@@ -224,6 +224,7 @@ class _Session:
             spread=max(high - low, 0.0) / (2 * stats.p50) if stats.p50 > 0 else 0.0,
             seconds=seconds,
             launch_ms=result.launch_ms["p50"] if result.launch_ms else None,
+            device_ms=result.device_ms["p50"] if result.device_ms else None,
         )
         self.observations.append(observation)
         return observation

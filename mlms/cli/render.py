@@ -121,9 +121,15 @@ def record_summary(record: EvaluationRecord) -> None:
                 if share >= LAUNCH_BOUND
                 else "the device's work outlasts the launch"
             )
+            device = (
+                f"; the device's work alone {result.device_ms['p50']:.3f} ms"
+                if result.device_ms
+                else ""
+            )
             out.print(
                 f"batch size {result.batch_size}: the host launched each predict in "
-                f"{result.launch_ms['p50']:.3f} of {result.latency_ms.p50:.3f} ms (p50): {bound}"  # type: ignore[index]
+                f"{result.launch_ms['p50']:.3f} of {result.latency_ms.p50:.3f} ms (p50): "  # type: ignore[index]
+                f"{bound}{device}"
             )
         if result.generation:
             gen = result.generation

@@ -65,6 +65,10 @@ def measure_batch(
         return strategy.measure(runs, meter)
 
 
+#: Predicts whose device time is taken alone (``Predictor.device_times``), after the runs.
+DEVICE_PREDICTS = 5
+
+
 @dataclass(frozen=True)
 class Run:
     """What one measured run's loop did."""
@@ -103,6 +107,11 @@ class BatchRuns(ABC):
     def generation(self) -> GenerationResult | None:
         """Token generation after the runs, where the request asks for it."""
         return None
+
+    def device_times(self, model_run: Run) -> list[int]:
+        """The device's time alone for a few predicts (``Predictor.device_times``), where the
+        model-level run timed its launches; none by default."""
+        return []
 
     def progress(self, run: str, done: int, target: int) -> None:
         self.report(Progress(self.batch_size, run, done, target))
@@ -147,6 +156,8 @@ class BatchRuns(ABC):
             )
         generation = self.generation()
         model_run = measured[0]
+        with self.tracer.run(0, TraceLevel.NO_TRACE):
+            device = self.device_times(model_run)
         result = BatchResult(
             batch_size=self.batch_size,
             iterations=len(model_run.latencies),
@@ -155,7 +166,8 @@ class BatchRuns(ABC):
             throughput=model_run.throughput,
             levels=levels,
             input_copy=_copy_result(model_run.copies),
-            launch_ms=_launch_result(model_run.launches),
+            launch_ms=_ms_result(model_run.launches),
+            device_ms=_ms_result(device),
             generation=generation,
             energy=model_energy,
             samples=model_run.passed.hits.samples if model_run.passed is not None else None,
@@ -228,6 +240,12 @@ class FixedInputs(BatchRuns):
 
     def first_batch(self) -> np.ndarray:
         return host_batch(self.predictor, self.source.take(0, self.batch_size))
+
+    def device_times(self, model_run: Run) -> list[int]:
+        if not model_run.launches:
+            return []
+        longest = max(model_run.launches)
+        return self.predictor.device_times(self.first_batch(), DEVICE_PREDICTS, longest)
 
     def generation(self) -> GenerationResult | None:
         if self.request.generate is None or not isinstance(self.predictor, TokenGenerator):
@@ -321,10 +339,10 @@ def measure_loop(
     return predictor.ranks.slowest(latencies), (clock() - began) / 1e9, launches
 
 
-def _launch_result(launches: list[int]) -> dict[str, float] | None:
-    if not launches:
+def _ms_result(samples_ns: list[int]) -> dict[str, float] | None:
+    if not samples_ns:
         return None
-    return {"p50": float(np.median(launches)) / 1e6, "mean": float(np.mean(launches)) / 1e6}
+    return {"p50": float(np.median(samples_ns)) / 1e6, "mean": float(np.mean(samples_ns)) / 1e6}
 
 
 def _copy_result(copies: list[InputCopy]) -> InputCopyResult | None:

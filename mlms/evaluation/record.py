@@ -224,6 +224,11 @@ class BatchResult(BaseModel):
     #: The host's part of each predict (until the framework returned, before waiting for the
     #: device), where the framework returns early: p50 and mean (ms).
     launch_ms: dict[str, float] | None = None
+    #: The device's work alone, for a few predicts after the runs whose launches queued
+    #: behind a spinning kernel (``Predictor.device_times``), where the launch was timed: p50
+    #: and mean (ms). Under a launch-bound predict's latency, it says what the device would
+    #: take were the host not in the way.
+    device_ms: dict[str, float] | None = None
     generation: GenerationResult | None = None
     energy: EnergyResult | None = None
     #: A pass over a data set: the samples predicted (throughput is these over ``seconds``).

@@ -125,6 +125,14 @@ class Predictor(ABC):
         """Logits for a preprocessed batch (or one ``stage`` returned); returns only after the
         device has finished."""
 
+    def device_times(self, batch: np.ndarray, predicts: int, launch_ns: int) -> list[int]:
+        """Of ``predicts`` untraced predicts of ``batch``, the device's nanoseconds for each
+        with its work run back to back, as if the host had launched it all at once: where a
+        predict is launch-bound, what the device's work alone takes. ``launch_ns``: the
+        longest launch measured (``launches``). Empty where the device cannot be held while
+        the host launches (a framework that returns only once done)."""
+        return []
+
     @property
     def copies_input(self) -> bool:
         """Whether ``stage`` moves the batch to another device (a step of its own to time)."""

@@ -203,6 +203,41 @@ class TorchPredictor(Predictor):
                     torch.cuda.synchronize(self.device)
             return logits.float().cpu().numpy()
 
+    def device_times(self, batch: np.ndarray, predicts: int, launch_ns: int) -> list[int]:
+        """The device held by a spinning kernel while the host launches each predict, timed by
+        CUDA events from the spin's end to the predict's last kernel: the launches queue up
+        behind the spin and run without the host's gaps. The spin lasts twice the longest
+        launch measured (a shorter one would let gaps back in, a longer one only costs
+        time). One process on the device: a split model's ranks would wait on each other's
+        spins."""
+        if self.device.type != "cuda" or self.ranks.size > 1:
+            return []
+        torch = self._torch
+        cycles = int(self._cycles_per_ns() * 2 * launch_ns)
+        tensor = self.stage(batch)[0]
+        times = []
+        with getattr(torch, self.autograd_off)():
+            for _ in range(predicts):
+                start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+                torch.cuda._sleep(cycles)
+                start.record()
+                self._forward(tensor)
+                end.record()
+                end.synchronize()
+                times.append(int(start.elapsed_time(end) * 1e6))
+        return times
+
+    def _cycles_per_ns(self) -> float:
+        """The device's clock as its spinning kernel counts it, from one timed spin."""
+        torch = self._torch
+        cycles = 10_000_000
+        start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        return cycles / (start.elapsed_time(end) * 1e6)
+
     def generate(self, batch: Any, new_tokens: int) -> tuple[int, list[int]]:
         """Greedy decoding of ``new_tokens`` after each prompt of ``batch``, with the key-value
         cache: nanoseconds to the first token (the prompt's pass) and for each later token.

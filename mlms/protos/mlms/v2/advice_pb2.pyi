@@ -74,7 +74,7 @@ class AdviceConfig(_message.Message):
     def __init__(self, framework: _Optional[str] = ..., precision: _Optional[str] = ..., compile: _Optional[str] = ..., channels_last: _Optional[bool] = ..., threads: _Optional[int] = ..., batch_size: _Optional[int] = ...) -> None: ...
 
 class AdviceObservation(_message.Message):
-    __slots__ = ("config", "source", "evaluation_id", "value", "p50_ms", "latency_ms", "spread", "seconds", "launch_ms")
+    __slots__ = ("config", "source", "evaluation_id", "value", "p50_ms", "latency_ms", "spread", "seconds", "launch_ms", "device_ms")
     CONFIG_FIELD_NUMBER: _ClassVar[int]
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     EVALUATION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +84,7 @@ class AdviceObservation(_message.Message):
     SPREAD_FIELD_NUMBER: _ClassVar[int]
     SECONDS_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_MS_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_MS_FIELD_NUMBER: _ClassVar[int]
     config: AdviceConfig
     source: str
     evaluation_id: str
@@ -93,7 +94,8 @@ class AdviceObservation(_message.Message):
     spread: float
     seconds: float
     launch_ms: float
-    def __init__(self, config: _Optional[_Union[AdviceConfig, _Mapping]] = ..., source: _Optional[str] = ..., evaluation_id: _Optional[str] = ..., value: _Optional[float] = ..., p50_ms: _Optional[float] = ..., latency_ms: _Optional[float] = ..., spread: _Optional[float] = ..., seconds: _Optional[float] = ..., launch_ms: _Optional[float] = ...) -> None: ...
+    device_ms: float
+    def __init__(self, config: _Optional[_Union[AdviceConfig, _Mapping]] = ..., source: _Optional[str] = ..., evaluation_id: _Optional[str] = ..., value: _Optional[float] = ..., p50_ms: _Optional[float] = ..., latency_ms: _Optional[float] = ..., spread: _Optional[float] = ..., seconds: _Optional[float] = ..., launch_ms: _Optional[float] = ..., device_ms: _Optional[float] = ...) -> None: ...
 
 class AdviceRow(_message.Message):
     __slots__ = ("config", "predicted", "low", "high", "basis", "predicted_latency_ms", "meets_slo", "achieved", "achieved_latency_ms", "evaluation_id", "error", "accuracy", "accuracy_holds")

@@ -207,7 +207,7 @@ class RunConditions(_message.Message):
     def __init__(self, sm_clock_mhz: _Optional[float] = ..., sm_clock_min_mhz: _Optional[float] = ..., sm_clock_max_mhz: _Optional[float] = ..., clock_limits: _Optional[_Iterable[str]] = ..., cpu_steal: _Optional[float] = ...) -> None: ...
 
 class BatchResult(_message.Message):
-    __slots__ = ("batch_size", "iterations", "seconds", "latency_ms", "throughput", "levels", "input_copy", "generation", "energy", "samples", "conditions", "launch_ms")
+    __slots__ = ("batch_size", "iterations", "seconds", "latency_ms", "throughput", "levels", "input_copy", "generation", "energy", "samples", "conditions", "launch_ms", "device_ms")
     class LevelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -216,6 +216,13 @@ class BatchResult(_message.Message):
         value: LevelResult
         def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[LevelResult, _Mapping]] = ...) -> None: ...
     class LaunchMsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    class DeviceMsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
         VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -234,6 +241,7 @@ class BatchResult(_message.Message):
     SAMPLES_FIELD_NUMBER: _ClassVar[int]
     CONDITIONS_FIELD_NUMBER: _ClassVar[int]
     LAUNCH_MS_FIELD_NUMBER: _ClassVar[int]
+    DEVICE_MS_FIELD_NUMBER: _ClassVar[int]
     batch_size: int
     iterations: int
     seconds: float
@@ -246,7 +254,8 @@ class BatchResult(_message.Message):
     samples: int
     conditions: RunConditions
     launch_ms: _containers.ScalarMap[str, float]
-    def __init__(self, batch_size: _Optional[int] = ..., iterations: _Optional[int] = ..., seconds: _Optional[float] = ..., latency_ms: _Optional[_Union[LatencyStats, _Mapping]] = ..., throughput: _Optional[float] = ..., levels: _Optional[_Mapping[str, LevelResult]] = ..., input_copy: _Optional[_Union[InputCopyResult, _Mapping]] = ..., generation: _Optional[_Union[GenerationResult, _Mapping]] = ..., energy: _Optional[_Union[EnergyResult, _Mapping]] = ..., samples: _Optional[int] = ..., conditions: _Optional[_Union[RunConditions, _Mapping]] = ..., launch_ms: _Optional[_Mapping[str, float]] = ...) -> None: ...
+    device_ms: _containers.ScalarMap[str, float]
+    def __init__(self, batch_size: _Optional[int] = ..., iterations: _Optional[int] = ..., seconds: _Optional[float] = ..., latency_ms: _Optional[_Union[LatencyStats, _Mapping]] = ..., throughput: _Optional[float] = ..., levels: _Optional[_Mapping[str, LevelResult]] = ..., input_copy: _Optional[_Union[InputCopyResult, _Mapping]] = ..., generation: _Optional[_Union[GenerationResult, _Mapping]] = ..., energy: _Optional[_Union[EnergyResult, _Mapping]] = ..., samples: _Optional[int] = ..., conditions: _Optional[_Union[RunConditions, _Mapping]] = ..., launch_ms: _Optional[_Mapping[str, float]] = ..., device_ms: _Optional[_Mapping[str, float]] = ...) -> None: ...
 
 class Accuracy(_message.Message):
     __slots__ = ("top1", "top5", "samples", "dataset", "dataset_version", "dataset_sha256", "task", "metrics")
