@@ -25,7 +25,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
@@ -210,16 +210,19 @@ class TorchPredictor(Predictor):
         launch measured (a shorter one would let gaps back in, a longer one only costs
         time). One process on the device: a split model's ranks would wait on each other's
         spins."""
-        if self.device.type != "cuda" or self.ranks.size > 1:
-            return []
         torch = self._torch
-        cycles = int(self._cycles_per_ns() * 2 * launch_ns)
+        # torch's own spinning kernel (its stream tests use it); private, so looked for.
+        sleep = getattr(torch.cuda, "_sleep", None)
+        if self.device.type != "cuda" or self.ranks.size > 1 or sleep is None:
+            return []
         tensor = self.stage(batch)[0]
         times = []
-        with getattr(torch, self.autograd_off)():
+        # The spin, the events and the predict on one stream: the model's device's current one.
+        with torch.cuda.device(self.device), getattr(torch, self.autograd_off)():
+            cycles = int(self._cycles_per_ns(sleep) * 2 * launch_ns)
             for _ in range(predicts):
                 start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-                torch.cuda._sleep(cycles)
+                sleep(cycles)
                 start.record()
                 self._forward(tensor)
                 end.record()
@@ -227,13 +230,13 @@ class TorchPredictor(Predictor):
                 times.append(int(start.elapsed_time(end) * 1e6))
         return times
 
-    def _cycles_per_ns(self) -> float:
+    def _cycles_per_ns(self, sleep: Callable[[int], None]) -> float:
         """The device's clock as its spinning kernel counts it, from one timed spin."""
         torch = self._torch
         cycles = 10_000_000
         start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
         start.record()
-        torch.cuda._sleep(cycles)
+        sleep(cycles)
         end.record()
         end.synchronize()
         return cycles / (start.elapsed_time(end) * 1e6)
