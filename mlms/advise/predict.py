@@ -18,6 +18,10 @@ Intervals (95%) add, on the log scale, the measurements' own spread, the fit's r
 and an interaction term per combined factor (the model assumes the factors independent; how
 far they are not is not known before the verifying runs, which report how often the achieved
 value fell inside).
+
+Where the evaluations timed their launch (a GPU), a time is not one product of factors: the
+predict takes the longer of the host's launch and the device's work, which settings move
+apart. ``HostDeviceModel`` fits one such model to each and predicts the longer.
 """
 
 from __future__ import annotations
