@@ -235,6 +235,12 @@ class BatchResult(BaseModel):
     samples: int | None = None
     conditions: RunConditions | None = None
 
+    @field_validator("launch_ms", "device_ms")
+    @classmethod
+    def _nothing_timed(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        # None, one way: gRPC carries an empty map for either.
+        return value or None
+
     @property
     def launch_share(self) -> float | None:
         """The host's launch over the whole predict (p50s): at ``LAUNCH_BOUND`` or more the
