@@ -208,8 +208,9 @@ class TorchPredictor(Predictor):
         CUDA events from the spin's end to the predict's last kernel: the launches queue up
         behind the spin and run without the host's gaps. The spin lasts twice the longest
         launch measured (a shorter one would let gaps back in, a longer one only costs
-        time). One process on the device: a split model's ranks would wait on each other's
-        spins."""
+        time). Empty where a forward outlasted its spin: it waited on the device itself (a
+        synchronisation inside the model), so its launches did not all queue. One process on
+        the device: a split model's ranks would wait on each other's spins."""
         torch = self._torch
         # torch's own spinning kernel (its stream tests use it); private, so looked for.
         sleep = getattr(torch.cuda, "_sleep", None)
@@ -218,15 +219,20 @@ class TorchPredictor(Predictor):
         tensor = self.stage(batch)[0]
         times = []
         # The spin, the events and the predict on one stream: the model's device's current one.
+        spin_ns = 2 * launch_ns
         with torch.cuda.device(self.device), getattr(torch, self.autograd_off)():
-            cycles = int(self._cycles_per_ns(sleep) * 2 * launch_ns)
+            cycles = int(self._cycles_per_ns(sleep) * spin_ns)
             for _ in range(predicts):
                 start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
                 sleep(cycles)
                 start.record()
+                began = time.perf_counter_ns()
                 self._forward(tensor)
+                launched = time.perf_counter_ns() - began
                 end.record()
                 end.synchronize()
+                if launched >= spin_ns:
+                    return []
                 times.append(int(start.elapsed_time(end) * 1e6))
         return times
 
