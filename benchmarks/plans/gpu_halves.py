@@ -1,6 +1,8 @@
 """The GPU halves of advise, torch against JAX, the hardware level's cost and energy, as the GPU
 run kit's plan (``benchmarks/gpu_kit.py``):
 
+- ``gpu_tests``: the GPU tests of the hardware level, compiled models, and the launch and
+  the device's time of a predict, on each machine anew;
 - ``advise_resnet50`` (latency objective) and ``advise_bert_base`` (throughput objective):
   ``mlms advise`` against an exhaustive sweep of the same space on the same GPU
   (``benchmarks/advise_check.py``): the recommendation within 5 % of the sweep's best, at
@@ -49,6 +51,7 @@ RESULTS = "gpu_halves"
 WHEELS = ("cupti", "grpc", "tls", "keras", "analysis")
 BATCHES = "1,16,64"
 PARTS = {
+    "gpu": "the GPU tests",
     "advise": "mlms advise against an exhaustive sweep",
     "compile": "what a compile mode costs before its first predict",
     "compare": "torch against jax",
@@ -129,7 +132,13 @@ def cells(kit: Kit) -> list[Cell]:
                  "mlms layers+cupti runtime,mlms layers+cupti shared buffer")  # fmt: skip
         energy = ("--hw", kit.hw, "--configs", "resnet50:fp32:1", "--rounds", "12",
                   "--min-seconds", "10")  # fmt: skip
+    # The GPU tests of what the other cells measure with (the hardware level, compiled models,
+    # the launch and the device's time): on each machine anew, before the cells rely on it.
+    tests = ("{python}", "-m", "pytest", "tests/test_gpu.py", "tests/test_cupti_join.py",
+             "tests/test_torch_compiled.py", "-n", "4", "-q", "-o", "addopts=",
+             "-p", "no:cacheprovider")  # fmt: skip
     plan = [
+        Cell("gpu_tests", _tabled(*tests), timeout_s=300, on_machine=True),
         Cell("advise_resnet50", _advise(image, "latency", kit), timeout_s=590),
         Cell("advise_bert_base", _advise(text, "throughput", kit), timeout_s=590),
         Cell("compare_jax", _tabled(
