@@ -343,8 +343,8 @@ class HostDeviceModel:
         # A predict outlasts the part that decides it by the input's copy and the output's
         # copy back (and a launch-bound one by its last kernels).
         self.tail = _median_ratio([(o.p50_ms, o.launch_ms) for o in timed if o not in bound])
-        decided = [(o.p50_ms, o.device_ms) for o in alone if o in bound]
-        self.device_tail = _median_ratio(decided)  # type: ignore[arg-type]
+        decided = [(o.p50_ms, o.device_ms) for o in bound if o.device_ms is not None]
+        self.device_tail = _median_ratio(decided)
 
     def predict(self, config: Config) -> Prediction:
         whole = self.whole.predict(config)

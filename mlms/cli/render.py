@@ -113,12 +113,10 @@ def record_summary(record: EvaluationRecord) -> None:
                 f"batch size {result.batch_size}: input copy {copy.bytes / 1e6:.1f} MB in "
                 f"{copy.latency_ms['p50']:.3f} ms ({copy.gb_per_s:.1f} GB/s host to device)"
             )
-        if (share := result.launch_share) is not None:
-            from mlms.evaluation.record import LAUNCH_BOUND
-
+        if result.launch_bound is not None:
             bound = (
                 "launch-bound: the device waits on the host"
-                if share >= LAUNCH_BOUND
+                if result.launch_bound
                 else "the device's work outlasts the launch"
             )
             device = (

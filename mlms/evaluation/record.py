@@ -249,6 +249,13 @@ class BatchResult(BaseModel):
             return None
         return self.launch_ms["p50"] / self.latency_ms.p50
 
+    @property
+    def launch_bound(self) -> bool | None:
+        """Whether the device waits on the host's launches (``LAUNCH_BOUND``); None where the
+        launch was not timed."""
+        share = self.launch_share
+        return None if share is None else share >= LAUNCH_BOUND
+
 
 class Accuracy(BaseModel):
     """A model's accuracy on a data set, by the metrics of the data set's task
