@@ -229,6 +229,14 @@ class _Session:
         self.observations.append(observation)
         return observation
 
+    def _tell(self, observation: Observation | None) -> None:
+        # An evaluation's wall time beside its value says where advise's time went: a
+        # compiled setting pays its compile in it.
+        if observation is not None:
+            self.say(
+                f"  {observation.value:.4g} {self.request.unit} in {observation.seconds:.1f} s"
+            )
+
     def _value(self, result: BatchResult) -> float | None:
         if self.request.objective == "latency":
             return result.latency_ms.p50
@@ -369,6 +377,7 @@ class _Session:
             self.seconds_per_eval[framework] = seconds
             for config in configs:
                 self._observe(answer, config, "probe", seconds / len(configs))
+            self.say(f"  {framework} baseline: {seconds:.1f} s")
         single = [
             ([config], "probe")
             for config in self._single_setting_probes()
@@ -388,7 +397,7 @@ class _Session:
                 self.space.configs.remove(plan[0][0])
                 continue
             self.records[answer.id] = answer
-            self._observe(answer, plan[0][0], "probe", seconds)
+            self._tell(self._observe(answer, plan[0][0], "probe", seconds))
         if single and time.monotonic() < self.deadline:
             self._again(request)
 
@@ -460,7 +469,7 @@ class _Session:
                 self.say(f"  failed: {answer}")
                 continue
             self.records[answer.id] = answer
-            self._observe(answer, config, "probe", seconds)
+            self._tell(self._observe(answer, config, "probe", seconds))
 
     # -- prediction and verification ------------------------------------------------------
 
@@ -598,7 +607,7 @@ class _Session:
         row.accuracy, row.accuracy_holds = self._accuracy(answer, row.config.framework)
         self.say(
             f"{row.config.label()}: predicted {row.predicted:.4g}, achieved "
-            f"{row.achieved:.4g} {request.unit}"
+            f"{row.achieved:.4g} {request.unit} in {seconds:.1f} s"
         )
 
     def _accuracy(self, record: EvaluationRecord, framework: str) -> tuple[str, bool]:
