@@ -423,7 +423,7 @@ class _Session:
         for (configs, _kind), (answer, seconds) in zip(plans, answers, strict=True):
             if not isinstance(answer, MlmsError):
                 self.records[answer.id] = answer
-                self._observe(answer, configs[0], "probe", seconds)
+                self._tell(self._observe(answer, configs[0], "probe", seconds))
 
     def probe_pairs(self, priors: dict[tuple[str, str, object], Prior]) -> None:
         """Each setting whose effect depends on the precision (``BY_PRECISION``) probed once
