@@ -137,7 +137,7 @@ def cells(kit: Kit) -> list[Cell]:
     # Those that time the device run first, alone: beside other tests' processes on the GPU
     # they would time its sharing (resnet18's launch share at batch 1 fell from 0.91 to 0.32).
     both = (
-        'p=$1; shift; "$p" -m pytest -m gpu_alone -p no:xdist "$@"; alone=$?; '
+        'p=$1; shift; "$p" -m pytest -m gpu_alone -n 0 "$@"; alone=$?; '
         '"$p" -m pytest -m "not gpu_alone" -n 4 "$@"; exit $((alone | $?))'
     )
     tests = ("bash", "-c", both, "bash", "{python}", "tests/test_gpu.py",
