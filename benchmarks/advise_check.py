@@ -21,7 +21,8 @@ Stored evaluations are ignored (a fresh store; assets built before the clocks st
 advice rests on its probes alone, and each side compiles in a compile cache of its own, empty at
 its start, as on a fresh machine: the sweep run after advise would otherwise find the settings
 advise compiled in the cache, and a compiled setting costs its compile. Results as JSON under
---out.
+--out, with what each side measured (``MODEL_evaluations.json``), which
+``benchmarks/advise_replay.py`` replays advise against without running anything.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/advise_check.py --models resnet18 \\
         --frameworks torch,onnxruntime --compile none --threads 1,2
@@ -96,6 +97,19 @@ def cold_compiles() -> contextlib.AbstractContextManager:
     return fresh_cache()
 
 
+def _save_evaluations(path: Path, client, advice, swept: list) -> None:
+    """What advise and the sweep measured, for ``advise_replay.py``: the advice (its request,
+    hardware and observations, each with its evaluation's wall seconds), every evaluation
+    record either side made, and the sweep's evaluations in order with their wall seconds."""
+    ids = dict.fromkeys(o.evaluation_id for o in advice.observations if o.source != "stored")
+    evaluations = {i: client.get_evaluation(i).model_dump(mode="json") for i in ids}
+    evaluations |= {record.id: record.model_dump(mode="json") for record, _ in swept}
+    sweep = [{"evaluation_id": record.id, "seconds": seconds} for record, seconds in swept]
+    data = {"advice": advice.model_dump(mode="json"), "evaluations": evaluations, "sweep": sweep}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
 def paired_quality(measure, chosen, best, rounds: int, lower: bool) -> float | None:
     """The median over ``rounds`` of the sweep's best over the recommended configuration (as
     ``quality``: >= 1 where the best is better), each round measuring both, the recommended
@@ -147,15 +161,20 @@ def check(model: str, args: argparse.Namespace, client) -> dict:
     advise_seconds = time.monotonic() - begun
     achieved: dict = {}
     records: dict = {}
+    swept: list[tuple[object, float]] = []  # each sweep evaluation's record and wall seconds
     begun = time.monotonic()
     with cold_compiles():
         for configs in _sweep_evaluations([row.config for row in advice.rows], args.sweep_cells):
             one = _request(request, configs, args.iterations, args.min_seconds, 3)
+            started = time.monotonic()
             record = client.evaluate(one)
+            swept.append((record, time.monotonic() - started))
             for config in configs:
                 records[config] = record
                 achieved[config] = _objective(record, config, args.objective)
     sweep_seconds = time.monotonic() - begun
+    if args.out:
+        _save_evaluations(args.out / f"{model}_evaluations.json", client, advice, swept)
     lower = request.lower_is_better
     pick = min if lower else max
     # The sweep's best among the configurations whose accuracy holds by advise's own rule

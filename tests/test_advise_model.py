@@ -8,9 +8,10 @@ import uuid
 
 import pytest
 
+from mlms import hardware
 from mlms.advise.predict import CostModel, Prior, batch_factors
 from mlms.advise.record import AdviceRequest, AdviceRow, Config, Observation
-from mlms.advise.run import _Session
+from mlms.advise.run import _Session, advise
 from mlms.advise.space import build_space
 from mlms.catalog.zoo import get_model
 from mlms.errors import InvalidArgument
@@ -21,6 +22,7 @@ from mlms.evaluation.record import (
     LatencyStats,
     Predictions,
 )
+from mlms.store.local import LocalStore
 from mlms.user_input import validated
 
 #: A made-up truth: torch's cost is the product of these factors.
@@ -339,6 +341,31 @@ def test_a_space_probing_would_not_save_is_measured_whole() -> None:
     assert not _Session(
         both, wider, _fake_gpu([]), print, time.monotonic()
     ).probing_costs_the_space()
+
+
+def test_the_budget_is_kept_on_the_clock_advise_is_given(tmp_path) -> None:
+    """advise times itself and its budget on the clock it is passed: here one where each
+    evaluation takes 40 s (a replay of recorded evaluations passes their wall times), so a
+    one-minute budget stops the probes after the baseline's and one other, and with the one
+    verification the advice took 120 s."""
+    now = [0.0]
+    lines: list[str] = []
+
+    def run(requests):
+        now[0] += 40.0 * len(requests)
+        return [_record(r, _fake_latency) for r in requests]
+
+    request = AdviceRequest(
+        model="resnet18", frameworks=["torch"], precisions=["fp32", "bf16"],
+        compile_modes=["none"], threads=[1, 2], batch_sizes=[1], budget_minutes=1,
+        use_stored=False,
+    )  # fmt: skip
+    record = advise(
+        request, store=LocalStore(tmp_path), hardware=hardware.detect(), run=run,
+        step=lines.append, clock=lambda: now[0],
+    )  # fmt: skip
+    assert "budget spent: 2 probe(s) not run" in lines
+    assert record.seconds == 120.0 and record.recommendation is not None
 
 
 def test_verification_goes_on_in_rounds_while_a_rival_could_beat_the_best_achieved() -> None:

@@ -59,6 +59,7 @@ PRIOR_SIGMA = 0.3  # a what-if is an optimum, not a prediction: a wide interval
 NOISY = 0.05
 
 Step = Callable[[str], None]
+Clock = Callable[[], float]
 
 
 class Runner(Protocol):
@@ -101,10 +102,13 @@ def advise(
     step: Step | None = None,
     advice_id: str | None = None,
     served: bool = False,
+    clock: Clock = time.monotonic,
 ) -> AdviceRecord:
     """The advice for ``request`` on ``hardware`` (where the evaluations ``run``), stored.
-    ``served``: for a caller on another machine, whose paths name no file here."""
-    started = time.monotonic()
+    ``served``: for a caller on another machine, whose paths name no file here. ``clock``
+    (seconds) times the advice and its budget: a replay of recorded evaluations passes the
+    time they took."""
+    started = clock()
     say = step or (lambda _line: None)
     manifest = (resolve_served if served else resolve_model)(request.model, store)
     # A split names as many devices of the kind as ranks (one line where the host has fewer).
@@ -116,7 +120,7 @@ def advise(
     say(f"{len(space.configs)} configurations in the space; {len(space.left_out)} left out")
     if request.tensor_parallel > 1:
         say(f"every evaluation splits the model over {len(devices)} ranks: {', '.join(devices)}")
-    session = _Session(request, space, run, say, started)
+    session = _Session(request, space, run, say, started, clock)
     evidence: list[str] = []
     if request.use_stored and stored is not None:
         session.take_stored(stored(request.model, request.hw), evidence)
@@ -125,7 +129,7 @@ def advise(
         evidence.append(whole)
         say(whole)
         rows = session.measure_whole()
-        probe_seconds, verify_seconds = 0.0, time.monotonic() - started
+        probe_seconds, verify_seconds = 0.0, clock() - started
     else:
         session.probe()
     if request.objective == "energy" and not session.observations:
@@ -136,11 +140,11 @@ def advise(
     if not whole:
         priors = _priors(bounds, request, space, evidence)
         session.probe_pairs(priors)
-        probe_seconds = time.monotonic() - started
+        probe_seconds = clock() - started
         rows = session.predict(priors)
-        verify_started = time.monotonic()
+        verify_started = clock()
         rows = session.verify(rows, priors)
-        verify_seconds = time.monotonic() - verify_started
+        verify_seconds = clock() - verify_started
     recommendation, why = _recommend(rows, request)
     # Rows measured without a prediction (a space measured whole) have no error to count.
     predicted = [r for r in rows if r.achieved is not None and r.error is not None]
@@ -164,7 +168,7 @@ def advise(
         baselines={f: r.id for f, r in session.baselines.items()},
         probe_seconds=probe_seconds,
         verify_seconds=verify_seconds,
-        seconds=time.monotonic() - started,
+        seconds=clock() - started,
         median_error=statistics.median(errors) if errors else None,
         coverage=(
             sum(r.low <= r.achieved <= r.high for r in predicted) / len(predicted)  # type: ignore[operator]
@@ -180,9 +184,16 @@ class _Session:
     """The observations gathered for one advice and the runs that gather them."""
 
     def __init__(
-        self, request: AdviceRequest, space: Space, run: Runner, say: Step, started: float
+        self,
+        request: AdviceRequest,
+        space: Space,
+        run: Runner,
+        say: Step,
+        started: float,
+        clock: Clock = time.monotonic,
     ) -> None:
         self.request = request
+        self.clock = clock
         self.space = space
         self.run = run
         self.say = say
@@ -268,10 +279,10 @@ class _Session:
             _request(self.request, configs, iterations, seconds, warmup)
             for configs, warmup in ((c, PROBE_WARMUP if w == "probe" else 3) for c, w in planned)
         ]
-        begun = time.monotonic()
+        begun = self.clock()
         answers = self.run(requests)
         # Wall time per evaluation: the batch's, shared (in parallel, each took about that).
-        each = (time.monotonic() - begun) / max(1, len(requests))
+        each = (self.clock() - begun) / max(1, len(requests))
         return [(a, each) for a in answers]
 
     def _single_setting_probes(self) -> list[Config]:
@@ -384,7 +395,7 @@ class _Session:
             if config.framework in self.baselines
         ]
         for index, plan in enumerate(single):
-            if time.monotonic() >= self.deadline:
+            if self.clock() >= self.deadline:
                 self.say(f"budget spent: {len(single) - index} probe(s) not run")
                 break
             self.say(f"probe {index + 1}/{len(single)}: {plan[0][0].label()}")
@@ -398,7 +409,7 @@ class _Session:
                 continue
             self.records[answer.id] = answer
             self._tell(self._observe(answer, plan[0][0], "probe", seconds))
-        if single and time.monotonic() < self.deadline:
+        if single and self.clock() < self.deadline:
             self._again(request)
 
     def _again(self, request: AdviceRequest) -> None:
@@ -456,7 +467,7 @@ class _Session:
                     ):
                         plans.append(config)
         for index, config in enumerate(plans):
-            if time.monotonic() >= self.deadline:
+            if self.clock() >= self.deadline:
                 self.say(f"budget spent: {len(plans) - index} pair probe(s) not run")
                 return
             self.say(f"pair probe {index + 1}/{len(plans)}: {config.label()}")
@@ -554,7 +565,7 @@ class _Session:
         nothing has been verified), none past the first that misses the SLO."""
         request = self.request
         scale = max(1.0, request.iterations / request.probe_iterations) ** 0.5
-        spent = time.monotonic()
+        spent = self.clock()
         first_ever = not any(o.source == "verified" for o in self.observations)
         planned: list[AdviceRow] = []
         for row in rows:

@@ -1,0 +1,209 @@
+"""``mlms advise`` replayed against what ``advise_check.py`` recorded, running nothing.
+
+advise_check.py writes, per model, every evaluation advise and the exhaustive sweep made on the
+machine (``MODEL_evaluations.json``: the records and each one's wall seconds). This script runs
+advise's own code (``mlms.advise.run.advise``) again on that machine's recorded hardware, with a
+runner that answers each evaluation advise asks for from the records, and a clock that advances
+by the seconds the answering evaluation took there. So a change to advise's model or its
+verification can be judged against a GPU's measurements on a machine without one.
+
+Each evaluation asked for is answered by, in this order:
+- advise's own evaluation of the same setting, batch sizes and length, in the order they ran
+  (a replay of unchanged code asks for exactly these, so it reproduces the recorded advice);
+- the sweep's evaluation of the setting (full length), its record cut to the batch sizes asked
+  for, and its whole wall time: for a probe the replay advise did not make live, this
+  overstates an eager probe's time (the sweep measured longer) but not a compiled one's, which
+  its compile decides.
+
+Printed: the live advice beside the replay (recommendation, evaluations, compiled ones,
+seconds), the replay's quality against the sweep's best (by the sweep's own measurements) and
+its time over the sweep's, and whether the replay reproduced the live run.
+
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/advise_replay.py \\
+        benchmarks/results/gpu_halves/cells/advise_resnet50/resnet50_evaluations.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import uuid
+from collections import defaultdict, deque
+from collections.abc import Sequence
+from pathlib import Path
+
+from mlms.advise.record import AdviceRecord, Config
+from mlms.advise.run import advise
+from mlms.errors import MlmsError, NotMeasurable
+from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
+from mlms.store.local import LocalStore
+
+Setting = tuple[object, ...]
+
+
+def _setting(request: EvaluationRequest) -> Setting:
+    """What an evaluation runs, but for its batch sizes and length."""
+    return (request.framework, request.precision, request.compile, request.channels_last,
+            request.intra_op_threads, request.tensor_parallel)  # fmt: skip
+
+
+class Replay:
+    """advise's runner and clock over one model's recorded evaluations."""
+
+    def __init__(self, data: dict) -> None:
+        self.advice = AdviceRecord.model_validate(data["advice"])
+        records = {i: EvaluationRecord.model_validate(r) for i, r in data["evaluations"].items()}
+        # An evaluation's wall time: its observations share it (one per batch size).
+        seconds: dict[str, float] = defaultdict(float)
+        for observation in self.advice.observations:
+            seconds[observation.evaluation_id] += observation.seconds
+        self.own: dict[tuple, deque[tuple[EvaluationRecord, float]]] = defaultdict(deque)
+        for evaluation_id in dict.fromkeys(o.evaluation_id for o in self.advice.observations):
+            record = records[evaluation_id]
+            self.own[self._key(record.request)].append((record, seconds[evaluation_id]))
+        self.swept: dict[Setting, tuple[EvaluationRecord, float]] = {}
+        for entry in data["sweep"]:
+            record = records[entry["evaluation_id"]]
+            self.swept[_setting(record.request)] = (record, entry["seconds"])
+        self.sweep_seconds = sum(entry["seconds"] for entry in data["sweep"])
+        self.now = 0.0
+        self.asked: list[EvaluationRequest] = []
+        self.from_sweep = 0
+
+    @staticmethod
+    def _key(request: EvaluationRequest) -> tuple:
+        return (_setting(request), tuple(request.batch_sizes), request.iterations)
+
+    def clock(self) -> float:
+        return self.now
+
+    def run(self, requests: Sequence[EvaluationRequest]) -> list[EvaluationRecord | MlmsError]:
+        return [self._answer(request) for request in requests]
+
+    def _answer(self, request: EvaluationRequest) -> EvaluationRecord | MlmsError:
+        self.asked.append(request)
+        queue = self.own.get(self._key(request))
+        if queue:
+            record, seconds = queue.popleft() if len(queue) > 1 else queue[0]
+        elif _setting(request) in self.swept:
+            record, seconds = self.swept[_setting(request)]
+            self.from_sweep += 1
+        else:
+            return NotMeasurable(f"no recorded evaluation of {_setting(request)}")
+        self.now += seconds
+        results = [r for r in record.results if r.batch_size in request.batch_sizes]
+        return record.model_copy(update={"id": uuid.uuid4().hex, "results": results})
+
+    def sweep_values(self) -> dict[Config, float]:
+        """Each configuration's objective as the sweep measured it."""
+        request = self.advice.request
+        values: dict[Config, float] = {}
+        for row in self.advice.rows:
+            record, _ = self.swept[_setting(_evaluation_of(row.config, request.tensor_parallel))]
+            result = next(r for r in record.results if r.batch_size == row.config.batch_size)
+            value = {"latency": result.latency_ms.p50, "throughput": result.throughput}.get(
+                request.objective, result.energy.joules_per_inference if result.energy else None
+            )
+            if value is not None:
+                values[row.config] = value
+        return values
+
+
+def _evaluation_of(config: Config, tensor_parallel: int) -> EvaluationRequest:
+    return EvaluationRequest(
+        model="-", framework=config.framework, batch_sizes=[config.batch_size],
+        intra_op_threads=config.threads, precision=config.precision, compile=config.compile,
+        channels_last=config.channels_last, tensor_parallel=tensor_parallel,
+    )  # fmt: skip
+
+
+def replay(path: Path, quiet: bool) -> dict:
+    replayed = Replay(json.loads(path.read_text()))
+    live = replayed.advice
+    home = Path(tempfile.mkdtemp(prefix="advise-replay-"))
+    again = advise(
+        live.request,
+        store=LocalStore(home / "store"),
+        hardware=live.hardware,
+        run=replayed.run,
+        step=None if quiet else (lambda line: print(f"  {line}", file=sys.stderr)),
+        clock=replayed.clock,
+    )
+    values = replayed.sweep_values()
+    lower = live.request.lower_is_better
+    best_config = (min if lower else max)(values, key=values.__getitem__)
+    best = values[best_config]
+
+    def quality(record: AdviceRecord) -> float | None:
+        chosen = record.recommendation
+        if chosen is None or chosen.config not in values:
+            return None
+        value = values[chosen.config]
+        return value / best if lower else best / value
+
+    def compiled(record: AdviceRecord) -> int:
+        ids = {o.evaluation_id for o in record.observations if o.config.compile}
+        return len(ids)
+
+    def label(record: AdviceRecord) -> str:
+        return record.recommendation.config.label() if record.recommendation else "-"
+
+    live_ids = {o.evaluation_id for o in live.observations}
+    sides = {
+        "live": (live, len(live_ids)),
+        "replay": (again, len(replayed.asked)),
+    }
+    return {
+        "model": live.model,
+        "sweep_best": best_config.label(),
+        "sweep_seconds": replayed.sweep_seconds,
+        **{
+            name: {
+                "recommended": label(record),
+                "quality": quality(record),
+                "evaluations": evaluations,
+                "compiled": compiled(record),
+                "seconds": record.seconds,
+            }
+            for name, (record, evaluations) in sides.items()
+        },
+        "from_sweep": replayed.from_sweep,
+        "reproduced": replayed.from_sweep == 0
+        and len(replayed.asked) == len(live_ids)
+        and label(again) == label(live),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("recorded", type=Path, nargs="+", help="MODEL_evaluations.json files")
+    parser.add_argument("--quiet", action="store_true", help="without advise's own log")
+    parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    args = parser.parse_args()
+    results = [replay(path, args.quiet) for path in args.recorded]
+    print(f"{'model':12} {'run':6} {'recommended':52} {'quality':>7} {'evals':>5} "
+          f"{'compiled':>8} {'seconds':>8} {'time':>5}")  # fmt: skip
+    for r in results:
+        for run in ("live", "replay"):
+            side = r[run]
+            q = side["quality"]
+            print(
+                f"{r['model']:12} {run:6} {side['recommended'][:52]:52} "
+                f"{'-' if q is None else f'{q:.3f}':>7} {side['evaluations']:5d} "
+                f"{side['compiled']:8d} {side['seconds']:8.1f} "
+                f"{side['seconds'] / r['sweep_seconds']:5.2f}"
+            )
+        print(f"{'':12} sweep  best {r['sweep_best'][:47]:47} {'':7} {'':5} {'':8} "
+              f"{r['sweep_seconds']:8.1f}; replay reproduced the live run: "
+              f"{'yes' if r['reproduced'] else 'no'}")  # fmt: skip
+    print("quality: the recommendation's value over the sweep's best, both as the sweep measured "
+          "them (1.000 = the best); time: advise's seconds over the sweep's")  # fmt: skip
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
