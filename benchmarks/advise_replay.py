@@ -17,7 +17,10 @@ Each evaluation asked for is answered by, in this order:
 
 Printed: the live advice beside the replay (recommendation, evaluations, compiled ones,
 seconds), the replay's quality against the sweep's best (by the sweep's own measurements) and
-its time over the sweep's, and whether the replay reproduced the live run.
+its time over the sweep's, and whether the replay reproduced the live run. ``--set
+FIELD=VALUE`` changes the advice's request for the replay (``--set verify=1``,
+``--set budget_minutes=1``): what advise would have done, asked otherwise, on the same
+measurements.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/advise_replay.py \\
         benchmarks/results/gpu_halves/cells/advise_resnet50/resnet50_evaluations.json
@@ -34,7 +37,9 @@ from collections import defaultdict, deque
 from collections.abc import Sequence
 from pathlib import Path
 
-from mlms.advise.record import AdviceRecord, Config
+from pydantic import ValidationError
+
+from mlms.advise.record import AdviceRecord, AdviceRequest, Config
 from mlms.advise.run import advise
 from mlms.errors import MlmsError, NotMeasurable
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
@@ -119,12 +124,13 @@ def _evaluation_of(config: Config, tensor_parallel: int) -> EvaluationRequest:
     )  # fmt: skip
 
 
-def replay(path: Path, quiet: bool) -> dict:
+def replay(path: Path, quiet: bool, changes: dict[str, str]) -> dict:
     replayed = Replay(json.loads(path.read_text()))
     live = replayed.advice
+    request = AdviceRequest.model_validate(live.request.model_dump() | changes)
     home = Path(tempfile.mkdtemp(prefix="advise-replay-"))
     again = advise(
-        live.request,
+        request,
         store=LocalStore(home / "store"),
         hardware=live.hardware,
         run=replayed.run,
@@ -180,9 +186,28 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("recorded", type=Path, nargs="+", help="MODEL_evaluations.json files")
     parser.add_argument("--quiet", action="store_true", help="without advise's own log")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a field of the advice's request changed for the replay (AdviceRequest's names)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = parser.parse_args()
-    results = [replay(path, args.quiet) for path in args.recorded]
+    fields = AdviceRequest.model_fields
+    for change in args.set:
+        field, _, value = change.partition("=")
+        if field not in fields or not value:
+            parser.error(
+                f"--set {change!r}: expected FIELD=VALUE, FIELD one of: {', '.join(fields)}"
+            )
+    changes = dict(change.partition("=")[::2] for change in args.set)
+    try:
+        results = [replay(path, args.quiet, changes) for path in args.recorded]
+    except ValidationError as error:
+        first = error.errors()[0]
+        parser.error(f"--set {first['loc'][0]}={first['input']!r}: {first['msg']}")
     print(f"{'model':12} {'run':6} {'recommended':52} {'quality':>7} {'evals':>5} "
           f"{'compiled':>8} {'seconds':>8} {'time':>5}")  # fmt: skip
     for r in results:

@@ -368,6 +368,42 @@ def test_the_budget_is_kept_on_the_clock_advise_is_given(tmp_path) -> None:
     assert record.seconds == 120.0 and record.recommendation is not None
 
 
+def test_a_probe_measured_better_than_every_verified_configuration_is_recommended(
+    tmp_path,
+) -> None:
+    """The budget spent after the baseline, one probe and one verification (40 s each on the
+    clock advise is given): the configuration verified, bf16 (unprobed, so predicted as fp32
+    with a wide interval), achieved 3x worse than the baseline's probe. The probe measured the
+    very configuration, so the baseline is recommended, on its probe, not bf16."""
+    now = [0.0]
+
+    def latency(asked: EvaluationRequest, batch: int) -> float:
+        slower = (3.0 if asked.precision == "bf16" else 1.0) * (
+            1.9 if asked.intra_op_threads == 1 else 1.0
+        )
+        return 2.0 * slower * (0.97 if asked.channels_last else 1.0) * batch
+
+    def run(requests):
+        now[0] += 40.0 * len(requests)
+        return [_record(r, latency) for r in requests]
+
+    request = AdviceRequest(
+        model="resnet18", frameworks=["torch"], precisions=["fp32", "bf16"],
+        compile_modes=["none"], threads=[1, 2], batch_sizes=[1], budget_minutes=1,
+        use_stored=False,
+    )  # fmt: skip
+    record = advise(
+        request, store=LocalStore(tmp_path), hardware=hardware.detect(), run=run,
+        clock=lambda: now[0],
+    )  # fmt: skip
+    (verified,) = [r for r in record.rows if r.error is not None]
+    assert verified.config.precision == "bf16" and verified.achieved == pytest.approx(5.82)
+    chosen = record.recommendation
+    assert chosen is not None and chosen.config == Config(framework="torch", threads=2)
+    assert chosen.achieved == pytest.approx(2.0) and chosen.accuracy_holds
+    assert "measured by its probe" in record.why
+
+
 def test_verification_goes_on_in_rounds_while_a_rival_could_beat_the_best_achieved() -> None:
     """Three configurations ranked wrongly by their first prediction: the best predicted is
     verified first; the model fitted again (stood in for here) keeps one rival in, verified

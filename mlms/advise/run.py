@@ -145,7 +145,7 @@ def advise(
         verify_started = clock()
         rows = session.verify(rows, priors)
         verify_seconds = clock() - verify_started
-    recommendation, why = _recommend(rows, request)
+    recommendation, why = _recommend(rows, request, session.from_probes)
     # Rows measured without a prediction (a space measured whole) have no error to count.
     predicted = [r for r in rows if r.achieved is not None and r.error is not None]
     errors = [r.error for r in predicted]
@@ -203,6 +203,7 @@ class _Session:
         self.records: dict[str, EvaluationRecord] = {}
         self.seconds_per_eval: dict[str, float] = {}  # framework -> a probe's wall time
         self.no_energy = ""
+        self.from_probes: set[Config] = set()  # achieved as probed (``_keep_better_probes``)
         in_space = set(space.configs)
         self.in_space = in_space
         batches = space.batch_sizes
@@ -558,7 +559,37 @@ class _Session:
                 self.say(f"budget spent: {len(rivals) - len(planned)} rival(s) not verified")
             if planned and best is not None:
                 planned += _riders(planned, rows, lambda r, at=best: _reaches(r, at, lower))
+        self._keep_better_probes(rows, list(verified.values()))
         return _best_predicted_first([*verified.values(), *rows], self.request)
+
+    def _keep_better_probes(self, unverified: list[AdviceRow], verified: list[AdviceRow]) -> None:
+        """Each row left unverified (the budget spent) whose own probe measured it better than
+        every verified row achieved takes that probe as what it achieved: a probe evaluates
+        that very configuration, only shorter, and a verified configuration measured worse
+        must not be recommended over it. Its prediction was the probe, so it counts no
+        prediction error."""
+        request = self.request
+        holding = _holding(verified, request)
+        best = _best_achieved(holding, request).achieved if holding else None
+        for row in unverified:
+            probe = next(
+                (o for o in reversed(self.observations)
+                 if o.config == row.config and o.source == "probe"),
+                None,
+            )  # fmt: skip
+            if probe is None or (best is not None and not _better(probe.value, best, request)):
+                continue
+            row.achieved = probe.value
+            row.achieved_latency_ms = probe.latency_ms
+            row.evaluation_id = probe.evaluation_id
+            record = self.records[probe.evaluation_id]
+            row.accuracy, row.accuracy_holds = self._accuracy(record, row.config.framework)
+            self.from_probes.add(row.config)
+            self.say(
+                f"{row.config.label()}: its probe measured {probe.value:.4g} {request.unit}, "
+                "better than every verified configuration; kept as measured (the budget left "
+                "it unverified)"
+            )
 
     def _within_budget(self, rows: list[AdviceRow]) -> list[AdviceRow]:
         """The leading ``rows`` whose evaluations fit the budget left (the first always, while
@@ -783,7 +814,13 @@ def _best_achieved(holding: list[AdviceRow], request: AdviceRequest) -> AdviceRo
     return min(holding, key=lambda r: sign * r.achieved)  # type: ignore[operator]
 
 
-def _recommend(rows: list[AdviceRow], request: AdviceRequest) -> tuple[AdviceRow | None, str]:
+def _better(value: float, than: float, request: AdviceRequest) -> bool:
+    return value < than if request.lower_is_better else value > than
+
+
+def _recommend(
+    rows: list[AdviceRow], request: AdviceRequest, from_probes: set[Config]
+) -> tuple[AdviceRow | None, str]:
     verified = [r for r in rows if r.achieved is not None]
     if not verified:
         return None, "no configuration was verified (the budget or every run failed)"
@@ -800,7 +837,15 @@ def _recommend(rows: list[AdviceRow], request: AdviceRequest) -> tuple[AdviceRow
         if request.slo_ms is not None
         else ""
     )
+    measured = f"{best.achieved:.4g} {request.unit}{constraint}"
+    if best.config in from_probes:
+        others = len(verified) - len(from_probes)
+        return best, (
+            f"the best achieved {request.objective}, measured by its probe ({measured}; the "
+            f"budget left it unverified; the {others} verified configurations did worse); "
+            f"accuracy: {best.accuracy}"
+        )
     return best, (
         f"the best achieved {request.objective} of {len(verified)} verified configurations "
-        f"({best.achieved:.4g} {request.unit}{constraint}); accuracy: {best.accuracy}"
+        f"({measured}); accuracy: {best.accuracy}"
     )
