@@ -5,12 +5,14 @@ from __future__ import annotations
 import math
 import time
 import uuid
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
 from mlms import hardware
 from mlms.advise.predict import CostModel, Prior, batch_factors
-from mlms.advise.record import AdviceRequest, AdviceRow, Config, Observation
+from mlms.advise.record import AdviceRecord, AdviceRequest, AdviceRow, Config, Observation
 from mlms.advise.run import _Session, advise
 from mlms.advise.space import build_space
 from mlms.catalog.zoo import get_model
@@ -343,45 +345,14 @@ def test_a_space_probing_would_not_save_is_measured_whole() -> None:
     ).probing_costs_the_space()
 
 
-def test_the_budget_is_kept_on_the_clock_advise_is_given(tmp_path) -> None:
-    """advise times itself and its budget on the clock it is passed: here one where each
-    evaluation takes 40 s (a replay of recorded evaluations passes their wall times), so a
-    one-minute budget stops the probes after the baseline's and one other, and with the one
-    verification the advice took 120 s."""
+def _advise_by_the_minute(
+    store_root: Path,
+    latency: Callable[[EvaluationRequest, int], float],
+    step: Callable[[str], None] | None = None,
+) -> AdviceRecord:
+    """advise of resnet18 over fp32/bf16, channels-last and 1 or 2 threads, with a one-minute
+    budget, on a clock where each evaluation (of ``latency``) takes 40 s."""
     now = [0.0]
-    lines: list[str] = []
-
-    def run(requests):
-        now[0] += 40.0 * len(requests)
-        return [_record(r, _fake_latency) for r in requests]
-
-    request = AdviceRequest(
-        model="resnet18", frameworks=["torch"], precisions=["fp32", "bf16"],
-        compile_modes=["none"], threads=[1, 2], batch_sizes=[1], budget_minutes=1,
-        use_stored=False,
-    )  # fmt: skip
-    record = advise(
-        request, store=LocalStore(tmp_path), hardware=hardware.detect(), run=run,
-        step=lines.append, clock=lambda: now[0],
-    )  # fmt: skip
-    assert "budget spent: 2 probe(s) not run" in lines
-    assert record.seconds == 120.0 and record.recommendation is not None
-
-
-def test_a_probe_measured_better_than_every_verified_configuration_is_recommended(
-    tmp_path,
-) -> None:
-    """The budget spent after the baseline, one probe and one verification (40 s each on the
-    clock advise is given): the configuration verified, bf16 (unprobed, so predicted as fp32
-    with a wide interval), achieved 3x worse than the baseline's probe. The probe measured the
-    very configuration, so the baseline is recommended, on its probe, not bf16."""
-    now = [0.0]
-
-    def latency(asked: EvaluationRequest, batch: int) -> float:
-        slower = (3.0 if asked.precision == "bf16" else 1.0) * (
-            1.9 if asked.intra_op_threads == 1 else 1.0
-        )
-        return 2.0 * slower * (0.97 if asked.channels_last else 1.0) * batch
 
     def run(requests):
         now[0] += 40.0 * len(requests)
@@ -392,10 +363,38 @@ def test_a_probe_measured_better_than_every_verified_configuration_is_recommende
         compile_modes=["none"], threads=[1, 2], batch_sizes=[1], budget_minutes=1,
         use_stored=False,
     )  # fmt: skip
-    record = advise(
-        request, store=LocalStore(tmp_path), hardware=hardware.detect(), run=run,
+    return advise(
+        request, store=LocalStore(store_root), hardware=hardware.detect(), run=run, step=step,
         clock=lambda: now[0],
     )  # fmt: skip
+
+
+def test_the_budget_is_kept_on_the_clock_advise_is_given(tmp_path) -> None:
+    """advise times itself and its budget on the clock it is passed (a replay of recorded
+    evaluations passes their wall times): with 40 s an evaluation, a one-minute budget stops
+    the probes after the baseline's and one other, and with the one verification the advice
+    took 120 s."""
+    lines: list[str] = []
+    record = _advise_by_the_minute(tmp_path, _fake_latency, lines.append)
+    assert "budget spent: 2 probe(s) not run" in lines
+    assert record.seconds == 120.0 and record.recommendation is not None
+
+
+def test_a_probe_measured_better_than_every_verified_configuration_is_recommended(
+    tmp_path,
+) -> None:
+    """The budget spent after the baseline, one probe and one verification: the configuration
+    verified, bf16 (unprobed, so predicted as fp32 with a wide interval), achieved 3x worse
+    than the baseline's probe. The probe measured the very configuration, so the baseline is
+    recommended, on its probe, not bf16."""
+
+    def latency(asked: EvaluationRequest, batch: int) -> float:
+        slower = (3.0 if asked.precision == "bf16" else 1.0) * (
+            1.9 if asked.intra_op_threads == 1 else 1.0
+        )
+        return 2.0 * slower * (0.97 if asked.channels_last else 1.0) * batch
+
+    record = _advise_by_the_minute(tmp_path, latency)
     (verified,) = [r for r in record.rows if r.error is not None]
     assert verified.config.precision == "bf16" and verified.achieved == pytest.approx(5.82)
     chosen = record.recommendation
