@@ -6,7 +6,8 @@ within a time budget and stores each cell's folder as the cell ends; cells alrea
 results folder (``benchmarks/results/<plan's RESULTS>``, which travels with the working tree) are
 skipped, so the next call resumes where the budget cut the last one; a cell whose product stays
 on the machine (``Cell.on_machine``: built model assets) is skipped only where an earlier call
-on the same machine did it. What a call produced (the new cells' folders and what it added to
+on the same machine did it; a failed cell is skipped too (``--retry-failed`` runs it), unless
+it failed on other code than the call carries. What a call produced (the new cells' folders and what it added to
 the mlms store or changed there: records, sweeps, span archives, never the model assets) is
 packed into at most 8 files under OUT; ``unpack`` merges them into the results folder here.
 ``--one-gpu-each`` runs as many cells at once as the machine has GPUs, each cell seeing one of
@@ -273,15 +274,19 @@ def describe_machine(python: str, env: dict[str, str], dry: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def done_cells(folders: Iterable[Path], retry_failed: bool) -> dict[str, str]:
+def done_cells(folders: Iterable[Path], retry_failed: bool, code: str) -> dict[str, str]:
     """Cells with a stored outcome that a new call does not run again: done ones, and failed
-    ones unless asked (a failure that repeats would spend every call's minutes). ``folders``
-    hold cell folders: the results folder here, and earlier calls' on a warm machine."""
+    ones unless asked (a failure that repeats would spend every call's minutes), but only
+    those that failed on the same ``code`` (``code_digest``): a fix since gets its run.
+    ``folders`` hold cell folders: the results folder here, and earlier calls' on a warm
+    machine."""
     found: dict[str, str] = {}
     markers = (marker for folder in folders for marker in sorted(folder.glob("*/cell.json")))
     for marker in markers:
-        status = json.loads(marker.read_text())["status"]
-        if status == "done" or (status == "failed" and not retry_failed):
+        outcome = json.loads(marker.read_text())
+        status = outcome["status"]
+        repeats = status == "failed" and not retry_failed and outcome.get("code") == code
+        if status == "done" or repeats:
             found[marker.parent.name] = status
     return found
 
@@ -618,8 +623,9 @@ def run(args: argparse.Namespace) -> int:
                              f"expected some of {[c.name for c in cells]}")  # fmt: skip
         cells = [c for c in cells if c.name in wanted]
     calls = machine / "calls"
-    here = done_cells(sorted(calls.glob("*")), args.retry_failed)
-    recorded = done_cells([results / "cells"], args.retry_failed) | here
+    code = code_digest()
+    here = done_cells(sorted(calls.glob("*")), args.retry_failed, code)
+    recorded = done_cells([results / "cells"], args.retry_failed, code) | here
     skipped = {c.name: recorded[c.name] for c in cells
                if c.name in (here if c.on_machine else recorded)}  # fmt: skip
     store_before = listing(home / "store")

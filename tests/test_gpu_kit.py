@@ -94,6 +94,13 @@ def test_budget_resume_pack_and_unpack(tmp_path: Path) -> None:
     retried = kit("run", str(plan), str(tmp_path / "out3"), "--budget", "40", "--retry-failed",
                   "--only", "broken", *common)  # fmt: skip
     assert retried.returncode == 1 and "| broken | failed |" in retried.stdout
+    # A cell that failed on other code than this runs again unasked: a fix may have come since.
+    shutil.rmtree(machine)
+    marker = results / "cells" / "broken" / "cell.json"
+    marker.write_text(json.dumps(json.loads(marker.read_text()) | {"code": "0" * 12}))
+    fixed = kit("run", str(plan), str(tmp_path / "out4"), "--budget", "40", "--only", "broken",
+                *common)  # fmt: skip
+    assert fixed.returncode == 1 and "| broken | failed |" in fixed.stdout
 
     printed = kit("summary", str(plan), "--results", str(results))
     assert printed.stdout.split() == ["first", "last"]
