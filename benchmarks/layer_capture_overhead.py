@@ -30,7 +30,9 @@ Prints each configuration's p50, its slowdown over plain (the median over rounds
 p50 over plain's block's in the same round: ``round_ratios``) and what it added per layer call;
 and, to say where a slowdown comes from, the host's time to issue one forward (the first
 layer's start to the last one's end, where layers are collected) and the GPU's busy time and
-kernels per predict (kernels, copies and sets, where CUPTI collects them), with the API
+kernels per predict (kernels, copies and sets, where CUPTI collects them), each
+configuration's launch on a GPU (the host's part of a predict: until the forward returned),
+plain's device work alone (its launches queued behind a spinning kernel), with the API
 records a predict and how often CUPTI called back into Python during a block. A forward that
 takes the host longer than the GPU is busy leaves the GPU waiting: the collectors' host cost
 then shows in the p50; while the GPU is the longer one it hides.
@@ -190,6 +192,7 @@ def measure(
     }
     blocks: dict[str, dict[int, list[float]]] = defaultdict(dict)  # label -> round -> ms
     forward_ms: dict[str, list[float]] = defaultdict(list)
+    launch_ms: dict[str, list[float]] = defaultdict(list)
     gpu: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     calls = 0
     unavailable: dict[str, str] = {}
@@ -207,7 +210,9 @@ def measure(
                 try:
                     with ExitStack() as stack:
                         entered = [stack.enter_context(c) for c in contexts]
+                        p.launches.clear()
                         blocks[label][round_] = predict_times(p, batch, block)
+                        launch_ms[label] += [ns / 1e6 for ns in p.launches]
                 except Unavailable as exc:  # e.g. CUPTI taken by another profiler
                     unavailable[label] = str(exc)
                     continue
@@ -221,6 +226,10 @@ def measure(
                     elif isinstance(getattr(capture, "events", None), list) and capture.events:
                         calls = len(capture.events) // block
                         forward_ms[label] += forward_spans(capture.events, calls)
+        # The device's work of a plain predict with the host out of the way (its launches queued
+        # behind a spinning kernel): what a launch past it leaves the device waiting for.
+        plain_launches = [int(ms * 1e6) for ms in launch_ms["plain"]]
+        alone = p.device_times(batch, 5, max(plain_launches)) if plain_launches else []
     base = statistics.median(pooled(blocks["plain"]))
     rows = {}
     for label, timed in blocks.items():
@@ -234,9 +243,11 @@ def measure(
             "us_per_layer_call": (p50 - base) * 1e3 / calls if calls else float("nan"),
             "samples": sum(map(len, timed.values())),
             "forward_host_ms": _median(forward_ms[label]),
+            "launch_ms": _median(launch_ms[label]),
             **{key: _median(gpu[label][key]) for key in GPU_TIMES},
         }
     rows["plain"]["layer_calls"] = calls
+    rows["plain"]["device_alone_ms"] = _median([ns / 1e6 for ns in alone])
     return rows | {label: {"unavailable": why} for label, why in unavailable.items()}
 
 
@@ -325,8 +336,8 @@ def predict_times(predictor: Any, batch: np.ndarray, iterations: int) -> list[fl
 def table(rows: dict[str, dict[str, float]]) -> Iterator[str]:
     yield (
         f"  {'configuration':24} {'p50 ms':>9} {'slowdown':>9} {'pooled':>7} {'us/layer call':>14}"
-        f" {'host fwd ms':>12} {'gpu busy ms':>12} {'kernel ms':>10} {'kernels':>8}"
-        f" {'runtime':>8} {'driver':>8} {'callbacks':>9}"
+        f" {'host fwd ms':>12} {'launch ms':>10} {'gpu busy ms':>12} {'kernel ms':>10}"
+        f" {'kernels':>8} {'runtime':>8} {'driver':>8} {'callbacks':>9}"
     )
     for label, row in rows.items():
         if "unavailable" in row:
@@ -336,7 +347,8 @@ def table(rows: dict[str, dict[str, float]]) -> Iterator[str]:
         yield (
             f"  {label:24} {row['p50_ms']:9.3f} {row['slowdown']:9.3f}"
             f" {row['slowdown_pooled']:7.3f} {extra:14.2f}"
-            f" {_cell(row['forward_host_ms'])} {_cell(row['gpu_busy_ms'])}"
+            f" {_cell(row['forward_host_ms'])} {_cell(row['launch_ms'], 10)}"
+            f" {_cell(row['gpu_busy_ms'])}"
             f" {_cell(row['kernel_ms'], 10)}"
             f" {_cell(row['kernels_per_predict'], 8, 1)} {_cell(row['runtime_per_predict'], 8, 1)}"
             f" {_cell(row['driver_per_predict'], 8, 1)} {_cell(row['cupti_callbacks'], 9, 1)}"
@@ -377,6 +389,12 @@ def main() -> None:
             f"{args.rounds} rounds of {args.block} predicts per configuration"
         )
         print("\n".join(table(rows)))
+        alone = rows["plain"]["device_alone_ms"]
+        if alone == alone:
+            print(
+                f"  plain's device work alone: {alone:.3f} ms a predict; a launch longer than "
+                "that leaves the device waiting, and a collector's host cost then shows"
+            )
         out[str(batch_size)] = rows
     if args.json:
         args.json.write_text(json.dumps(out, indent=1))

@@ -213,14 +213,19 @@ def _hardware_cost(cells: Path) -> list[str]:
     if not paths:
         return ["hardware level's cost: no call measured it yet"]
     out = ["hardware level's slowdown over plain predicts (p50):", ""]
+    # A plain predict whose launch outlasts the device's work alone leaves the device waiting
+    # on the host: there a collector's host cost shows whole.
+    plain = ("plain launch ms", "device alone ms")
     out += [
-        "| call | batch | " + " | ".join(COST_SHOWN) + " |",
-        "|" + "---|" * (2 + len(COST_SHOWN)),
+        "| call | batch | " + " | ".join((*COST_SHOWN, *plain)) + " |",
+        "|" + "---|" * (2 + len(COST_SHOWN) + len(plain)),
     ]
     calls = {path.parent.name: json.loads(path.read_text()) for path in paths}
     for name, call in calls.items():
         for batch in call:
             row = [_slowdown(call, batch, label) for label in COST_SHOWN]
+            measured = call[batch].get("plain", {})
+            row += [_ms(measured.get(key)) for key in ("launch_ms", "device_alone_ms")]
             out.append("| " + " | ".join([name, batch, *row]) + " |")
     pair = [calls[name] for name in ("hardware_cost_1", "hardware_cost_2") if name in calls]
     if len(pair) == 2:
@@ -263,3 +268,8 @@ def _hardware_parts(cells: Path) -> list[str]:
 def _slowdown(call: dict, batch: str, label: str) -> str:
     found = call.get(batch, {}).get(label)
     return f"{found['slowdown']:.3f}" if found else "-"
+
+
+def _ms(value: float | None) -> str:
+    """Milliseconds, or "-" where a call did not measure them (before they were, or no GPU)."""
+    return "-" if value is None or value != value else f"{value:.3f}"
