@@ -7,9 +7,10 @@ results folder (``benchmarks/results/<plan's RESULTS>``, which travels with the 
 skipped, so the next call resumes where the budget cut the last one; a cell whose product stays
 on the machine (``Cell.on_machine``: built model assets) is skipped only where an earlier call
 on the same machine did it; a failed cell is skipped too (``--retry-failed`` runs it), unless
-it failed on other code than the call carries. What a call produced (the new cells' folders and what it added to
-the mlms store or changed there: records, sweeps, span archives, never the model assets) is
-packed into at most 8 files under OUT; ``unpack`` merges them into the results folder here.
+it failed on other code than the call carries. What a call produced (the new cells' folders and
+what it added to the mlms store or changed there: records, sweeps, span archives, never the
+model assets) is packed into at most 8 files under OUT; ``unpack`` merges them into the results
+folder here.
 ``--one-gpu-each`` runs as many cells at once as the machine has GPUs, each cell seeing one of
 them (its UUID in ``CUDA_VISIBLE_DEVICES``, named in its ``cell.json``), for plans whose cells
 need one GPU each and nothing of each other: a 2-GPU machine then runs such a plan in about
