@@ -77,7 +77,7 @@ def _sweep_evaluations(configs: list, cells: str) -> list[list]:
     return by_setting(configs, lambda config: config)
 
 
-def _objective(record, config, objective: str) -> float | None:
+def objective_of(record, config, objective: str) -> float | None:
     """The objective's value of ``config``'s batch size in ``record``."""
     result = next(r for r in record.results if r.batch_size == config.batch_size)
     return {
@@ -171,7 +171,7 @@ def check(model: str, args: argparse.Namespace, client) -> dict:
             swept.append((record, time.monotonic() - started))
             for config in configs:
                 records[config] = record
-                achieved[config] = _objective(record, config, args.objective)
+                achieved[config] = objective_of(record, config, args.objective)
     sweep_seconds = time.monotonic() - begun
     if args.out:
         _save_evaluations(args.out / f"{model}_evaluations.json", client, advice, swept)
@@ -198,7 +198,7 @@ def check(model: str, args: argparse.Namespace, client) -> dict:
 
             def measure(config) -> float | None:
                 one = _request(request, [config], args.iterations, args.min_seconds, 3)
-                return _objective(client.evaluate(one), config, args.objective)
+                return objective_of(client.evaluate(one), config, args.objective)
 
             quality_paired = paired_quality(
                 measure, chosen.config, best_config, args.paired_rounds, lower

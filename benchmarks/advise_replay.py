@@ -39,6 +39,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from benchmarks.advise_check import objective_of
 from mlms.advise.record import AdviceRecord, AdviceRequest, Config
 from mlms.advise.run import advise
 from mlms.errors import MlmsError, NotMeasurable
@@ -106,37 +107,29 @@ class Replay:
         request = self.advice.request
         values: dict[Config, float] = {}
         for row in self.advice.rows:
-            record, _ = self.swept[_setting(_evaluation_of(row.config, request.tensor_parallel))]
-            result = next(r for r in record.results if r.batch_size == row.config.batch_size)
-            value = {"latency": result.latency_ms.p50, "throughput": result.throughput}.get(
-                request.objective, result.energy.joules_per_inference if result.energy else None
-            )
+            config = row.config
+            setting = (config.framework, config.precision, config.compile, config.channels_last,
+                       config.threads, request.tensor_parallel)  # fmt: skip
+            record, _ = self.swept[setting]
+            value = objective_of(record, config, request.objective)
             if value is not None:
-                values[row.config] = value
+                values[config] = value
         return values
-
-
-def _evaluation_of(config: Config, tensor_parallel: int) -> EvaluationRequest:
-    return EvaluationRequest(
-        model="-", framework=config.framework, batch_sizes=[config.batch_size],
-        intra_op_threads=config.threads, precision=config.precision, compile=config.compile,
-        channels_last=config.channels_last, tensor_parallel=tensor_parallel,
-    )  # fmt: skip
 
 
 def replay(path: Path, quiet: bool, changes: dict[str, str]) -> dict:
     replayed = Replay(json.loads(path.read_text()))
     live = replayed.advice
     request = AdviceRequest.model_validate(live.request.model_dump() | changes)
-    home = Path(tempfile.mkdtemp(prefix="advise-replay-"))
-    again = advise(
-        request,
-        store=LocalStore(home / "store"),
-        hardware=live.hardware,
-        run=replayed.run,
-        step=None if quiet else (lambda line: print(f"  {line}", file=sys.stderr)),
-        clock=replayed.clock,
-    )
+    with tempfile.TemporaryDirectory(prefix="advise-replay-") as home:
+        again = advise(
+            request,
+            store=LocalStore(Path(home)),
+            hardware=live.hardware,
+            run=replayed.run,
+            step=None if quiet else (lambda line: print(f"  {line}", file=sys.stderr)),
+            clock=replayed.clock,
+        )
     values = replayed.sweep_values()
     lower = live.request.lower_is_better
     best_config = (min if lower else max)(values, key=values.__getitem__)

@@ -1,0 +1,82 @@
+"""``benchmarks/advise_replay.py`` against a recording ``benchmarks/advise_check.py`` made of real
+evaluations (digits_cnn on this CPU, a space of 8 configurations): advise replayed on the
+recorded measurements reproduces the live advice, a changed request replays without running
+anything, and a bad change is one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SPACE = ("--models", "digits_cnn", "--frameworks", "torch", "--hw", "cpu",
+         "--precisions", "fp32,bf16", "--threads", "1,2", "--compile", "none",
+         "--batch-sizes", "1", "--iterations", "4", "--min-seconds", "0.02",
+         "--probe-iterations", "3", "--probe-min-seconds", "0.01", "--verify", "2",
+         "--paired-rounds", "0")  # fmt: skip
+
+
+def _script(name: str, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / name), *args],
+        capture_output=True, text=True, timeout=300, env=env, cwd=REPO,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("advise-check")
+    done = _script("advise_check.py", *SPACE, "--home", str(folder / "home"), "--out",
+                   str(folder / "out"))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return folder / "out" / "digits_cnn_evaluations.json"
+
+
+def test_a_replay_of_unchanged_code_reproduces_the_live_advice(recording: Path, tmp_path) -> None:
+    out = tmp_path / "replay.json"
+    done = _script("advise_replay.py", str(recording), "--quiet", "--out", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    (result,) = json.loads(out.read_text())
+    live, again = result["live"], result["replay"]
+    assert result["reproduced"] and result["from_sweep"] == 0
+    assert again["recommended"] == live["recommended"] != "-"
+    assert again["evaluations"] == live["evaluations"] > 0
+    # The replay's clock is the recorded evaluations' wall time, not its own.
+    assert again["seconds"] == pytest.approx(live["seconds"], rel=0.25)
+    assert "replay reproduced the live run: yes" in done.stdout
+
+
+def test_a_changed_request_replays_on_the_same_measurements(recording: Path, tmp_path) -> None:
+    """With 8 verifications asked, probing would cost as much as the space: the replay measures
+    its 8 settings whole, each answered by advise's own full-length evaluation where the live
+    advice verified that setting, else by the sweep's."""
+    out = tmp_path / "replay.json"
+    done = _script("advise_replay.py", str(recording), "--quiet", "--set", "verify=8",
+                   "--out", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    (result,) = json.loads(out.read_text())
+    verified = {
+        json.dumps({k: v for k, v in o["config"].items() if k != "batch_size"}, sort_keys=True)
+        for o in json.loads(recording.read_text())["advice"]["observations"]
+        if o["source"] == "verified"
+    }
+    assert result["replay"]["evaluations"] == 8 and not result["reproduced"]
+    assert result["from_sweep"] == 8 - len(verified) > 0
+    assert result["replay"]["recommended"] != "-"
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [("verif=1", "'verif=1': expected FIELD=VALUE"), ("verify=x", "verify='x'")],
+)
+def test_a_bad_change_is_one_line(recording: Path, change: str, named: str) -> None:
+    done = _script("advise_replay.py", str(recording), "--set", change)
+    assert done.returncode == 2
+    (line,) = [x for x in done.stderr.splitlines() if "error:" in x]
+    assert named in line
