@@ -30,8 +30,14 @@ def _script(name: str, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def recording(tmp_path_factory: pytest.TempPathFactory, mlms_home: Path) -> Path:
+    """advise_check.py's recording, in a store of its own that shares the run's built model
+    assets (digits_cnn is built once for the run, not again here)."""
     folder = tmp_path_factory.mktemp("advise-check")
+    models = mlms_home / "store" / "models"
+    models.mkdir(parents=True, exist_ok=True)
+    (folder / "home" / "store").mkdir(parents=True)
+    (folder / "home" / "store" / "models").symlink_to(models, target_is_directory=True)
     done = _script("advise_check.py", *SPACE, "--home", str(folder / "home"), "--out",
                    str(folder / "out"))  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
