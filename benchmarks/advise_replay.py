@@ -41,7 +41,7 @@ from pydantic import ValidationError
 
 from benchmarks.advise_check import objective_of
 from mlms.advise.record import AdviceRecord, AdviceRequest, Config
-from mlms.advise.run import advise
+from mlms.advise.run import _request, advise
 from mlms.errors import MlmsError, NotMeasurable
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.store.local import LocalStore
@@ -107,13 +107,11 @@ class Replay:
         request = self.advice.request
         values: dict[Config, float] = {}
         for row in self.advice.rows:
-            config = row.config
-            setting = (config.framework, config.precision, config.compile, config.channels_last,
-                       config.threads, request.tensor_parallel)  # fmt: skip
-            record, _ = self.swept[setting]
-            value = objective_of(record, config, request.objective)
+            # The setting as advise asks for it: the same request its evaluations were.
+            record, _ = self.swept[_setting(_request(request, [row.config], 1, 0.0, 0))]
+            value = objective_of(record, row.config, request.objective)
             if value is not None:
-                values[config] = value
+                values[row.config] = value
         return values
 
 
