@@ -10,7 +10,9 @@ on the same machine did it; a failed cell is skipped too (``--retry-failed`` run
 it failed on other code than the call carries. What a call produced (the new cells' folders and
 what it added to the mlms store or changed there: records, sweeps, span archives, never the
 model assets) is packed into at most 8 files under OUT; ``unpack`` merges them into the results
-folder here.
+folder here. The store's folders that a plan names in ``STORE_CARRIED`` (the perfdb's layer
+benchmarks) go back the other way: a call puts what earlier calls brought back into the
+machine's store, so a fresh machine reuses them.
 ``--one-gpu-each`` runs as many cells at once as the machine has GPUs, each cell seeing one of
 them (its UUID in ``CUDA_VISIBLE_DEVICES``, named in its ``cell.json``), for plans whose cells
 need one GPU each and nothing of each other: a 2-GPU machine then runs such a plan in about
@@ -159,6 +161,9 @@ class Plan:
     summarize: Callable[[Path], str] | None
     wheels: tuple[str, ...]  # groups of benchmarks/gpu_wheels.txt beyond "base"
     gpus_per_cell: int = 1  # what one cell uses: a plan of splits says so (GPUS_PER_CELL)
+    # Folders of the mlms store (``perfdb/``) that earlier calls brought back and a call puts
+    # into a fresh machine's store, so that its cells reuse them (STORE_CARRIED).
+    store_carried: tuple[str, ...] = ()
 
 
 def load_plan(spec: str) -> Plan:
@@ -180,6 +185,7 @@ def load_plan(spec: str) -> Plan:
         summarize=getattr(module, "summarize", None),
         wheels=tuple(getattr(module, "WHEELS", ())),
         gpus_per_cell=int(getattr(module, "GPUS_PER_CELL", 1)),
+        store_carried=tuple(getattr(module, "STORE_CARRIED", ())),
     )
 
 
@@ -338,6 +344,22 @@ def _kill_group(process: subprocess.Popen) -> None:
             continue
         except ProcessLookupError:
             return
+
+
+def seed_store(kept: Path, store: Path, folders: tuple[str, ...]) -> str:
+    """Copy into the machine's ``store`` the files under ``folders`` that the results folder's
+    store ``kept`` holds and the machine lacks: a machine given back between two calls loses
+    its store, and a fresh one then starts from what the calls before brought back. Copied
+    with their times, the files count as there before the call, so they are not packed again."""
+    copied = 0
+    for folder in folders:
+        for source in sorted((kept / folder).rglob("*")) if (kept / folder).is_dir() else []:
+            target = store / source.relative_to(kept)
+            if source.is_file() and not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, target)
+                copied += 1
+    return f"store: {copied} files of {', '.join(folders)} put in from {kept}"
 
 
 def listing(store: Path) -> dict[str, tuple[int, int]]:
@@ -609,6 +631,8 @@ def run(args: argparse.Namespace) -> int:
     dry_results = machine / "resume" / plan.name
     results = Path(args.results or (dry_results if kit.dry else RESULTS / plan.results))
     kit = dataclasses.replace(kit, results=results)
+    if plan.store_carried:
+        notes.append(seed_store(results / "store", home / "store", plan.store_carried))
     (out / "env.txt").write_text(
         f"plan {plan.name}: results {results}\n" + "\n".join(notes) + "\n"
         + describe_machine(kit.python, env, kit.dry)

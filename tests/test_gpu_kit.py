@@ -190,6 +190,26 @@ def test_a_cell_kept_on_the_machine_runs_again_on_a_fresh_one(tmp_path: Path) ->
     assert "| assets | done before |" in call("m2", "out3")
 
 
+def test_a_fresh_machine_starts_from_the_store_folders_the_plan_carries(tmp_path: Path) -> None:
+    """The plan carries the records' folder: a call on a fresh machine finds there the record
+    an earlier call on another machine brought back, and does not bring it back again; the
+    sweeps, not carried, stay behind."""
+    plan = tmp_path / "stored.py"
+    plan.write_text(STORE_PLAN + 'STORE_CARRIED = ("evaluations/",)\n')
+    results = tmp_path / "results"
+    for machine, out, cell in (("m1", "out1", "a"), ("m2", "out2", "b")):
+        done = kit("run", str(plan), str(tmp_path / out), "--dry", "--machine",
+                   str(tmp_path / machine), "--results", str(results), "--only", cell)  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert kit("unpack", str(tmp_path / out), "--into", str(results)).returncode == 0
+    fresh = tmp_path / "m2" / "home" / "store"
+    assert (fresh / "evaluations" / "a.json").read_text() == "a"
+    assert (fresh / "sweeps" / "s.json").read_text() == "b"  # its own, not the first call's
+    assert "store: 1 files of evaluations/ put in" in (tmp_path / "out2" / "env.txt").read_text()
+    assert [n for n in _packed(tmp_path / "out2") if n.startswith("store/")] == [
+        "store/evaluations/b.json", "store/sweeps/s.json"]  # fmt: skip
+
+
 def test_calls_unpacked_within_a_second_keep_a_folder_each(tmp_path: Path) -> None:
     plan = tmp_path / "stored.py"
     plan.write_text(STORE_PLAN)

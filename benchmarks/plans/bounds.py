@@ -13,10 +13,12 @@ Its wheels (35 MiB packed) and the working tree are more than one call carries: 
 check bounds`` names the results folders to leave out of the checkout for the call
 (benchmarks/results/zoo_sweep_gpu is enough).
 
-The layer benchmarks go to the perfdb in the machine's store (``/tmp/mlms-kit/home``), which
-lasts while the machine stays warm: a configuration that repeats across models (resnet50's
-and densenet121's 1x1 convolutions, bert_base's and vit_b_16's GEMMs) is benchmarked once, and
-a call that resumes after a cut finds what the cut cell had done. Each cell prints the table of
+The layer benchmarks go to the perfdb in the machine's store (``/tmp/mlms-kit/home``): a
+configuration that repeats across models (resnet50's and densenet121's 1x1 convolutions,
+bert_base's and vit_b_16's GEMMs) is benchmarked once. Each call brings the perfdb's new
+objects back (``unpack`` keeps them in the results folder's store) and puts those into a fresh
+machine's store (``STORE_CARRIED``), so a call that resumes after a cut, on whichever machine,
+finds what the cut cell had done. Each cell prints the table of
 ``benchmarks/bounds_table.py`` for its model; ``summary`` prints the table across the models,
 the what-ifs per model and batch size, and each model's benchmarking time (within 15 GPU
 minutes for the four in all, the issue's target).
@@ -31,6 +33,7 @@ from pathlib import Path
 from benchmarks.gpu_kit import Cell, Kit
 
 RESULTS = "bounds_gpu"
+STORE_CARRIED = ("perfdb/",)
 #: CUPTI for the hardware-level evaluation each bound is set against; cuDNN's frontend for the
 #: engines of the best-algorithm what-if; gRPC at mlms's floor (the CLI imports the generated
 #: code, which the image's grpcio is too old for).
