@@ -132,3 +132,22 @@ def test_a_zoo_network_on_token_ids_is_read_from_its_export():
         call = graph.isolate(layer, "cpu")
         call.prime()
         assert tuple(call.run().shape) == layer.output_shape
+
+
+def test_a_network_on_ids_read_for_another_device_makes_its_tensors_there():
+    """An export keeps the device it ran on: llama_mini's ``arange(..., device=cpu)`` and its
+    ``to(cpu)``. Read for another device (``meta`` stands in for a GPU, which this machine
+    lacks), the program moves there as a whole, so each layer runs alone on that device; and
+    its layer configurations are the CPU's, so the perfdb's entries serve both."""
+    source = GraphSource(model="llama_mini", dtype="int64")
+    on_cpu, elsewhere = source_graph(source, (2, 16)), source_graph(source, (2, 16), "meta")
+    assert _places(on_cpu) == {"cpu"} and _places(elsewhere) == {"meta"}
+    tensors = [*elsewhere.traced.parameters(), *elsewhere.traced.buffers()]
+    assert tensors and {t.device.type for t in tensors} == {"meta"}
+    assert on_cpu.configs().keys() == elsewhere.configs().keys()
+
+
+def _places(graph: LayerGraph) -> set[str]:
+    """The devices a graph's operators name among their arguments."""
+    arguments = (a for n in graph.traced.graph.nodes for a in (*n.args, *n.kwargs.values()))
+    return {str(a) for a in arguments if isinstance(a, torch.device) or a in ("cpu", "meta")}

@@ -50,18 +50,28 @@ _INPUTS = ("input", "self")
 
 
 def program_graph(
-    program: Any, input_shape: tuple[int, ...], model: str = "", dtype: str = "float32"
+    program: Any,
+    input_shape: tuple[int, ...],
+    model: str = "",
+    dtype: str = "float32",
+    device: str = "cpu",
 ) -> LayerGraph:
     """The layer graph of ``program`` (an ``ExportedProgram``, or the path it was saved at)
-    for one input of ``input_shape`` and ``dtype``; a batch size the program was not exported
-    for is one line."""
+    for one input of ``input_shape`` and ``dtype`` on ``device``; a batch size the program was
+    not exported for is one line."""
     import torch
+    from torch.export.passes import move_to_device_pass
 
     if isinstance(program, (str, Path)):
         program = torch.export.load(str(program))
+    if device != "cpu":
+        # A program keeps the device it was exported on, in its tensor constants and in the
+        # operators that make tensors (a transformer's arange(..., device=cpu)): moved as a
+        # whole, each of its layers runs on the device alone.
+        program = move_to_device_pass(program, device)
     module = lifted_module(program)
     try:
-        return traced_graph(module, input_shape, model, dtype)
+        return traced_graph(module, input_shape, model, dtype, device)
     # The program's guards assert its input shapes; an operator that meets a shape it was not
     # traced for raises a RuntimeError or a ValueError. The first line says which.
     except (AssertionError, RuntimeError, ValueError) as exc:
@@ -171,17 +181,19 @@ def _fetch(module: Any, target: str) -> Any:
 
 def _holds(layer: Any, tensors: dict[str, Any]) -> bool:
     """Give ``layer`` the program's tensors of its own names (weight, bias, running_mean,
-    ...); False when one is missing or of another shape (the rebuilt module is not the one
-    that ran)."""
+    ...), shared, on the program's device; False when one is missing or of another shape (the
+    rebuilt module is not the one that ran)."""
     import torch
 
-    own = dict(layer.named_parameters(recurse=False)) | dict(layer.named_buffers(recurse=False))
+    parameters = dict(layer.named_parameters(recurse=False))
+    own = parameters | dict(layer.named_buffers(recurse=False))
     for key, tensor in own.items():
         given = tensors.get(key)
         if given is None or tuple(given.shape) != tuple(tensor.shape):
             if key == "num_batches_tracked":  # bookkeeping a program drops
                 continue
             return False
-        with torch.no_grad():
-            tensor.copy_(given)
+        if key in parameters:
+            given = torch.nn.Parameter(given.detach(), requires_grad=tensor.requires_grad)
+        setattr(layer, key, given)
     return True

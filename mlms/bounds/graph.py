@@ -18,9 +18,10 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import logging
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +29,8 @@ import networkx as nx
 
 from mlms.bounds.timing import LayerCall, rewriting
 from mlms.tracer.layer_kinds import normalise_kind
+
+log = logging.getLogger(__name__)
 
 #: Kinds that move no data on a contiguous tensor (a view) or do nothing at inference.
 FREE_KINDS = frozenset({"reshape", "dropout"})
@@ -117,13 +120,18 @@ class LayerGraph:
         Its priming reruns the layer's producer in the model (the node its first input comes
         from), alone as well, and the layer then reads what the producer just wrote, as in the
         model. Where that output is not a fresh tensor of the input's shape (a view, a tuple),
-        the priming rewrites the layer's inputs in place instead."""
+        or the producer does not run alone, the priming rewrites the layer's inputs in place
+        instead."""
         node = next(n for n in self.traced.graph.nodes if n.name == layer.node)
         run, first, inputs = self._alone(node, device, dtype)
         source = node.args[0] if node.args else None
         if getattr(source, "op", None) in _COMPUTING:
             produce, source_first, _ = self._alone(source, device, dtype)
-            held = [produce(source_first)]
+            try:
+                held = [produce(source_first)]
+            except Exception as exc:  # only the priming is lost: the layer itself still runs
+                log.debug("%s's producer %s does not run alone: %s", layer.name, source, exc)
+                return LayerCall(lambda: run(first), rewriting(inputs))
             if _written_like(held[0], first, source_first):
 
                 def prime() -> None:
@@ -190,16 +198,20 @@ def layer_graph(module: Any, input_shape: tuple[int, ...], model: str = "") -> L
 
 
 def traced_graph(
-    traced: Any, input_shape: tuple[int, ...], model: str = "", dtype: str = "float32"
+    traced: Any,
+    input_shape: tuple[int, ...],
+    model: str = "",
+    dtype: str = "float32",
+    device: str = "cpu",
 ) -> LayerGraph:
     """The layer graph of a ``torch.fx.GraphModule`` whose one placeholder takes an input of
-    ``input_shape`` and ``dtype``; its leaf modules are ``call_module`` nodes."""
+    ``input_shape`` and ``dtype`` on ``device``; its leaf modules are ``call_module`` nodes."""
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
     mode = FakeTensorMode(allow_non_fake_inputs=True)
-    example = torch.empty(input_shape, dtype=getattr(torch, dtype))
+    example = torch.empty(input_shape, dtype=getattr(torch, dtype), device=device)
     FakeTensorProp(traced, mode).propagate(mode.from_tensor(example))
     layers: list[Layer] = []
     edges: list[tuple[str, str]] = []
@@ -241,16 +253,7 @@ def _layer(traced: Any, node: Any, seen: Counter[str]) -> Layer:
         stack = node.meta.get("nn_module_stack") or {}
         owner = next(reversed(stack.values()))[0] if stack else ""
         name = f"{owner}/{op}" if owner else op
-        attributes = tuple(
-            sorted(
-                (f"arg{i}", _plain(a)) for i, a in enumerate(node.args) if not hasattr(a, "meta")
-            )
-            + sorted(
-                (k, _plain(v))
-                for k, v in node.kwargs.items()
-                if not hasattr(v, "meta") and k not in _NOT_COST
-            )
-        )
+        attributes = _constant_arguments(node)
         shapes = [tuple(t.shape) for t in tensors]
     seen[name] += 1
     output = node.meta["val"]
@@ -279,8 +282,36 @@ def _function_name(target: Any) -> str:
 
 
 #: Function arguments that change where the result goes, not what computing it costs (an
-#: exported program writes ``relu(x, inplace=True)`` as the operator ``relu_``, no argument).
-_NOT_COST = frozenset({"inplace"})
+#: exported program writes ``relu(x, inplace=True)`` as the operator ``relu_``, no argument;
+#: its ``arange(..., device=...)`` is one layer on whichever device the graph was read for).
+_NOT_COST = frozenset({"inplace", "device"})
+
+
+def _constant_arguments(node: Any) -> tuple[tuple[str, Any], ...]:
+    """A function's constant arguments that change what computing it costs (positional ones
+    named ``arg<i>``): not its tensors (their shapes are counted apart), nor where the result
+    goes (``_NOT_COST``, or any argument its operator's schema types as a device)."""
+    import torch
+
+    schema = getattr(node.target, "_schema", None)
+    declared = list(schema.arguments) if schema is not None else []
+    places = {a.name for a in declared if str(a.type).removesuffix("?") == "Device"}
+    skipped = _NOT_COST | places
+
+    def kept(named: Iterable[tuple[str, Any, str]]) -> list[tuple[str, Any]]:
+        return sorted(
+            (key, _plain(value))
+            for key, value, name in named
+            if not hasattr(value, "meta")
+            and not isinstance(value, torch.device)
+            and name not in skipped
+        )
+
+    positional = kept((f"arg{i}", a, declared[i].name if i < len(declared) else "")
+                      for i, a in enumerate(node.args))  # fmt: skip
+    return tuple(positional + kept((k, v, k) for k, v in node.kwargs.items()))
+
+
 #: Sizes per spatial axis that a module may hold as one int (``MaxPool2d(3)``) or one per axis
 #: (``Conv2d``, a ``torch.export`` program's operator): written one per axis, so that both
 #: describe the same layer alike.

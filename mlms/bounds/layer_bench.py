@@ -153,6 +153,7 @@ def _child(task: BenchTask, results: Any) -> None:
         for bench in benchmark(task):
             results.put(("bench", bench.model_dump()))
     except Exception as exc:  # the parent raises it; only its name and message cross over
+        log.debug("the layer benchmarks failed", exc_info=True)  # where: MLMS_LOG_LEVEL=debug
         results.put(("error", (type(exc).__name__, str(exc))))
     else:
         results.put(("done", None))
@@ -162,7 +163,7 @@ def benchmark(task: BenchTask) -> Iterator[LayerBench]:
     import torch
 
     torch.manual_seed(0)
-    graph = source_graph(task.source, tuple(task.input_shape))
+    graph = source_graph(task.source, tuple(task.input_shape), task.device)
     network = graph.traced
     if task.device.startswith("cuda"):
         torch.cuda.set_device(torch.device(task.device))

@@ -52,14 +52,17 @@ def graph_source(asked: str, manifest: ModelManifest, store: ObjectStore) -> Gra
     return GraphSource(model=manifest.name, program=str(asset.path), dtype=dtype)
 
 
-def source_graph(source: GraphSource, input_shape: tuple[int, ...]) -> LayerGraph:
-    """The layer graph for one input of ``input_shape``; its ``traced`` module runs the whole
-    network. A zoo network on token ids is exported (``torch.export``) rather than traced with
-    ``torch.fx``, whose symbolic ids a transformer's Python code cannot slice and index with."""
+def source_graph(
+    source: GraphSource, input_shape: tuple[int, ...], device: str = "cpu"
+) -> LayerGraph:
+    """The layer graph for one input of ``input_shape`` on ``device``; its ``traced`` module
+    runs the whole network. A zoo network on token ids is exported (``torch.export``) rather
+    than traced with ``torch.fx``, whose symbolic ids a transformer's Python code cannot slice
+    and index with."""
     from mlms.bounds.exported import program_graph
 
     if source.program is not None:
-        return program_graph(Path(source.program), input_shape, source.model, source.dtype)
+        return program_graph(Path(source.program), input_shape, source.model, source.dtype, device)
     from mlms.assets.architectures import architecture_of
     from mlms.catalog.resolve import resolve_model
 
@@ -71,7 +74,7 @@ def source_graph(source: GraphSource, input_shape: tuple[int, ...]) -> LayerGrap
     batch = torch.export.Dim("batch", min=1, max=4096)
     ids = torch.zeros((2, *input_shape[1:]), dtype=getattr(torch, source.dtype))
     program = torch.export.export(network, (ids,), dynamic_shapes=({0: batch},))
-    return program_graph(program, input_shape, source.model, source.dtype)
+    return program_graph(program, input_shape, source.model, source.dtype, device)
 
 
 def example_input(source: GraphSource, input_shape: tuple[int, ...], device: str) -> Any:
