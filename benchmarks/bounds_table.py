@@ -28,6 +28,7 @@ def rows(record: BoundRecord) -> list[dict[str, object]]:
         below = sum(layer.bound_ms <= layer.measured_ms + TOLERANCE_MS for layer in layers)  # type: ignore[operator]
         row: dict[str, object] = {
             "model": record.model,
+            "runs at": record.request.model_precision,
             "batch": batch.batch_size,
             "measured ms": batch.measured_ms,
             "kernel ms": batch.kernel_ms,

@@ -95,6 +95,9 @@ def test_bad_bound_requests_over_grpc(fleet: LoopbackFleet) -> None:
         )
         assert code == grpc.StatusCode.INVALID_ARGUMENT
         assert details.startswith("bad bound request: precisions: ") and "fp8" in details
+        code, details = status(bound(model="digits_cnn", model_precision="fp8"))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT
+        assert details.startswith("bad bound request: model_precision: ") and "fp8" in details
         code, details = status(bound(model="nope"))
         assert code == grpc.StatusCode.NOT_FOUND and "unknown model 'nope'" in details
         code, details = status(bound(model="digits_cnn", repeats=1))

@@ -18,6 +18,7 @@ from mlms.bounds.record import BoundRequest
 from mlms.bounds.run import bound
 from mlms.bounds.sources import GraphSource
 from mlms.errors import MlmsError
+from mlms.evaluation.record import EvaluationRecord
 from mlms.store.local import LocalStore
 from tests.shared_assets import copy_asset
 from tests.test_cli import _one_line_error, mlms
@@ -132,6 +133,31 @@ def test_bound_on_the_cpu_matches_every_layer_and_reuses_the_perfdb(store, tmp_p
     assert own.exists(f"bounds/{second.id}.json")
 
 
+def test_a_bound_at_bf16_measures_the_model_there_and_benchmarks_its_other_layers(store, tmp_path):
+    """A model run at bf16 is measured at bf16, and every layer's bound is at bf16. In a store
+    of its own, after a bound of the model at fp32: the convolutions and GEMMs come from the
+    perfdb (benchmarked at both precisions then), the other layers are benchmarked again at
+    bf16 and keep their fp32 times beside it, so a bound at fp32 after it benchmarks nothing."""
+    own = LocalStore(tmp_path / "store")
+    copy_asset(store, own, "digits_cnn", "torch")
+    ask = {"model": "digits_cnn", "batch_sizes": [1], "precisions": ["fp32", "bf16"],
+           "repeats": 3, "iterations": 3, "min_seconds": 0}  # fmt: skip
+    first = bound(BoundRequest(**ask), store=own)
+    half = bound(BoundRequest(**ask, model_precision="bf16"), store=own)
+    assert half.framework_precisions == {"conv": "bf16", "gemm": "bf16", "other": "bf16"}
+    evaluation = EvaluationRecord.model_validate_json(
+        own.get_bytes(f"evaluations/{half.batches[0].evaluation_id}.json")
+    )
+    assert evaluation.request.precision == "bf16" and evaluation.settings["precision"] == "bf16"
+    layers = [layer for layer in half.batches[0].layers if layer.kind != "reshape"]
+    others = {layer.config for layer in layers if layer.kind not in ("conv", "gemm")}
+    assert others and half.benchmarked == len(others)
+    assert half.cached == first.benchmarked + first.cached - len(others)
+    # The framework's own implementation alone, at bf16: timed for every layer.
+    assert all(layer.framework_ms is not None for layer in layers)
+    assert bound(BoundRequest(**ask), store=own).benchmarked == 0
+
+
 def test_mlms_bound_prints_the_tables_and_stores_a_record():
     quick = ("--repeats", "3", "-n", "3", "--min-seconds", "0")
     result = mlms("bound", "--model", "digits_cnn", *quick, "--json")
@@ -151,6 +177,8 @@ def test_mlms_bound_prints_the_tables_and_stores_a_record():
     [
         (("--precision", "fp8"), ("precision", "fp8", "fp32, tf32, fp16, bf16")),
         (("--precision", "tf32"), ("tf32", "not available on cpu")),
+        (("--model-precision", "fp8"), ("model_precision", "fp8", "fp32, tf32, fp16, bf16")),
+        (("--model-precision", "fp16"), ("fp16", "not available on cpu")),
         (("--batch-size", "0"), ("batch size", "'0'")),
         (("--repeats", "1"), ("repeats",)),
         (("--min-seconds", "-1"), ("min_seconds", "-1.0", "greater than or equal to 0")),

@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 
 #: Layer kinds whose libraries have tensor-core paths: these run at every precision.
 TENSOR_CORE_KINDS = frozenset({"conv", "gemm"})
+#: Precisions a model's weights and activations are cast to: every layer runs at them, not only
+#: convolutions and GEMMs (TF32 is a way of computing fp32 products).
+HALF_PRECISIONS = frozenset({"fp16", "bf16"})
 #: Engines per precision timed in full after screening (besides torch and the heuristic's).
 SCREEN_KEEP = 3
 
@@ -79,6 +82,19 @@ class LayerBench(BaseModel):
         timings = [t for t in self.timings if t.precision in precisions]
         return min(timings, key=lambda t: t.min_ms) if timings else None
 
+    def with_timings(self, timings: list[Timing]) -> LayerBench:
+        """This entry with ``timings`` added, each replacing one of the same variant and
+        precision: a layer benchmarked at another precision later keeps the first ones."""
+        new = {(t.variant, t.precision) for t in timings}
+        kept = [t for t in self.timings if (t.variant, t.precision) not in new]
+        ordered = sorted([*kept, *timings], key=lambda t: (t.variant, t.precision))
+        return self.model_copy(update={"timings": ordered})
+
+    def covers(self, precision: str) -> bool:
+        """Whether it holds a time at ``precision``, or none at all (a layer that ran no
+        kernel on the GPU, at any precision)."""
+        return not self.timings or any(t.precision == precision for t in self.timings)
+
     def framework(self, precision: str) -> Timing | None:
         return next(
             (t for t in self.timings if t.variant == "torch" and t.precision == precision), None
@@ -107,6 +123,7 @@ class BenchTask(BaseModel):
     precisions: list[str]
     repeats: int
     keys: list[str]  # layer configs to run
+    model_precision: str = "fp32"  # the precision of the layers other than tensor-core kinds
     fused: list[FusedConv] = Field(default_factory=list)
 
 
@@ -288,7 +305,13 @@ def _entry(
 def _precisions(layer: Layer, task: BenchTask) -> list[str]:
     if layer.kind in TENSOR_CORE_KINDS:
         return list(task.precisions)
-    return ["fp32"]
+    return [other_precision(task.model_precision)]
+
+
+def other_precision(model_precision: str) -> str:
+    """The precision that a model run at ``model_precision`` runs its layers other than
+    convolutions and GEMMs at."""
+    return model_precision if model_precision in HALF_PRECISIONS else "fp32"
 
 
 def _dtype(torch: Any, precision: str) -> Any:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from mlms.bounds.fusion import Chain, fusable_chains
 from mlms.bounds.graph import Layer, LayerGraph
-from mlms.bounds.layer_bench import TENSOR_CORE_KINDS, LayerBench, Timing
+from mlms.bounds.layer_bench import HALF_PRECISIONS, TENSOR_CORE_KINDS, LayerBench, Timing
 from mlms.bounds.record import BatchBound, LayerBound, WhatIf
 
 
@@ -34,14 +34,19 @@ class Measured:
 
 
 def framework_precisions(settings: dict[str, object], gpu: bool) -> dict[str, str]:
-    """The precision each tensor-core layer kind runs at in a torch evaluation: on a GPU,
-    convolutions in TF32 when cuDNN may use it (torch's default) and GEMMs in TF32 only when
-    matmuls may (not torch's default)."""
+    """The precision each layer kind runs at in a torch evaluation (``other``: the kinds
+    besides convolutions and GEMMs): everything at a half precision the model was cast to;
+    else fp32, where on a GPU convolutions run in TF32 when cuDNN may use it (torch's default)
+    and GEMMs in TF32 only when matmuls may (not torch's default)."""
+    precision = str(settings.get("precision", "fp32"))
+    if precision in HALF_PRECISIONS:
+        return {"conv": precision, "gemm": precision, "other": precision}
     if not gpu:
-        return {"conv": "fp32", "gemm": "fp32"}
+        return {"conv": "fp32", "gemm": "fp32", "other": "fp32"}
     return {
         "conv": "tf32" if settings.get("tf32_cudnn", True) else "fp32",
         "gemm": "tf32" if settings.get("tf32_matmul", False) else "fp32",
+        "other": "fp32",
     }
 
 
@@ -119,7 +124,7 @@ def _layer_bound(
     precisions: dict[str, str],
     measured: float | None,
 ) -> LayerBound:
-    precision = precisions.get(layer.kind, "fp32")
+    precision = precisions.get(layer.kind, precisions.get("other", "fp32"))
     # Strict fp32 is as exact as the framework's math, so its implementations count too.
     best = bench.fastest({precision, "fp32"}) if bench else None
     anywhere = bench.fastest({t.precision for t in bench.timings}) if bench else None

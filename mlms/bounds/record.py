@@ -26,6 +26,10 @@ class BoundRequest(BaseModel):
     #: Precisions the layer benchmarks run convolutions and GEMMs at; None: every one the
     #: device has (fp32 only on a CPU).
     precisions: list[str] | None = None
+    #: The precision the model runs at in the measured evaluation (``mlms eval``'s), and so
+    #: every layer in its bound: fp32 (strict on a GPU), tf32, or a half precision, in which
+    #: the layers other than convolutions and GEMMs are benchmarked too.
+    model_precision: str = "fp32"
     #: Timed samples of each layer implementation (on a GPU, four calls back to back each).
     repeats: int = Field(default=20, ge=3, le=10_000)
     #: The measured evaluation's iterations and minimum time.
@@ -41,6 +45,12 @@ class BoundRequest(BaseModel):
     @classmethod
     def _known(cls, value: list[str] | None) -> list[str] | None:
         return check_precisions(value)
+
+    @field_validator("model_precision")
+    @classmethod
+    def _one_known(cls, value: str) -> str:
+        check_precisions([value])
+        return value
 
 
 class LayerBound(BaseModel):

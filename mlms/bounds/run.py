@@ -24,11 +24,13 @@ from mlms import hardware
 from mlms.bounds.fusion import fusable_chains
 from mlms.bounds.graph import LayerGraph
 from mlms.bounds.layer_bench import (
+    TENSOR_CORE_KINDS,
     BenchTask,
     FusedConv,
     LayerBench,
     device_label,
     library_stack,
+    other_precision,
     run_in_child,
 )
 from mlms.bounds.lower_bound import Measured, batch_bound, framework_precisions, occurrence_keys
@@ -208,11 +210,18 @@ def _benchmark_layers(
         precisions=precisions,
     )
     perfdb = PerfDB(store, layers.device_name, layers.libraries, precisions, request.repeats)
+    # The layers besides convolutions and GEMMs: an entry benchmarked for a model run at
+    # another precision lacks this one's, and is benchmarked again at it.
+    other = other_precision(request.model_precision)
     started = time.perf_counter()
     for batch_size, graph in layers.graphs.items():
         wanted = _wanted(graph)
+        configs = graph.configs()
         for key in wanted:
             found = layers.benches.get(key) or perfdb.get(key)
+            layer = configs.get(key)
+            if layer is not None and layer.kind not in TENSOR_CORE_KINDS and found is not None:
+                found = found if found.covers(other) else None
             if found is not None:
                 layers.benches[key] = found
         missing = [key for key in wanted if key not in layers.benches]
@@ -230,7 +239,8 @@ def _benchmark_layers(
             device=device,
             precisions=precisions,
             repeats=request.repeats,
-            keys=[key for key in graph.configs() if key in missing],
+            keys=[key for key in configs if key in missing],
+            model_precision=request.model_precision,
             fused=[
                 FusedConv(conv_node=c.conv.node, activation=c.fused_activation)
                 for c in _distinct_chains(graph)
@@ -250,6 +260,8 @@ def _run_benchmarks(
     with exclusive_device(mlms_home() / "locks", task.device):
         # Each entry is kept as it arrives: a bound stopped halfway resumes from there.
         for done, bench in enumerate(run_in_child(task), 1):
+            earlier = perfdb.get(bench.key)
+            bench = earlier.with_timings(bench.timings) if earlier is not None else bench
             perfdb.put(bench)
             layers.benches[bench.key] = bench
             layers.benchmarked += 1
@@ -279,6 +291,7 @@ def _measure(
         batch_sizes=request.batch_sizes,
         iterations=request.iterations,
         min_seconds=request.min_seconds,
+        precision=request.model_precision,
         trace_level=TraceLevel.HARDWARE if _on_gpu(device) else TraceLevel.FRAMEWORK,
     )
     if apart is not None:
@@ -360,7 +373,8 @@ def _distinct_chains(graph: LayerGraph) -> list[Any]:
 
 
 def _precisions(torch: Any, request: BoundRequest, device: str) -> list[str]:
-    """The precisions asked for, or every one the device has; one it lacks is an error."""
+    """The precisions asked for, or every one the device has, with the model's own; one it
+    lacks is an error."""
     if device == "cpu":
         have = ["fp32", "bf16"]
         default = ["fp32"]
@@ -369,12 +383,12 @@ def _precisions(torch: Any, request: BoundRequest, device: str) -> list[str]:
         # TF32 and BF16 arrive with Ampere (compute capability 8.0).
         have = list(PRECISIONS) if major >= 8 else ["fp32", "fp16"]
         default = have
-    if request.precisions is None:
-        return default
-    lacking = [p for p in request.precisions if p not in have]
+    asked = list(request.precisions) if request.precisions is not None else default
+    asked += [request.model_precision] if request.model_precision not in asked else []
+    lacking = [p for p in asked if p not in have]
     if lacking:
         raise InvalidArgument(
             f"precision {', '.join(lacking)} is not available on {device}; expected some of "
             f"{', '.join(have)}"
         )
-    return list(request.precisions)
+    return asked

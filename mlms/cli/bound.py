@@ -38,6 +38,11 @@ from mlms.user_input import parse_batch_sizes, validated
     "default: every one the device has (fp32 on a CPU).",
 )
 @click.option(
+    "--model-precision", default="fp32", show_default=True,
+    help=f"The precision the model runs at ({', '.join(PRECISIONS)}), measured and bounded: "
+    "at fp16 or bf16 every layer is benchmarked at it.",
+)  # fmt: skip
+@click.option(
     "--repeats", default=20, show_default=True, type=int,
     help="Timed samples of each layer implementation (on a GPU, four calls back to back each).",
 )  # fmt: skip
@@ -61,6 +66,7 @@ def bound(
     hw: str,
     batch_sizes: str,
     precisions: str | None,
+    model_precision: str,
     repeats: int,
     iterations: int,
     min_seconds: float,
@@ -82,6 +88,7 @@ def bound(
         hw=hw,
         batch_sizes=parse_batch_sizes(batch_sizes),
         precisions=[p.strip() for p in precisions.split(",")] if precisions else None,
+        model_precision=model_precision,
         repeats=repeats,
         iterations=iterations,
         min_seconds=min_seconds,

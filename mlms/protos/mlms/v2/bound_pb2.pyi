@@ -12,7 +12,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class BoundSpec(_message.Message):
-    __slots__ = ("model", "framework", "hw", "batch_sizes", "precisions", "repeats", "iterations", "min_seconds")
+    __slots__ = ("model", "framework", "hw", "batch_sizes", "precisions", "repeats", "iterations", "min_seconds", "model_precision")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     FRAMEWORK_FIELD_NUMBER: _ClassVar[int]
     HW_FIELD_NUMBER: _ClassVar[int]
@@ -21,6 +21,7 @@ class BoundSpec(_message.Message):
     REPEATS_FIELD_NUMBER: _ClassVar[int]
     ITERATIONS_FIELD_NUMBER: _ClassVar[int]
     MIN_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_PRECISION_FIELD_NUMBER: _ClassVar[int]
     model: str
     framework: str
     hw: str
@@ -29,7 +30,8 @@ class BoundSpec(_message.Message):
     repeats: int
     iterations: int
     min_seconds: float
-    def __init__(self, model: _Optional[str] = ..., framework: _Optional[str] = ..., hw: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., precisions: _Optional[_Union[_types_pb2.StringList, _Mapping]] = ..., repeats: _Optional[int] = ..., iterations: _Optional[int] = ..., min_seconds: _Optional[float] = ...) -> None: ...
+    model_precision: str
+    def __init__(self, model: _Optional[str] = ..., framework: _Optional[str] = ..., hw: _Optional[str] = ..., batch_sizes: _Optional[_Iterable[int]] = ..., precisions: _Optional[_Union[_types_pb2.StringList, _Mapping]] = ..., repeats: _Optional[int] = ..., iterations: _Optional[int] = ..., min_seconds: _Optional[float] = ..., model_precision: _Optional[str] = ...) -> None: ...
 
 class LayerBound(_message.Message):
     __slots__ = ("name", "node", "kind", "op", "input_shapes", "output_shape", "config", "framework_ms", "bound_ms", "bound_variant", "any_precision_ms", "any_precision_variant", "measured_ms", "on_critical_path")
