@@ -119,3 +119,29 @@ def test_a_functional_collective_outside_the_leaves_is_communication() -> None:
         ("0/_c10d_functional::all_reduce", "communication"),
         ("0/_c10d_functional::_wrap_tensor_autograd", "communication"),
     ]
+
+
+class Attending(torch.nn.Module):
+    """Self-attention as torchvision's vision transformer calls it, then a head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attention = torch.nn.MultiheadAttention(16, 4, batch_first=True)
+        self.head = torch.nn.Linear(16, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out, _ = self.attention(x, x, x, need_weights=False)
+        return self.head(out)
+
+
+def test_multihead_attention_is_one_layer_that_keeps_its_fused_operator() -> None:
+    """At inference nn.MultiheadAttention runs one fused operator, which any TorchFunctionMode
+    active inside it turns off (the calls it then makes instead: projections, copies, attention
+    apart). The capture takes it whole, as torch.fx does: one layer, run as it runs unobserved."""
+    model = Attending().eval()
+    with torch.profiler.profile() as profiled:
+        events = _capture(model, torch.randn(2, 5, 16))
+    assert [(e.name, e.kind) for e in events] == [("attention", "attention"), ("head", "gemm")]
+    names = {event.name for event in profiled.events()}
+    assert "aten::_native_multi_head_attention" in names
+    assert events[0].attributes["params"] == sum(p.numel() for p in model.attention.parameters())

@@ -49,13 +49,30 @@ def output_meta(output: Any) -> OutputMeta:
     return ()
 
 
+#: torch.nn's modules that only hold others: never a layer of their own.
+_CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
+
+
 def leaf_paths(model: Any) -> dict[str, Any]:
-    """Module path -> module, for the modules with no children (the layers)."""
-    return {
-        path: module
-        for path, module in model.named_modules()
-        if path and next(module.children(), None) is None
-    }
+    """Module path -> module, for the layers: the modules of no children, and torch.nn's own
+    modules whole, as torch.fx keeps them (at inference ``nn.MultiheadAttention`` runs one
+    fused operator, which any observer of the calls inside it turns off); none inside another
+    layer."""
+    leaves: dict[str, Any] = {}
+    for path, module in model.named_modules():
+        if not path or inside_leaf(path, leaves):
+            continue
+        kind = type(module)
+        whole = kind.__module__.startswith("torch.nn.") and kind.__name__ not in _CONTAINERS
+        if whole or next(module.children(), None) is None:
+            leaves[path] = module
+    return leaves
+
+
+def inside_leaf(path: str, leaves: dict[str, Any]) -> bool:
+    """Whether the module at ``path`` is part of one of ``leaves`` (by module path)."""
+    parts = path.split(".")
+    return any(".".join(parts[:end]) in leaves for end in range(1, len(parts)))
 
 
 @dataclass(frozen=True)
@@ -82,7 +99,7 @@ class LayerCosts:
         self._allocated = allocated
         leaves = leaf_paths(model)
         self.params = {
-            path: sum(p.numel() for p in module.parameters(recurse=False))
+            path: sum(p.numel() for p in module.parameters())
             for path, module in leaves.items()
         }
         # TorchScript modules take no hooks: no costs by module for them.

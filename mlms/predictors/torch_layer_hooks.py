@@ -44,7 +44,15 @@ from typing import Any, NamedTuple
 
 from mlms.errors import MlmsError
 from mlms.predictors.base import LayerCapture
-from mlms.predictors.torch_layer_costs import Batch, Counted, LayerCosts, OutputMeta, output_meta
+from mlms.predictors.torch_layer_costs import (
+    Batch,
+    Counted,
+    LayerCosts,
+    OutputMeta,
+    inside_leaf,
+    leaf_paths,
+    output_meta,
+)
 from mlms.tracer.layer_kinds import normalise_kind
 from mlms.tracer.levels import TraceLevel
 from mlms.tracer.spans import TimedEvent
@@ -94,10 +102,11 @@ class HookedLayers:
         self._calls: dict[tuple[Any, ...], list[LayerCall]] = {}
         self._leaves: list[tuple[str, Any]] = []
         self._containers: list[str] = []  # the root ("") included
+        leaves = leaf_paths(model)
         for path, module in model.named_modules():
-            if path and next(module.children(), None) is None:
+            if path in leaves:
                 self._leaves.append((path, module))
-            else:
+            elif not inside_leaf(path, leaves):
                 self._containers.append(path)
 
     def capture(self) -> Iterator[LayerCapture]:

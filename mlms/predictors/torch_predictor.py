@@ -36,7 +36,14 @@ from mlms.errors import UnsupportedFramework
 from mlms.predictors.alignment import per_predict
 from mlms.predictors.base import InputCopy, LayerCapture, PredictAnchor, Predictor, anchor
 from mlms.predictors.torch_compiled import COMPILED
-from mlms.predictors.torch_layer_costs import Batch, LayerCosts, OutputMeta, output_meta
+from mlms.predictors.torch_layer_costs import (
+    Batch,
+    LayerCosts,
+    OutputMeta,
+    inside_leaf,
+    leaf_paths,
+    output_meta,
+)
 from mlms.predictors.torch_layer_hooks import HookedLayers
 from mlms.tracer.communication import COMMUNICATION, is_communication
 from mlms.tracer.layer_kinds import normalise_kind
@@ -422,11 +429,12 @@ def _install_hooks(torch: Any, model: Any, outputs: dict[str, list[OutputMeta]])
         return hook
 
     handles = []
+    leaves = leaf_paths(model)
     for path, module in model.named_modules():
         # TorchScript takes no hooks: its layers are the operators it runs.
-        if not path or isinstance(module, torch.jit.ScriptModule):
+        if not path or isinstance(module, torch.jit.ScriptModule) or inside_leaf(path, leaves):
             continue
-        leaf = next(module.children(), None) is None
+        leaf = path in leaves
         label = f"{LEAF if leaf else MODULE}{path}::{type(module).__name__}"
         handles.append(module.register_forward_pre_hook(pre_hook(label)))
         post = leaf_post_hook(outputs.setdefault(path, [])) if leaf else post_hook
