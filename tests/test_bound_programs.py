@@ -71,7 +71,8 @@ def test_a_program_with_a_fixed_batch_refuses_another_in_one_line(tmp_path):
 
 def test_a_bound_of_a_program_leaves_the_zoo_models_layer_benchmarks(tmp_path):
     """digits_cnn as a program, bounded end to end (benchmarks, measured evaluation, record):
-    its benchmarks are the zoo's digits_cnn's, found in the perfdb under the zoo graph's keys.
+    its benchmarks are the zoo's digits_cnn's, found in the perfdb under the zoo graph's keys,
+    and each of its layers is matched to what the measured run timed.
     A store of its own: another test's bound of digits_cnn would leave nothing to benchmark."""
     store = LocalStore(tmp_path / "store")
     path = _exported("digits_cnn", tmp_path, (2, 1, 8, 8))
@@ -86,6 +87,9 @@ def test_a_bound_of_a_program_leaves_the_zoo_models_layer_benchmarks(tmp_path):
         (layer.name, layer.config) for layer in zoo.layers
     ]
     assert all(perfdb.get(key) is not None for key in zoo.configs())
+    # The measured run's layers are the program's modules by the classes it recorded (an
+    # unflattened module is an InterpreterModule), so each layer meets its measurement.
+    assert all(layer.measured_ms is not None for layer in batch.layers)
     again = bound(request, store=store)
     assert again.benchmarked == 0 and again.cached == record.benchmarked
 

@@ -145,3 +145,14 @@ def test_multihead_attention_is_one_layer_that_keeps_its_fused_operator() -> Non
     names = {event.name for event in profiled.events()}
     assert "aten::_native_multi_head_attention" in names
     assert events[0].attributes["params"] == sum(p.numel() for p in model.attention.parameters())
+
+
+def test_an_unflattened_program_names_its_layers_by_the_classes_it_recorded() -> None:
+    """A torch.export program unflattened into modules: each is an InterpreterModule, and its
+    layer events carry the class the program recorded for its path, so their kinds are the
+    network's."""
+    program = torch.export.export(Net().eval(), (torch.randn(3, 8),))
+    events = _capture(torch.export.unflatten(program), torch.randn(3, 8))
+    layers = [(e.name, e.kind) for e in events if "/" not in e.name and "aten" not in e.name]
+    assert layers == [("block.linear", "gemm"), ("block.relu", "relu"),
+                      ("block.relu", "relu"), ("head", "gemm")]  # fmt: skip

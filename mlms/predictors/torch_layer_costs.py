@@ -69,6 +69,20 @@ def leaf_paths(model: Any) -> dict[str, Any]:
     return leaves
 
 
+def layer_type(path: str, module: Any) -> str:
+    """The class of the layer at ``path``: for a ``torch.export`` program's unflattened module
+    (an ``InterpreterModule``, which runs the graph of whatever module it stands for), the
+    class the program recorded for that path."""
+    graph = getattr(module, "graph", None)
+    if type(module).__name__ != "InterpreterModule" or graph is None:
+        return type(module).__name__
+    for node in graph.nodes:
+        for where, qualified in (node.meta.get("nn_module_stack") or {}).values():
+            if where == path:
+                return str(qualified).rsplit(".", 1)[-1]
+    return type(module).__name__
+
+
 def inside_leaf(path: str, leaves: dict[str, Any]) -> bool:
     """Whether the module at ``path`` is part of one of ``leaves`` (by module path)."""
     parts = path.split(".")
@@ -99,8 +113,7 @@ class LayerCosts:
         self._allocated = allocated
         leaves = leaf_paths(model)
         self.params = {
-            path: sum(p.numel() for p in module.parameters())
-            for path, module in leaves.items()
+            path: sum(p.numel() for p in module.parameters()) for path, module in leaves.items()
         }
         # TorchScript modules take no hooks: no costs by module for them.
         self._leaves = {

@@ -50,6 +50,7 @@ from mlms.predictors.torch_layer_costs import (
     LayerCosts,
     OutputMeta,
     inside_leaf,
+    layer_type,
     leaf_paths,
     output_meta,
 )
@@ -239,7 +240,7 @@ class HookedLayers:
 
             return wrap
 
-        wrappers = {path: leaf(path, type(module).__name__) for path, module in self._leaves}
+        wrappers = {path: leaf(path, layer_type(path, module)) for path, module in self._leaves}
         wrappers |= {path: container(path) for path in self._containers}
         with self._torch.inference_mode(), _forwards_replaced(self._model, wrappers), mode:
             self._model(inputs)

@@ -41,6 +41,7 @@ from mlms.predictors.torch_layer_costs import (
     LayerCosts,
     OutputMeta,
     inside_leaf,
+    layer_type,
     leaf_paths,
     output_meta,
 )
@@ -435,7 +436,7 @@ def _install_hooks(torch: Any, model: Any, outputs: dict[str, list[OutputMeta]])
         if not path or isinstance(module, torch.jit.ScriptModule) or inside_leaf(path, leaves):
             continue
         leaf = path in leaves
-        label = f"{LEAF if leaf else MODULE}{path}::{type(module).__name__}"
+        label = f"{LEAF if leaf else MODULE}{path}::{layer_type(path, module)}"
         handles.append(module.register_forward_pre_hook(pre_hook(label)))
         post = leaf_post_hook(outputs.setdefault(path, [])) if leaf else post_hook
         handles.append(module.register_forward_hook(post))
