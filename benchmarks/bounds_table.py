@@ -32,6 +32,7 @@ def rows(record: BoundRecord) -> list[dict[str, object]]:
             "batch": batch.batch_size,
             "measured ms": batch.measured_ms,
             "kernel ms": batch.kernel_ms,
+            "traced ms": batch.traced_ms,
             "seq LBL ms": batch.sequential_ms,
             "par LBL ms": batch.parallel_ms,
             "LBL/meas": batch.ratio,

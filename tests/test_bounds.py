@@ -92,7 +92,7 @@ def test_bounds_and_what_ifs_of_a_hand_built_graph():
         c.config: _bench(c, ("torch", "fp32", 4.0)),
         d.config: _bench(d, ("torch", "fp32", 0.5)),
     }  # fmt: skip
-    measured = Measured("e" * 32, 10.0, {("a", "conv", 0): 3.2}, kernel_ms=8.0)
+    measured = Measured("e" * 32, 10.0, {("a", "conv", 0): 3.2}, kernel_ms=8.0, traced_ms=12.5)
     result = batch_bound(graph, benches, measured, {"conv": "fp32", "gemm": "fp32"})
     assert result.sequential_ms == pytest.approx(2.0 + 1.0 + 4.0 + 0.5)
     assert result.parallel_ms == pytest.approx(2.0 + 4.0 + 0.5)
@@ -106,6 +106,8 @@ def test_bounds_and_what_ifs_of_a_hand_built_graph():
     assert what_ifs["tensor cores"].if_ms == pytest.approx(9.0)
     assert what_ifs["parallel layers"].if_ms == pytest.approx(9.0)
     assert what_ifs["no framework overhead"].if_ms == pytest.approx(8.0)
+    assert what_ifs["no framework overhead"].detail.endswith("12.500 ms, 1.25x the untraced")
+    assert result.traced_ms == 12.5
     assert what_ifs["fusion"].if_ms == pytest.approx(10.0)  # no batch norm or activation
 
 

@@ -96,6 +96,9 @@ class BatchBound(BaseModel):
     measured_ms: float
     #: Kernel time per predict in the evaluation's hardware-level run (GPU only).
     kernel_ms: float | None
+    #: That run's predict (p50), which the kernels' and the layers' times were read from: its
+    #: ratio to ``measured_ms`` is what observing them cost (GPU only).
+    traced_ms: float | None = None
     sequential_ms: float  # sum over layers of their bounds
     parallel_ms: float  # the critical path through the layer graph, weighted by the bounds
     what_ifs: list[WhatIf]

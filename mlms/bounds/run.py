@@ -351,12 +351,14 @@ def measurements(store: ObjectStore, evaluation: EvaluationRecord) -> dict[int, 
     for batch in evaluation.results:
         rows = per_layer[per_layer["batch_size"] == batch.batch_size].sort_values("layer_index")
         keys = occurrence_keys(list(zip(rows["name"], rows["kind"], strict=True)))
-        kernel = kernels[kernels["batch_size"] == batch.batch_size]["kernel (ms)"]
+        here = kernels[kernels["batch_size"] == batch.batch_size]
+        kernel, traced = here["kernel (ms)"], here["predict (ms)"]
         result[batch.batch_size] = Measured(
             evaluation_id=evaluation.id,
             latency_ms=batch.latency_ms.p50,
             layers=dict(zip(keys, rows["ms"].astype(float), strict=True)),
             kernel_ms=float(kernel.iloc[0]) if len(kernel) else None,
+            traced_ms=float(traced.iloc[0]) if len(traced) else None,
         )
     return result
 

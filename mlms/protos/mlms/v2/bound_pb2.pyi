@@ -78,7 +78,7 @@ class WhatIf(_message.Message):
     def __init__(self, name: _Optional[str] = ..., now_ms: _Optional[float] = ..., if_ms: _Optional[float] = ..., detail: _Optional[str] = ...) -> None: ...
 
 class BatchBound(_message.Message):
-    __slots__ = ("batch_size", "evaluation_id", "measured_ms", "kernel_ms", "sequential_ms", "parallel_ms", "what_ifs", "layers")
+    __slots__ = ("batch_size", "evaluation_id", "measured_ms", "kernel_ms", "sequential_ms", "parallel_ms", "what_ifs", "layers", "traced_ms")
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     EVALUATION_ID_FIELD_NUMBER: _ClassVar[int]
     MEASURED_MS_FIELD_NUMBER: _ClassVar[int]
@@ -87,6 +87,7 @@ class BatchBound(_message.Message):
     PARALLEL_MS_FIELD_NUMBER: _ClassVar[int]
     WHAT_IFS_FIELD_NUMBER: _ClassVar[int]
     LAYERS_FIELD_NUMBER: _ClassVar[int]
+    TRACED_MS_FIELD_NUMBER: _ClassVar[int]
     batch_size: int
     evaluation_id: str
     measured_ms: float
@@ -95,7 +96,8 @@ class BatchBound(_message.Message):
     parallel_ms: float
     what_ifs: _containers.RepeatedCompositeFieldContainer[WhatIf]
     layers: _containers.RepeatedCompositeFieldContainer[LayerBound]
-    def __init__(self, batch_size: _Optional[int] = ..., evaluation_id: _Optional[str] = ..., measured_ms: _Optional[float] = ..., kernel_ms: _Optional[float] = ..., sequential_ms: _Optional[float] = ..., parallel_ms: _Optional[float] = ..., what_ifs: _Optional[_Iterable[_Union[WhatIf, _Mapping]]] = ..., layers: _Optional[_Iterable[_Union[LayerBound, _Mapping]]] = ...) -> None: ...
+    traced_ms: float
+    def __init__(self, batch_size: _Optional[int] = ..., evaluation_id: _Optional[str] = ..., measured_ms: _Optional[float] = ..., kernel_ms: _Optional[float] = ..., sequential_ms: _Optional[float] = ..., parallel_ms: _Optional[float] = ..., what_ifs: _Optional[_Iterable[_Union[WhatIf, _Mapping]]] = ..., layers: _Optional[_Iterable[_Union[LayerBound, _Mapping]]] = ..., traced_ms: _Optional[float] = ...) -> None: ...
 
 class BoundRecord(_message.Message):
     __slots__ = ("id", "created_at", "request", "model", "framework", "framework_version", "hardware", "device", "device_name", "libraries", "precisions", "framework_precisions", "benchmarked", "cached", "bench_seconds", "batches")
