@@ -930,9 +930,21 @@ def check(args: argparse.Namespace) -> int:
             "(the device tool copies the working tree as it is; move them back after it):"
         )
         plans = {load_plan(name).results for name in args.plan.split(",")}
-        for folder, held in parkable(plans)[:3]:
+        for folder, held in to_park(plans, size - CARRY_LIMIT):
             print(f"  mv {folder.relative_to(REPO)} /tmp/   # {held / 2**20:.1f} MiB")
     return 1 if missing or size > CARRY_LIMIT else 0
+
+
+def to_park(keep: set[str], over: int) -> list[tuple[Path, int]]:
+    """The results folders to leave out of a call ``over`` bytes too large to carry: the
+    largest of ``parkable`` first, until they free that much."""
+    chosen = []
+    for folder, held in parkable(keep):
+        if over <= 0:
+            break
+        chosen.append((folder, held))
+        over -= held
+    return chosen
 
 
 def parkable(keep: set[str]) -> list[tuple[Path, int]]:

@@ -491,6 +491,9 @@ def test_a_call_too_large_names_the_results_it_can_leave_behind(tmp_path, monkey
     parked = module.parkable({"mine"})
     assert [folder.name for folder, _ in parked] == ["big", "small"]
     assert parked[0][1] >= 3_000_000 > parked[1][1]
+    # As many as the call is too large by, and no more.
+    assert [folder.name for folder, _ in module.to_park({"mine"}, 1_000_000)] == ["big"]
+    assert [f.name for f, _ in module.to_park({"mine"}, parked[0][1] + 1)] == ["big", "small"]
 
 
 def test_gpu_halves_summary_shows_what_the_hardware_level_costs_together_over_apart(
