@@ -13,7 +13,7 @@ their convolutions and GEMMs found in the perfdb).
 
 Its wheels (35 MiB packed) and the working tree are more than one call carries: ``gpu_kit.py
 check bounds`` names the results folders to leave out of the checkout for the call, as many
-as it takes (four of them at the end of the session that ran it).
+as it takes.
 
 The layer benchmarks go to the perfdb in the machine's store (``/tmp/mlms-kit/home``): a
 configuration that repeats across models (resnet50's and densenet121's 1x1 convolutions,
