@@ -53,20 +53,26 @@ def output_meta(output: Any) -> OutputMeta:
 _CONTAINERS = frozenset({"Sequential", "ModuleList", "ModuleDict"})
 
 
-def leaf_paths(model: Any) -> dict[str, Any]:
-    """Module path -> module, for the layers: the modules of no children, and torch.nn's own
-    modules whole, as torch.fx keeps them (at inference ``nn.MultiheadAttention`` runs one
-    fused operator, which any observer of the calls inside it turns off); none inside another
-    layer."""
-    leaves: dict[str, Any] = {}
+def layer_modules(model: Any) -> Iterator[tuple[str, Any, bool]]:
+    """Each module outside the layers, the root ("") first, and each layer, in
+    ``named_modules``' order: (path, module, whether it is a layer). The layers are the modules
+    of no children and torch.nn's own modules whole, as torch.fx keeps them (at inference
+    ``nn.MultiheadAttention`` runs one fused operator, which any observer of the calls inside
+    it turns off); what is inside a layer is left out."""
+    inside = None  # the path prefix of the layer the walk is in, in pre-order
     for path, module in model.named_modules():
-        if not path or inside_leaf(path, leaves):
+        if inside is not None and path.startswith(inside):
             continue
         kind = type(module)
         whole = kind.__module__.startswith("torch.nn.") and kind.__name__ not in _CONTAINERS
-        if whole or next(module.children(), None) is None:
-            leaves[path] = module
-    return leaves
+        layer = bool(path) and (whole or next(module.children(), None) is None)
+        inside = f"{path}." if layer else None
+        yield path, module, layer
+
+
+def leaf_paths(model: Any) -> dict[str, Any]:
+    """Module path -> module, for the layers (``layer_modules``)."""
+    return {path: module for path, module, layer in layer_modules(model) if layer}
 
 
 def layer_type(path: str, module: Any) -> str:
@@ -81,12 +87,6 @@ def layer_type(path: str, module: Any) -> str:
             if where == path:
                 return str(qualified).rsplit(".", 1)[-1]
     return type(module).__name__
-
-
-def inside_leaf(path: str, leaves: dict[str, Any]) -> bool:
-    """Whether the module at ``path`` is part of one of ``leaves`` (by module path)."""
-    parts = path.split(".")
-    return any(".".join(parts[:end]) in leaves for end in range(1, len(parts)))
 
 
 @dataclass(frozen=True)

@@ -49,9 +49,8 @@ from mlms.predictors.torch_layer_costs import (
     Counted,
     LayerCosts,
     OutputMeta,
-    inside_leaf,
+    layer_modules,
     layer_type,
-    leaf_paths,
     output_meta,
 )
 from mlms.tracer.layer_kinds import normalise_kind
@@ -103,11 +102,10 @@ class HookedLayers:
         self._calls: dict[tuple[Any, ...], list[LayerCall]] = {}
         self._leaves: list[tuple[str, Any]] = []
         self._containers: list[str] = []  # the root ("") included
-        leaves = leaf_paths(model)
-        for path, module in model.named_modules():
-            if path in leaves:
+        for path, module, layer in layer_modules(model):
+            if layer:
                 self._leaves.append((path, module))
-            elif not inside_leaf(path, leaves):
+            else:
                 self._containers.append(path)
 
     def capture(self) -> Iterator[LayerCapture]:

@@ -40,9 +40,8 @@ from mlms.predictors.torch_layer_costs import (
     Batch,
     LayerCosts,
     OutputMeta,
-    inside_leaf,
+    layer_modules,
     layer_type,
-    leaf_paths,
     output_meta,
 )
 from mlms.predictors.torch_layer_hooks import HookedLayers
@@ -430,12 +429,10 @@ def _install_hooks(torch: Any, model: Any, outputs: dict[str, list[OutputMeta]])
         return hook
 
     handles = []
-    leaves = leaf_paths(model)
-    for path, module in model.named_modules():
+    for path, module, leaf in layer_modules(model):
         # TorchScript takes no hooks: its layers are the operators it runs.
-        if not path or isinstance(module, torch.jit.ScriptModule) or inside_leaf(path, leaves):
+        if not path or isinstance(module, torch.jit.ScriptModule):
             continue
-        leaf = path in leaves
         label = f"{LEAF if leaf else MODULE}{path}::{layer_type(path, module)}"
         handles.append(module.register_forward_pre_hook(pre_hook(label)))
         post = leaf_post_hook(outputs.setdefault(path, [])) if leaf else post_hook
