@@ -213,6 +213,7 @@ def _benchmark_layers(
     # The layers besides convolutions and GEMMs: an entry benchmarked for a model run at
     # another precision lacks this one's, and is benchmarked again at it.
     other = other_precision(request.model_precision)
+    partial: dict[str, LayerBench] = {}  # such entries: their new times are added to them
     started = time.perf_counter()
     for batch_size, graph in layers.graphs.items():
         wanted = _wanted(graph)
@@ -220,10 +221,12 @@ def _benchmark_layers(
         for key in wanted:
             found = layers.benches.get(key) or perfdb.get(key)
             layer = configs.get(key)
-            if layer is not None and layer.kind not in TENSOR_CORE_KINDS and found is not None:
-                found = found if found.covers(other) else None
-            if found is not None:
+            if found is None:
+                continue
+            if layer is None or layer.kind in TENSOR_CORE_KINDS or found.covers(other):
                 layers.benches[key] = found
+            else:
+                partial[key] = found
         missing = [key for key in wanted if key not in layers.benches]
         layers.cached += len(wanted) - len(missing)
         if not missing:
@@ -247,20 +250,24 @@ def _benchmark_layers(
                 if c.key in missing
             ],
         )
-        _run_benchmarks(task, perfdb, layers, report)
+        _run_benchmarks(task, perfdb, layers, report, partial)
     layers.seconds = time.perf_counter() - started
     return layers
 
 
 def _run_benchmarks(
-    task: BenchTask, perfdb: PerfDB, layers: _Layers, report: ProgressCallback
+    task: BenchTask,
+    perfdb: PerfDB,
+    layers: _Layers,
+    report: ProgressCallback,
+    partial: dict[str, LayerBench],
 ) -> None:
     target = len(task.keys) + len(task.fused)
     batch_size = task.input_shape[0]
     with exclusive_device(mlms_home() / "locks", task.device):
         # Each entry is kept as it arrives: a bound stopped halfway resumes from there.
         for done, bench in enumerate(run_in_child(task), 1):
-            earlier = perfdb.get(bench.key)
+            earlier = partial.get(bench.key)
             bench = earlier.with_timings(bench.timings) if earlier is not None else bench
             perfdb.put(bench)
             layers.benches[bench.key] = bench
