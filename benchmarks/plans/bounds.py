@@ -88,11 +88,13 @@ def summarize(results: Path) -> str:
     records = []
     lines = ["| cell | status | wall (s) |", "|---|---|---:|"]
     for marker in sorted((results / "cells").glob("*/cell.json")):
-        outcome = json.loads(marker.read_text())
-        lines.append(f"| {outcome['cell']} | {outcome['status']} | {outcome['wall_s']} |")
+        # The folder names the cell: a cell kept beside its rerun under another name reads as
+        # that name, though its cell.json says the name it ran under.
+        outcome, cell = json.loads(marker.read_text()), marker.parent.name
+        lines.append(f"| {cell} | {outcome['status']} | {outcome['wall_s']} |")
         found = marker.parent / "bound.json"
         if found.is_file() and found.read_text().strip():
-            records.append((outcome["cell"], BoundRecord.model_validate_json(found.read_text())))
+            records.append((cell, BoundRecord.model_validate_json(found.read_text())))
     lines.append("")
     table = [row | {"cell": cell} for cell, record in records for row in rows(record)]
     lines += _markdown(table, "Bounds against the measured latency; what-ifs as speed-ups (x)")
@@ -141,6 +143,8 @@ def _export(model: str, folder: Path) -> None:
     example = torch.rand(2, *manifest.inputs[0].shape)
     batch = torch.export.Dim("batch", min=1, max=1024)
     program = torch.export.export(network, (example,), dynamic_shapes=({0: batch},))
+    # A machine's home exists once mlms has run there; this cell may be its first.
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{model}.pt2"
     torch.export.save(program, path)
     print(f"{path}: {path.stat().st_size / 2**20:.1f} MiB", file=sys.stdout)
