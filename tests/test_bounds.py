@@ -22,6 +22,7 @@ from mlms.evaluation.record import EvaluationRecord
 from mlms.store.local import LocalStore
 from tests.shared_assets import copy_asset
 from tests.test_cli import _one_line_error, mlms
+from tests.test_torch_layer_hooks import Attending
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +76,25 @@ def _bench(layer: Layer, *timings: tuple[str, str, float]) -> LayerBench:
         timings=[Timing(variant=v, precision=p, median_ms=t, min_ms=t, repeats=3)
                  for v, p, t in timings],
     )  # fmt: skip
+
+
+def test_attention_is_a_layer_of_the_bound_and_runs_alone_as_in_the_model():
+    """A module of several outputs (nn.MultiheadAttention: its output and its weights) is a
+    layer of the graph, not left out of the bound; run alone, it reads one tensor as query, key
+    and value, as in the model, and so keeps the fused operator it runs there."""
+    graph = layer_graph(Attending().eval(), (2, 5, 16))
+    attention = graph.layers[0]
+    assert (attention.name, attention.kind, attention.op) == (
+        "attention", "attention", "MultiheadAttention"
+    )  # fmt: skip
+    assert attention.output_shape == (2, 5, 16)
+    head = next(layer for layer in graph.layers if layer.name == "head")
+    assert graph.critical_path({attention.node: 1.0, head.node: 1.0})[0] == 2.0
+    with torch.inference_mode(), torch.profiler.profile() as profiled:
+        call = graph.isolate(attention, "cpu")
+        call.prime()
+        call.run()
+    assert "aten::_native_multi_head_attention" in {event.name for event in profiled.events()}
 
 
 def test_bounds_and_what_ifs_of_a_hand_built_graph():

@@ -144,31 +144,52 @@ class LayerGraph:
         self, node: Any, device: str, dtype: Any
     ) -> tuple[Callable[[Any], Any], Any, tuple[Any, ...]]:
         """``node`` as a call on its first argument, that argument made at random, and every
-        tensor it reads."""
+        tensor it reads. A node read twice is one tensor read twice, as in the model: an
+        operator may run otherwise on distinct tensors (self-attention's fused path needs its
+        query, key and value to be one tensor)."""
         import torch
 
-        def value(arg: Any) -> Any:
-            meta = arg.meta.get("val")
-            if not _is_tensor(meta):
-                return meta
-            if not meta.dtype.is_floating_point:  # token ids, masks: zeros index anything
-                return torch.zeros(tuple(meta.shape), dtype=meta.dtype, device=device)
-            return torch.rand(tuple(meta.shape), dtype=dtype or meta.dtype, device=device)
+        made: dict[str, Any] = {}
 
-        first, *rest = torch.fx.node.map_arg(node.args, value) or (None,)
+        def value(arg: Any) -> Any:
+            if arg.name not in made:
+                made[arg.name] = _random_like(arg.meta.get("val"), device, dtype)
+            return made[arg.name]
+
+        args = torch.fx.node.map_arg(node.args, value)
         kwargs = torch.fx.node.map_arg(node.kwargs, value)
-        inputs: list[Any] = []
-        torch.fx.node.map_aggregate(
-            (first, rest, kwargs), lambda a: inputs.append(a) if _is_tensor(a) else a
-        )
+        first = args[0] if args else None
+        inputs = tuple({id(t): t for t in made.values() if _is_tensor(t)}.values())
+
         if node.op == "call_module":
             module = copy.deepcopy(self.traced.get_submodule(node.target)).to(device)
-            if dtype is not None:
-                module = module.to(dtype)
-            return (lambda x: module(x, *rest, **kwargs)), first, tuple(inputs)
-        if node.op == "call_method":
-            return (lambda x: getattr(x, node.target)(*rest, **kwargs)), first, tuple(inputs)
-        return (lambda x: node.target(x, *rest, **kwargs)), first, tuple(inputs)
+            target = module if dtype is None else module.to(dtype)
+        else:
+            target = node.target
+
+        def call(x: Any) -> Any:
+            def swap(arg: Any) -> Any:  # ``x`` wherever the first argument is read
+                return x if arg is first else arg
+
+            positional = torch.fx.node.map_aggregate(args, swap)
+            named = torch.fx.node.map_aggregate(kwargs, swap)
+            if node.op == "call_method":
+                return getattr(positional[0], target)(*positional[1:], **named)
+            return target(*positional, **named)
+
+        return call, first, inputs
+
+
+def _random_like(meta: Any, device: str, dtype: Any) -> Any:
+    """A tensor of ``meta``'s shape on ``device`` (floating point ones at random, in ``dtype``
+    when given; token ids and masks zeros, which index anything); ``meta`` itself if no tensor."""
+    import torch
+
+    if not _is_tensor(meta):
+        return meta
+    if not meta.dtype.is_floating_point:
+        return torch.zeros(tuple(meta.shape), dtype=meta.dtype, device=device)
+    return torch.rand(tuple(meta.shape), dtype=dtype or meta.dtype, device=device)
 
 
 #: fx node kinds that compute (placeholders and attributes are the model's inputs and weights).
@@ -220,9 +241,7 @@ def traced_graph(
     seen: Counter[str] = Counter()
     for node in traced.graph.nodes:
         inputs = set().union(*(producers.get(arg.name, set()) for arg in _node_args(node)))
-        if node.op not in ("call_module", "call_function", "call_method") or not _is_tensor(
-            node.meta.get("val")
-        ):
+        if node.op not in _COMPUTING or _first_tensor(node.meta.get("val")) is None:
             producers[node.name] = inputs
             continue
         layer = _layer(traced, node, seen)
@@ -256,7 +275,8 @@ def _layer(traced: Any, node: Any, seen: Counter[str]) -> Layer:
         attributes = _constant_arguments(node)
         shapes = [tuple(t.shape) for t in tensors]
     seen[name] += 1
-    output = node.meta["val"]
+    # A layer of several outputs (attention's output and its weights) is shaped by its first.
+    output = _first_tensor(node.meta["val"])
     return Layer(
         name=name,
         node=node.name,
@@ -355,6 +375,15 @@ def _flat_nodes(value: Any) -> Iterator[Any]:
 
 def _is_tensor(value: Any) -> bool:
     return hasattr(value, "shape") and hasattr(value, "dtype")
+
+
+def _first_tensor(value: Any) -> Any:
+    """``value`` if a tensor, else the first tensor of a tuple or list of outputs, else None."""
+    if _is_tensor(value):
+        return value
+    if isinstance(value, (list, tuple)):
+        return next((item for item in value if _is_tensor(item)), None)
+    return None
 
 
 def _plain(value: Any) -> Any:
