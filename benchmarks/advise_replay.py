@@ -29,7 +29,9 @@ measurements.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import math
 import sys
 import tempfile
 import uuid
@@ -55,16 +57,43 @@ def _setting(request: EvaluationRequest) -> Setting:
             request.intra_op_threads, request.tensor_parallel)  # fmt: skip
 
 
+def _own_seconds(advice: AdviceRecord, records: dict[str, EvaluationRecord]) -> dict[str, float]:
+    """Each of advise's evaluations' wall time. Its observations share it (one per batch
+    size); evaluations asked for together (a verifying round) were given an even share of
+    the round's, so that round's time is shared again as their records' ends (``created_at``)
+    lie apart: the runner of one device ran them one after another, and a compiled one's
+    share is its compile, an eager one's a few seconds."""
+    seconds: dict[str, float] = defaultdict(float)
+    for observation in advice.observations:
+        seconds[observation.evaluation_id] += observation.seconds
+    ordered = sorted(seconds, key=lambda i: records[i].created_at)
+    rounds: list[list[str]] = []
+    for evaluation_id in ordered:
+        if rounds and math.isclose(seconds[rounds[-1][-1]], seconds[evaluation_id]):
+            rounds[-1].append(evaluation_id)
+        else:
+            rounds.append([evaluation_id])
+    own = dict(seconds)
+    for index, together in enumerate(rounds):
+        if len(together) == 1 or index == 0:
+            continue
+        ends = [records[rounds[index - 1][-1]].created_at] + [
+            records[i].created_at for i in together
+        ]
+        gaps = [(b - a).total_seconds() for a, b in itertools.pairwise(ends)]
+        total = sum(seconds[i] for i in together)
+        if min(gaps) > 0:
+            own.update((i, total * gap / sum(gaps)) for i, gap in zip(together, gaps, strict=True))
+    return own
+
+
 class Replay:
     """advise's runner and clock over one model's recorded evaluations."""
 
     def __init__(self, data: dict) -> None:
         self.advice = AdviceRecord.model_validate(data["advice"])
         records = {i: EvaluationRecord.model_validate(r) for i, r in data["evaluations"].items()}
-        # An evaluation's wall time: its observations share it (one per batch size).
-        seconds: dict[str, float] = defaultdict(float)
-        for observation in self.advice.observations:
-            seconds[observation.evaluation_id] += observation.seconds
+        seconds = _own_seconds(self.advice, records)
         self.own: dict[tuple, deque[tuple[EvaluationRecord, float]]] = defaultdict(deque)
         for evaluation_id in dict.fromkeys(o.evaluation_id for o in self.advice.observations):
             record = records[evaluation_id]

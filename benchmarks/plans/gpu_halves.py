@@ -80,7 +80,7 @@ def _advise(model: str, objective: str, kit: Kit) -> tuple[str, ...]:
         return _tabled(*script, "--hw", "cpu", "--precisions", "fp32,bf16", "--threads", "2",
                        "--compile", "none,default" if latency else "none",
                        "--batch-sizes", batches, "--iterations", "3", "--min-seconds", "0.05",
-                       "--probe-iterations", "3", "--probe-min-seconds", "0.02", "--verify", "2",
+                       "--probe-iterations", "3", "--probe-min-seconds", "0.02",
                        "--budget-minutes", "3")  # fmt: skip
     # Every precision and every compile mode but max-autotune (minutes of autotuning per
     # setting): a space where probing saves evaluations. A compile costs an evaluation of
@@ -92,8 +92,10 @@ def _advise(model: str, objective: str, kit: Kit) -> tuple[str, ...]:
                   "--compile", "none,default,reduce-overhead")  # fmt: skip
     batches = "1" if latency else "64,256"
     space = (*precisions, "--batch-sizes", batches, "--budget-minutes", "3")
+    # Verification as advise's defaults run it: the rounds after the first verify whatever is
+    # worth an evaluation, so a larger --verify only adds the first round's runners-up.
     lengths = ("--iterations", "20", "--min-seconds", "0.5", "--probe-iterations", "5",
-               "--probe-min-seconds", "0.1", "--verify", "2")  # fmt: skip
+               "--probe-min-seconds", "0.1")  # fmt: skip
     return _tabled(*script, "--hw", kit.hw, *space, *lengths)
 
 

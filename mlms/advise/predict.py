@@ -236,16 +236,46 @@ class CostModel:
     def predict(self, config: Config) -> Prediction:
         direct = self.direct.get(config)
         if direct is not None:
-            value, spread, source = direct
-            basis = "stored" if source == "stored" else "probed"
-            sigma = math.hypot(spread, INTERACTION_SIGMA / 2)  # short run against a long one
-            return _interval(value, sigma, basis)
+            value, _spread, source = direct
+            (_key, _log, variance) = self._terms(config)[0]
+            return _interval(
+                value, math.sqrt(variance), "stored" if source == "stored" else "probed"
+            )
+        if config.framework not in self.base:
+            return _interval(float("nan"), UNKNOWN_SIGMA, "model")
+        terms = self._terms(config)
+        log_cost = sum(log for _key, log, _variance in terms)
+        variance = sum(variance for _key, _log, variance in terms)
+        return _interval(math.exp(log_cost), math.sqrt(variance), "model")
+
+    def difference(self, config: Config, other: Config) -> tuple[float, float]:
+        """The log of ``config``'s cost over ``other``'s and its standard deviation: what the
+        two predictions share (the baseline, an effect of a level both have) moves both alike
+        and drops out, so two configurations a few settings apart are told apart more surely
+        than either's own interval says. Both of a framework this model fitted."""
+        mine = {key: (log, variance) for key, log, variance in self._terms(config)}
+        theirs = {key: (log, variance) for key, log, variance in self._terms(other)}
+        log = sum(v[0] for v in mine.values()) - sum(v[0] for v in theirs.values())
+        apart = mine.keys() ^ theirs.keys()
+        variance = sum((mine | theirs)[key][1] for key in apart)
+        return log, math.sqrt(variance)
+
+    def _terms(self, config: Config) -> list[tuple[tuple, float, float]]:
+        """``config``'s log cost as terms (a key naming what the term is an estimate of, its
+        log, its variance): configurations that share a key share that estimate and its
+        error. A configuration measured directly is one term of its own."""
+        direct = self.direct.get(config)
+        if direct is not None:
+            value, spread, _source = direct
+            return [(("direct", config), math.log(value), _direct_sigma(spread) ** 2)]
         framework = config.framework
         reference = self.baselines[framework]
-        if framework not in self.base:
-            return _interval(float("nan"), UNKNOWN_SIGMA, "model")
         log_cost, spread = self.base[framework]
-        variance = spread**2 + self.residual.get(framework, 0.0) ** 2
+        terms: list[tuple[tuple, float, float]] = [
+            (("base", framework), log_cost, spread**2),
+            # The fit's misfit at this configuration is its own.
+            (("residual", config), 0.0, self.residual.get(framework, 0.0) ** 2),
+        ]
         combined = 0
         for factor in FACTORS[:-1]:
             level = _level(config, factor)
@@ -255,27 +285,34 @@ class CostModel:
             effect = self.effects.get((framework, factor, level))
             if effect is None:
                 effect = self._prior(framework, factor, level)
-            log_cost += effect[0]
-            variance += effect[1] ** 2
+            terms.append((("effect", framework, factor, level), effect[0], effect[1] ** 2))
         for pair in _paired(config, reference):
             measured = self.pairs.get((framework, *pair))
             if measured is None:
-                variance += UNPAIRED_SIGMA**2
+                terms.append((("unpaired", framework, *pair), 0.0, UNPAIRED_SIGMA**2))
                 continue
-            log_cost += measured[0]
-            variance += measured[1] ** 2
+            terms.append((("pair", framework, *pair), measured[0], measured[1] ** 2))
             combined -= 1  # measured together: no independence assumed
         if config.batch_size != reference.batch_size:
             latencies = self._batch.get(framework)
+            batch = ("batch", framework, config.batch_size)
             if latencies:
-                log_cost += math.log(self._batch_ratio(latencies, config.batch_size, reference))
-                if config.batch_size not in latencies:
-                    variance += INTERACTION_SIGMA**2
+                ratio = math.log(self._batch_ratio(latencies, config.batch_size, reference))
+                fitted = config.batch_size not in latencies
+                terms.append((batch, ratio, INTERACTION_SIGMA**2 if fitted else 0.0))
             else:
-                variance += UNKNOWN_SIGMA**2
+                terms.append((batch, 0.0, UNKNOWN_SIGMA**2))
             combined += 1
-        variance += max(0, combined - 1) * INTERACTION_SIGMA**2
-        return _interval(math.exp(log_cost), math.sqrt(variance), "model")
+        # How far this configuration's settings fail to be independent is its own.
+        interaction = max(0, combined - 1) * INTERACTION_SIGMA**2
+        terms.append((("interaction", config), 0.0, interaction))
+        return terms
+
+
+def _direct_sigma(spread: float) -> float:
+    """Of a configuration measured directly: its measurements' spread and a short run's against
+    a long one."""
+    return math.hypot(spread, INTERACTION_SIGMA / 2)
 
 
 def _anchored_fit(
@@ -361,6 +398,25 @@ class HostDeviceModel:
             "model",
         )
 
+    def difference(self, config: Config, other: Config) -> tuple[float, float]:
+        """As ``CostModel.difference``, in the part (the host's launch or the device's work)
+        that decides both predictions, whose tail then drops out too; where different parts
+        decide them, or one was measured directly, the two are taken as independent."""
+        mine, theirs = self.predict(config), self.predict(other)
+        parts = {self._deciding(config), self._deciding(other)}
+        if mine.basis == theirs.basis == "model" and len(parts) == 1 and None not in parts:
+            return parts.pop().difference(config, other)  # type: ignore[union-attr]
+        return _independent(mine, theirs)
+
+    def _deciding(self, config: Config) -> CostModel | None:
+        """The part whose prediction decides ``config``'s (None where one cannot place it)."""
+        host, device = self.host.predict(config), self.device.predict(config)
+        if math.isnan(host.value) or math.isnan(device.value):
+            return None
+        return (
+            self.host if host.value * self.tail >= device.value * self.device_tail else self.device
+        )
+
 
 def _median_ratio(pairs: list[tuple[float, float]]) -> float:
     """The median of whole over part, 1 without any."""
@@ -381,6 +437,12 @@ def cost_model(
     if split and any(o.launch_ms is not None for o in observations):
         return HostDeviceModel(observations, baselines, cost, per_input, priors)
     return CostModel(observations, baselines, cost, per_input, priors)
+
+
+def _independent(mine: Prediction, theirs: Prediction) -> tuple[float, float]:
+    """The log ratio of two predictions taken as independent, and its standard deviation."""
+    sigmas = [math.log(p.high / p.low) / (2 * Z95) for p in (mine, theirs)]
+    return math.log(mine.value / theirs.value), math.hypot(*sigmas)
 
 
 def _interval(value: float, sigma: float, basis: str) -> Prediction:

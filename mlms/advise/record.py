@@ -67,8 +67,9 @@ class AdviceRequest(BaseModel):
     max_accuracy_drop: float = Field(default=0.5, ge=0, le=100, allow_inf_nan=False)
     #: Wall time of probes and verification together.
     budget_minutes: float = Field(default=10.0, gt=0, le=24 * 60, allow_inf_nan=False)
-    #: The best predicted this many are verified; beyond them, every one whose interval reaches
-    #: the best predicted's, while the budget lasts.
+    #: The first round verifies the best predicted and, of the next this many - 1, those
+    #: expected to gain more than the tolerance over it; later rounds every one expected to
+    #: gain that much over the best achieved, while the budget lasts (``run.TOLERANCE``).
     verify: int = Field(default=1, ge=1, le=64)
     #: The verifying evaluations'.
     iterations: int = Field(default=20, ge=1, le=MAX_ITERATIONS)

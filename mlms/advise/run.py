@@ -14,7 +14,14 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
-from mlms.advise.predict import BY_PRECISION, Prior, cost_model
+from mlms.advise.predict import (
+    BY_PRECISION,
+    Z95,
+    CostModel,
+    HostDeviceModel,
+    Prior,
+    cost_model,
+)
 from mlms.advise.record import (
     AdviceRecord,
     AdviceRequest,
@@ -57,6 +64,10 @@ PRIOR_SIGMA = 0.3  # a what-if is an optimum, not a prediction: a wide interval
 #: A baseline probe whose median is known to no better than this (relative half-width of its
 #: 95% interval) is probed again.
 NOISY = 0.05
+#: A relative difference in the objective too small to pay an evaluation for: about what two
+#: full-length evaluations of one configuration on a GPU differ by on different occasions, so
+#: a smaller gain could not be told from the next run's noise.
+TOLERANCE = 0.05
 
 Step = Callable[[str], None]
 Clock = Callable[[], float]
@@ -204,6 +215,7 @@ class _Session:
         self.seconds_per_eval: dict[str, float] = {}  # framework -> a probe's wall time
         self.no_energy = ""
         self.from_probes: set[Config] = set()  # achieved as probed (``_keep_better_probes``)
+        self.model: CostModel | HostDeviceModel | None = None  # the last ``predict``'s
         in_space = set(space.configs)
         self.in_space = in_space
         batches = space.batch_sizes
@@ -495,6 +507,7 @@ class _Session:
         # A time splits into the host's launch and the device's work; joules do not.
         timed = request.objective != "energy"
         cost = cost_model(self.observations, baselines, cost_of, per_input, priors, split=timed)
+        self.model = cost
         latency = cost_model(self.observations, baselines, lambda o: o.p50_ms, False)
         tails: dict[str, float] = {}
         for framework in self.baselines:
@@ -532,16 +545,20 @@ class _Session:
         self, rows: list[AdviceRow], priors: dict[tuple[str, str, object], Prior]
     ) -> list[AdviceRow]:
         """The best predicted as full evaluations, in rounds while the budget lasts: first the
-        ``verify`` best; then, with the model fitted again to what they achieved, every row
-        whose interval still reaches past the best achieved (it could beat it), until none is
-        left. An unverified rival would leave the recommendation to the model's guess where the
-        model cannot tell; each round's measurements rule out rivals that a wide first
-        interval kept in, and spare their evaluations (a compiled one pays its compile). A
-        verified row keeps the prediction it was verified on, the others take the last one;
-        best predicted first."""
+        best predicted, with those of the next ``verify`` - 1 that are worth an evaluation
+        against it (``_worth``); then, with the model fitted again to what they achieved, every
+        row worth one against the best achieved, until none is left. An unverified rival
+        would leave the recommendation to the model's guess where the model cannot tell; each
+        round's measurements rule out rivals that a wide first interval kept in, and spare
+        their evaluations (a compiled one pays its compile). A verified row keeps the
+        prediction it was verified on, the others take the last one; best predicted first."""
         lower = self.request.lower_is_better
         verified: dict[Config, AdviceRow] = {}
-        planned = self._within_budget(rows[: self.request.verify])
+        planned = []
+        if rows:
+            first = rows[0]
+            wanted = [r for r in rows[1 : self.request.verify] if self._worth(r, first)]
+            planned = self._within_budget([first, *wanted])
         if planned:
             planned += _riders(planned, rows, lambda r: _rivals(r, rows[0], lower))
         while planned:
@@ -549,25 +566,61 @@ class _Session:
             verified.update((row.config, row) for row in planned)
             rows = [r for r in self.predict(priors) if r.config not in verified]
             holding = _holding(list(verified.values()), self.request)
-            best = _best_achieved(holding, self.request).achieved if holding else None
+            best = _best_achieved(holding, self.request) if holding else None
             if best is None:  # nothing verified holds: the next best predicted instead
                 rivals = rows[: self.request.verify]
             else:
-                rivals = [r for r in rows if _reaches(r, best, lower)]
+                rivals = [r for r in rows if self._worth(r, best)]
+                self._tell_unworthy(rows, rivals, best)
             planned = self._within_budget(rivals)
             if len(planned) < len(rivals):
                 self.say(f"budget spent: {len(rivals) - len(planned)} rival(s) not verified")
             if planned and best is not None:
-                planned += _riders(planned, rows, lambda r, at=best: _reaches(r, at, lower))
+                at = best.achieved
+                planned += _riders(planned, rows, lambda r, at=at: _reaches(r, at, lower))
         self._keep_better_probes(rows, list(verified.values()))
         return _best_predicted_first([*verified.values(), *rows], self.request)
 
+    def _worth(self, row: AdviceRow, best: AdviceRow) -> bool:
+        """Whether verifying ``row`` is worth an evaluation against ``best`` (verified, or the
+        best predicted): the gain over it that ``row`` is expected to bring, a loss counting
+        as none, is at least ``TOLERANCE``. The two are compared by the model's difference of
+        them, in which what their predictions share drops out; without a model, by ``row``'s
+        interval against what ``best`` achieved (else was predicted)."""
+        if self.model is not None:
+            log_ratio, sigma = self.model.difference(row.config, best.config)
+            gain = -log_ratio  # a cost: lower is better
+        else:
+            at = best.achieved if best.achieved is not None else best.predicted
+            gain = math.log(at / row.predicted)
+            gain = gain if self.request.lower_is_better else -gain
+            sigma = math.log(row.high / row.low) / (2 * Z95)
+        if math.isnan(gain):
+            return True
+        return _expected_gain(gain, sigma) >= math.log1p(TOLERANCE)
+
+    def _tell_unworthy(self, rows: list[AdviceRow], rivals: list[AdviceRow], best: AdviceRow):
+        """A line for the rows whose interval reaches past the best achieved but that are not
+        verified: each could beat it, but is expected to by less than the tolerance."""
+        reach = [
+            r
+            for r in rows
+            if r not in rivals and _reaches(r, best.achieved, self.request.lower_is_better)  # type: ignore[arg-type]
+        ]
+        if reach:
+            self.say(
+                f"{len(reach)} configuration(s) could still beat {best.config.label()} but are "
+                f"expected to gain less than {TOLERANCE:.0%} over it: not verified"
+            )
+
     def _keep_better_probes(self, unverified: list[AdviceRow], verified: list[AdviceRow]) -> None:
-        """Each row left unverified (the budget spent) whose own probe measured it better than
-        every verified row achieved takes that probe as what it achieved: a probe evaluates
-        that very configuration, only shorter, and a verified configuration measured worse
-        must not be recommended over it. Its prediction was the probe, so it counts no
-        prediction error."""
+        """Each row left unverified (the budget spent, or too little to gain) whose own probe
+        measured it better than every verified row achieved, by more than ``TOLERANCE``,
+        takes that probe as what it achieved: a probe evaluates that very configuration, only
+        shorter, and a verified configuration measured worse must not be recommended over it.
+        A smaller lead is within what two runs of one configuration differ by, and the
+        verified measurement stands. Its prediction was the probe, so it counts no prediction
+        error."""
         request = self.request
         holding = _holding(verified, request)
         best = _best_achieved(holding, request).achieved if holding else None
@@ -577,7 +630,9 @@ class _Session:
                  if o.config == row.config and o.source == "probe"),
                 None,
             )  # fmt: skip
-            if probe is None or (best is not None and not _better(probe.value, best, request)):
+            if probe is None or (
+                best is not None and not _better(probe.value, _beyond(best, request), request)
+            ):
                 continue
             row.achieved = probe.value
             row.achieved_latency_ms = probe.latency_ms
@@ -587,8 +642,8 @@ class _Session:
             self.from_probes.add(row.config)
             self.say(
                 f"{row.config.label()}: its probe measured {probe.value:.4g} {request.unit}, "
-                "better than every verified configuration; kept as measured (the budget left "
-                "it unverified)"
+                f"better than every verified configuration by more than {TOLERANCE:.0%}; kept "
+                "as measured (it was not verified)"
             )
 
     def _within_budget(self, rows: list[AdviceRow]) -> list[AdviceRow]:
@@ -713,6 +768,17 @@ def _riders(
     ]
 
 
+def _expected_gain(mean: float, sigma: float) -> float:
+    """E[max(0, g)] for a log gain g ~ N(mean, sigma): the gain expected where a loss counts
+    as none (the best achieved stays the recommendation)."""
+    if sigma <= 0:
+        return max(mean, 0.0)
+    z = mean / sigma
+    cdf = 0.5 * (1 + math.erf(z / math.sqrt(2)))
+    pdf = math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+    return mean * cdf + sigma * pdf
+
+
 def _reaches(row: AdviceRow, achieved: float, lower_is_better: bool) -> bool:
     """Whether ``row``'s interval reaches past a value achieved (it could beat it)."""
     return row.low < achieved if lower_is_better else row.high > achieved
@@ -814,6 +880,11 @@ def _best_achieved(holding: list[AdviceRow], request: AdviceRequest) -> AdviceRo
     return min(holding, key=lambda r: sign * r.achieved)  # type: ignore[operator]
 
 
+def _beyond(value: float, request: AdviceRequest) -> float:
+    """``value`` bettered by ``TOLERANCE``."""
+    return value / (1 + TOLERANCE) if request.lower_is_better else value * (1 + TOLERANCE)
+
+
 def _better(value: float, than: float, request: AdviceRequest) -> bool:
     return value < than if request.lower_is_better else value > than
 
@@ -841,8 +912,9 @@ def _recommend(
     if best.config in from_probes:
         others = len(verified) - len(from_probes)
         return best, (
-            f"the best achieved {request.objective}, measured by its probe ({measured}; the "
-            f"budget left it unverified; the {others} verified configurations did worse); "
+            f"the best achieved {request.objective}, measured by its probe ({measured}; not "
+            f"verified; the {others} verified configurations did worse by more than "
+            f"{TOLERANCE:.0%}); "
             f"accuracy: {best.accuracy}"
         )
     return best, (

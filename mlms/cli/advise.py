@@ -79,8 +79,9 @@ def _counts(text: str | None) -> list[int] | None:
     type=int,
     default=1,
     show_default=True,
-    help="The best predicted this many verified; beyond them, every one that could beat the "
-    "first (its interval reaches past the first's) while the budget lasts.",
+    help="The first round verifies the best predicted and, of the next this many - 1, those "
+    "expected to gain over it more than 5 %; later rounds every one expected to gain that "
+    "much over the best achieved, while the budget lasts.",
 )
 @click.option("--iterations", "-n", type=int, default=20, show_default=True)
 @click.option("--min-seconds", type=float, default=1.0, show_default=True)
