@@ -300,7 +300,9 @@ class _Session:
 
     def _single_setting_probes(self) -> list[Config]:
         """The configurations one setting away from their framework's baseline, at the batch
-        size effects are measured at, not observed yet."""
+        size effects are measured at, not observed yet; the uncompiled first: a compiled probe
+        pays its compile (seconds to a minute), so a budget spent before the last probe leaves
+        out the costliest, not the settings that take seconds to tell."""
         probes = []
         for framework in self.space.frameworks:
             reference = self.space.baseline(framework, self.effect_batch)
@@ -310,7 +312,7 @@ class _Session:
                 differs = sum(getattr(config, f) != getattr(reference, f) for f in _SETTINGS)
                 if differs == 1 and not self._has(config):
                     probes.append(config)
-        return probes
+        return sorted(probes, key=lambda config: config.compile is not None)
 
     def probing_costs_the_space(self) -> str:
         """Why the space is measured whole, or "" where probing it is cheaper: probing takes
