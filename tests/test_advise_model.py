@@ -408,6 +408,23 @@ def test_verification_goes_on_in_rounds_while_a_rival_could_beat_the_best_achiev
     verified first; the model fitted again (stood in for here) keeps one rival in, verified
     next and the best, and rules the other out, never evaluated."""
     truth = {("fp32", False): 12.0, ("fp16", False): 9.0, ("fp32", True): 13.0}
+    session, asked, (baseline, fp16, layout) = _three_configurations(truth)
+    first = [_row(baseline, 10, 8, 12), _row(fp16, 11, 7, 15), _row(layout, 14, 11, 16)]
+    # Once the baseline achieved 12: fp16 can still beat it, channels-last no longer.
+    session.predict = lambda _priors: [_row(fp16, 11, 7, 15), _row(layout, 14, 12.5, 16)]
+    rows = session.verify(first, {})
+    assert [(a.precision, a.channels_last) for a in asked] == [("fp32", False), ("fp16", False)]
+    assert [(r.config, r.achieved) for r in rows] == [(baseline, 12.0), (fp16, 9.0), (layout, None)]
+    # A verified row keeps the prediction it was verified on.
+    assert (rows[1].predicted, rows[1].error) == (11, pytest.approx(2 / 9))
+
+
+def _three_configurations(
+    truth: dict[tuple[str, bool], float], say=lambda _line: None
+) -> tuple[_Session, list[EvaluationRequest], tuple[Config, Config, Config]]:
+    """A session over resnet18's fp32 and fp16, channels-last or not, whose evaluations
+    achieve ``truth`` (by precision and channels-last), its baseline run; the requests it asks
+    for from here on, and its baseline, fp16 and channels-last configurations."""
     asked: list[EvaluationRequest] = []
 
     def run(requests):
@@ -419,25 +436,18 @@ def test_verification_goes_on_in_rounds_while_a_rival_could_beat_the_best_achiev
         verify=1, budget_minutes=60,
     )  # fmt: skip
     space = build_space(request, get_model("resnet18"), (9, 0), 16)
-    session = _Session(request, space, run, lambda _line: None, time.monotonic())
+    session = _Session(request, space, run, say, time.monotonic())
     baseline = space.baseline("torch", 1)
     session.baselines["torch"] = run([_request_of(baseline)])[0]
+    asked.clear()
     fp16 = baseline.model_copy(update={"precision": "fp16"})
     layout = baseline.model_copy(update={"channels_last": True})
+    return session, asked, (baseline, fp16, layout)
 
-    def row(config: Config, predicted: float, low: float, high: float) -> AdviceRow:
-        return AdviceRow(config=config, predicted=predicted, low=low, high=high,
-                         basis="model", predicted_latency_ms=predicted)  # fmt: skip
 
-    first = [row(baseline, 10, 8, 12), row(fp16, 11, 7, 15), row(layout, 14, 11, 16)]
-    # Once the baseline achieved 12: fp16 can still beat it, channels-last no longer.
-    session.predict = lambda _priors: [row(fp16, 11, 7, 15), row(layout, 14, 12.5, 16)]
-    asked.clear()
-    rows = session.verify(first, {})
-    assert [(a.precision, a.channels_last) for a in asked] == [("fp32", False), ("fp16", False)]
-    assert [(r.config, r.achieved) for r in rows] == [(baseline, 12.0), (fp16, 9.0), (layout, None)]
-    # A verified row keeps the prediction it was verified on.
-    assert (rows[1].predicted, rows[1].error) == (11, pytest.approx(2 / 9))
+def _row(config: Config, predicted: float, low: float, high: float) -> AdviceRow:
+    return AdviceRow(config=config, predicted=predicted, low=low, high=high, basis="model",
+                     predicted_latency_ms=predicted)  # fmt: skip
 
 
 def _request_of(config: Config) -> EvaluationRequest:
@@ -626,31 +636,10 @@ def test_a_rival_expected_to_gain_less_than_the_tolerance_is_not_verified() -> N
     expected gain is under the tolerance: not evaluated. Channels-last, as likely to lose as to
     win by a wide margin, is expected to gain more than the tolerance: verified."""
     truth = {("fp32", False): 12.0, ("fp16", False): 11.9, ("fp32", True): 10.0}
-    asked: list[EvaluationRequest] = []
-
-    def run(requests):
-        asked.extend(requests)
-        return [_record(r, lambda q, _b: truth[(q.precision, q.channels_last)]) for r in requests]
-
-    request = AdviceRequest(
-        model="resnet18", frameworks=["torch"], precisions=["fp32", "fp16"], compile_modes=["none"],
-        verify=1, budget_minutes=60,
-    )  # fmt: skip
-    space = build_space(request, get_model("resnet18"), (9, 0), 16)
     lines: list[str] = []
-    session = _Session(request, space, run, lines.append, time.monotonic())
-    baseline = space.baseline("torch", 1)
-    session.baselines["torch"] = run([_request_of(baseline)])[0]
-    fp16 = baseline.model_copy(update={"precision": "fp16"})
-    layout = baseline.model_copy(update={"channels_last": True})
-
-    def row(config: Config, predicted: float, low: float, high: float) -> AdviceRow:
-        return AdviceRow(config=config, predicted=predicted, low=low, high=high,
-                         basis="model", predicted_latency_ms=predicted)  # fmt: skip
-
-    first = [row(baseline, 10, 8, 12), row(fp16, 12.2, 11.8, 12.6), row(layout, 13, 8, 21)]
-    session.predict = lambda _priors: [row(fp16, 12.2, 11.8, 12.6), row(layout, 13, 8, 21)]
-    asked.clear()
+    session, asked, (baseline, fp16, layout) = _three_configurations(truth, lines.append)
+    first = [_row(baseline, 10, 8, 12), _row(fp16, 12.2, 11.8, 12.6), _row(layout, 13, 8, 21)]
+    session.predict = lambda _priors: [_row(fp16, 12.2, 11.8, 12.6), _row(layout, 13, 8, 21)]
     rows = session.verify(first, {})
     assert [(a.precision, a.channels_last) for a in asked] == [("fp32", False), ("fp32", True)]
     assert {r.config: r.achieved for r in rows}[fp16] is None
