@@ -43,8 +43,8 @@ from pydantic import ValidationError
 
 from benchmarks.advise_check import objective_of
 from mlms.advise.record import AdviceRecord, AdviceRequest, Config
-from mlms.advise.run import _request, advise
-from mlms.errors import MlmsError, NotMeasurable
+from mlms.advise.run import Ran, _request, advise
+from mlms.errors import NotMeasurable
 from mlms.evaluation.record import EvaluationRecord, EvaluationRequest
 from mlms.store.local import LocalStore
 
@@ -59,10 +59,12 @@ def _setting(request: EvaluationRequest) -> Setting:
 
 def _own_seconds(advice: AdviceRecord, records: dict[str, EvaluationRecord]) -> dict[str, float]:
     """Each of advise's evaluations' wall time. Its observations share it (one per batch
-    size); evaluations asked for together (a verifying round) were given an even share of
-    the round's, so that round's time is shared again as their records' ends (``created_at``)
-    lie apart: the runner of one device ran them one after another, and a compiled one's
-    share is its compile, an eager one's a few seconds."""
+    size). Recorded before runners timed each evaluation, evaluations asked for together (a
+    verifying round) had an even share of the round's time, so that round's time is shared
+    again as their records' ends (``created_at``) lie apart: the runner of one device ran them
+    one after another, and a compiled one's share is its compile, an eager one's a few
+    seconds. Evaluations timed each by their runner are seldom alike to the microsecond and
+    keep their own."""
     seconds: dict[str, float] = defaultdict(float)
     for observation in advice.observations:
         seconds[observation.evaluation_id] += observation.seconds
@@ -114,10 +116,10 @@ class Replay:
     def clock(self) -> float:
         return self.now
 
-    def run(self, requests: Sequence[EvaluationRequest]) -> list[EvaluationRecord | MlmsError]:
+    def run(self, requests: Sequence[EvaluationRequest]) -> list[Ran]:
         return [self._answer(request) for request in requests]
 
-    def _answer(self, request: EvaluationRequest) -> EvaluationRecord | MlmsError:
+    def _answer(self, request: EvaluationRequest) -> Ran:
         self.asked.append(request)
         queue = self.own.get(self._key(request))
         if queue:
@@ -126,10 +128,10 @@ class Replay:
             record, seconds = self.swept[_setting(request)]
             self.from_sweep += 1
         else:
-            return NotMeasurable(f"no recorded evaluation of {_setting(request)}")
+            return Ran(NotMeasurable(f"no recorded evaluation of {_setting(request)}"), 0.0)
         self.now += seconds
         results = [r for r in record.results if r.batch_size in request.batch_sizes]
-        return record.model_copy(update={"id": uuid.uuid4().hex, "results": results})
+        return Ran(record.model_copy(update={"id": uuid.uuid4().hex, "results": results}), seconds)
 
     def sweep_values(self) -> dict[Config, float]:
         """Each configuration's objective as the sweep measured it."""

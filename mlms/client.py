@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -290,16 +291,18 @@ class EmbeddedClient:
         self, request: AdviceRequest, step: Callable[[str], None] | None = None
     ) -> AdviceRecord:
         """One evaluation at a time: they share this machine's devices."""
-        from mlms.advise.run import advise, stored_from_index
+        from mlms.advise.run import Ran, advise, stored_from_index
         from mlms.hardware import detect
 
-        def run(requests: Sequence[EvaluationRequest]) -> list[EvaluationRecord | MlmsError]:
-            answers: list[EvaluationRecord | MlmsError] = []
+        def run(requests: Sequence[EvaluationRequest]) -> list[Ran]:
+            answers: list[Ran] = []
             for request in requests:
+                started = time.monotonic()
                 try:
-                    answers.append(self.evaluate(request))
+                    answer: EvaluationRecord | MlmsError = self.evaluate(request)
                 except MlmsError as exc:  # one configuration failing ends no advice
-                    answers.append(exc)
+                    answer = exc
+                answers.append(Ran(answer, time.monotonic() - started))
             return answers
 
         index = self._writing_index() if request.use_stored else None

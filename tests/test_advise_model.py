@@ -13,7 +13,7 @@ import pytest
 from mlms import hardware
 from mlms.advise.predict import CostModel, Prior, batch_factors
 from mlms.advise.record import AdviceRecord, AdviceRequest, AdviceRow, Config, Observation
-from mlms.advise.run import _Session, advise
+from mlms.advise.run import Ran, _Session, advise
 from mlms.advise.space import build_space
 from mlms.catalog.zoo import get_model
 from mlms.errors import InvalidArgument
@@ -251,7 +251,7 @@ def _fake_gpu(asked: list[EvaluationRequest]):
 
     def run(requests):
         asked.extend(requests)
-        return [_record(r, _fake_latency) for r in requests]
+        return [Ran(_record(r, _fake_latency), 0.0) for r in requests]
 
     return run
 
@@ -356,7 +356,7 @@ def _advise_by_the_minute(
 
     def run(requests):
         now[0] += 40.0 * len(requests)
-        return [_record(r, latency) for r in requests]
+        return [Ran(_record(r, latency), 40.0) for r in requests]
 
     request = AdviceRequest(
         model="resnet18", frameworks=["torch"], precisions=["fp32", "bf16"],
@@ -429,7 +429,8 @@ def _three_configurations(
 
     def run(requests):
         asked.extend(requests)
-        return [_record(r, lambda q, _b: truth[(q.precision, q.channels_last)]) for r in requests]
+        return [Ran(_record(r, lambda q, _b: truth[(q.precision, q.channels_last)]), 0.0)
+                for r in requests]  # fmt: skip
 
     request = AdviceRequest(
         model="resnet18", frameworks=["torch"], precisions=["fp32", "fp16"], compile_modes=["none"],
@@ -438,7 +439,7 @@ def _three_configurations(
     space = build_space(request, get_model("resnet18"), (9, 0), 16)
     session = _Session(request, space, run, say, time.monotonic())
     baseline = space.baseline("torch", 1)
-    session.baselines["torch"] = run([_request_of(baseline)])[0]
+    session.baselines["torch"] = run([_request_of(baseline)])[0].answer
     asked.clear()
     fp16 = baseline.model_copy(update={"precision": "fp16"})
     layout = baseline.model_copy(update={"channels_last": True})
@@ -485,7 +486,7 @@ def test_a_launch_bound_predict_is_predicted_from_the_host_not_the_device() -> N
 
     def run(requests):
         asked.extend(requests)
-        return [_record(r, _launched_latency, _launch_ms) for r in requests]
+        return [Ran(_record(r, _launched_latency, _launch_ms), 0.0) for r in requests]
 
     request = AdviceRequest(
         model="resnet18", frameworks=["torch"], objective="throughput", precisions=["fp32", "fp16"],
@@ -549,7 +550,7 @@ def test_the_devices_work_timed_alone_carries_a_precision_into_cuda_graphs() -> 
     for timed in (True, False):
 
         def run(requests, alone=device if timed else None):
-            return [_record(r, latency, launch, alone) for r in requests]
+            return [Ran(_record(r, latency, launch, alone), 0.0) for r in requests]
 
         session = _Session(request, space, run, lambda _line: None, time.monotonic())
         session.probe()
@@ -595,7 +596,8 @@ def test_with_the_devices_work_timed_alone_few_compiled_settings_are_verified() 
         def run(requests, asked=asked, timed=timed):
             asked.extend(requests)
             launch, device = (lambda q, _b, i=i: _resnet_like(q)[i] for i in (0, 1))
-            return [_record(r, latency, launch, device if timed else None) for r in requests]
+            return [Ran(_record(r, latency, launch, device if timed else None), 0.0)
+                    for r in requests]  # fmt: skip
 
         session = _Session(request, space, run, lambda _line: None, time.monotonic())
         session.probe()
@@ -644,3 +646,24 @@ def test_a_rival_expected_to_gain_less_than_the_tolerance_is_not_verified() -> N
     assert [(a.precision, a.channels_last) for a in asked] == [("fp32", False), ("fp32", True)]
     assert {r.config: r.achieved for r in rows}[fp16] is None
     assert any("expected to gain less than 5%" in line for line in lines)
+
+
+def test_each_evaluation_says_the_time_its_runner_measured_not_a_share_of_its_round() -> None:
+    """A runner of one device runs a round's evaluations one after another: a compiled one
+    takes its compile, an eager one seconds. Each observation says its own evaluation's wall
+    time as the runner measured it, not an even share of the round's."""
+    took = {None: 1.5, "default": 30.0}
+
+    def run(requests):
+        return [Ran(_record(r, _fake_latency), took[r.compile]) for r in requests]
+
+    request = AdviceRequest(
+        model="resnet18", frameworks=["torch"], precisions=["fp32"],
+        compile_modes=["none", "default"], verify=1, budget_minutes=60,
+    )  # fmt: skip
+    space = build_space(request, get_model("resnet18"), (9, 0), 16)
+    session = _Session(request, space, run, lambda _line: None, time.monotonic())
+    eager = space.baseline("torch", 1)
+    compiled = eager.model_copy(update={"compile": "default"})
+    answers = session._evaluations([([eager], "full"), ([compiled], "full")], 3, 0.0)
+    assert [seconds for _answer, seconds in answers] == [1.5, 30.0]

@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from mlms.advise.predict import (
     BY_PRECISION,
@@ -73,10 +73,17 @@ Step = Callable[[str], None]
 Clock = Callable[[], float]
 
 
+class Ran(NamedTuple):
+    """One evaluation as a runner answers it."""
+
+    answer: EvaluationRecord | MlmsError  # its record, or the error that ended it
+    seconds: float  # its wall time, from its start to its answer (a compile included)
+
+
 class Runner(Protocol):
-    def __call__(self, requests: Sequence[EvaluationRequest]) -> list[EvaluationRecord | MlmsError]:
-        """Each request's record, or the error that ended it (in the order given); where the
-        platform has several devices, in parallel."""
+    def __call__(self, requests: Sequence[EvaluationRequest]) -> list[Ran]:
+        """Each request's evaluation (in the order given); where the platform has several
+        devices, in parallel."""
         ...
 
 
@@ -292,11 +299,7 @@ class _Session:
             _request(self.request, configs, iterations, seconds, warmup)
             for configs, warmup in ((c, PROBE_WARMUP if w == "probe" else 3) for c, w in planned)
         ]
-        begun = self.clock()
-        answers = self.run(requests)
-        # Wall time per evaluation: the batch's, shared (in parallel, each took about that).
-        each = (self.clock() - begun) / max(1, len(requests))
-        return [(a, each) for a in answers]
+        return [(ran.answer, ran.seconds) for ran in self.run(requests)]
 
     def _single_setting_probes(self) -> list[Config]:
         """The configurations one setting away from their framework's baseline, at the batch

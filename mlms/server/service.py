@@ -8,6 +8,7 @@ import math
 import queue
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -16,6 +17,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import set_span_in_context
 
 from mlms.advise.record import AdviceRecord, AdviceRequest, list_advice
+from mlms.advise.run import Ran, advise, stored_from_index
 from mlms.analysis.catalog import analyze_stored, to_ipc
 from mlms.assets.model_store import remove_model
 from mlms.bounds.record import BoundRequest, list_bounds
@@ -177,8 +179,6 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         steps: queue.Queue[str | AdviceRecord | BaseException] = queue.Queue()
 
         def work() -> None:
-            from mlms.advise.run import advise, stored_from_index
-
             try:
                 steps.put(
                     advise(
@@ -217,14 +217,16 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
                 return agent.hardware
         raise HardwareNotFound(f"hardware {hw!r}: no live agent has it")
 
-    def _run_in_parallel(
-        self, requests: Sequence[EvaluationRequest]
-    ) -> list[EvaluationRecord | MlmsError]:
+    def _run_in_parallel(self, requests: Sequence[EvaluationRequest]) -> list[Ran]:
         """Through the dispatcher, as many at once as live agents have the hardware."""
         hw = requests[0].hw.lower() if requests else "cpu"
         width = sum(a.serves_hw(hw) for a in self.fleet.agents())
 
-        def one(request: EvaluationRequest) -> EvaluationRecord | MlmsError:
+        def one(request: EvaluationRequest) -> Ran:
+            started = time.monotonic()
+            return Ran(answer(request), time.monotonic() - started)
+
+        def answer(request: EvaluationRequest) -> EvaluationRecord | MlmsError:
             try:
                 for event in self.dispatcher.evaluate(request):
                     if event.WhichOneof("event") == "evaluation":
