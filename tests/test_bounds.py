@@ -97,6 +97,29 @@ def test_attention_is_a_layer_of_the_bound_and_runs_alone_as_in_the_model():
     assert "aten::_native_multi_head_attention" in {event.name for event in profiled.events()}
 
 
+class _Transposing(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.transpose(1, 2).contiguous() + x.contiguous().transpose(1, 2)
+
+
+def test_a_layer_reading_a_transposed_view_is_benchmarked_on_one():
+    """A layer's configuration has its input's order of axes where that is not contiguous (a
+    transpose's view), and run alone it reads a tensor laid out so: the ``contiguous`` that
+    copies a transposed view in the model copies there too, where the one of a contiguous
+    tensor does nothing, in both places."""
+    graph = layer_graph(_Transposing().eval(), (2, 64, 32))
+    copying, idle = [layer for layer in graph.layers if layer.op == "contiguous"]
+    assert copying.attribute("input_strides") == [[2048, 1, 32]]
+    assert idle.attribute("input_strides") is None and copying.config != idle.config
+
+    def copies(layer: Layer) -> bool:
+        with torch.inference_mode(), torch.profiler.profile() as profiled:
+            graph.isolate(layer, "cpu").run()
+        return "aten::copy_" in {event.name for event in profiled.events()}
+
+    assert copies(copying) and not copies(idle)
+
+
 def test_bounds_and_what_ifs_of_a_hand_built_graph():
     """A branch a -> (b | c) -> d: the critical path is a, c, d."""
     a = Layer("a", "a", "conv", "Conv2d", ((1, 8, 4, 4), (8, 8, 3, 3)), (1, 8, 4, 4), "float32",

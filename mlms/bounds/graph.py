@@ -182,14 +182,36 @@ class LayerGraph:
 
 def _random_like(meta: Any, device: str, dtype: Any) -> Any:
     """A tensor of ``meta``'s shape on ``device`` (floating point ones at random, in ``dtype``
-    when given; token ids and masks zeros, which index anything); ``meta`` itself if no tensor."""
+    when given; token ids and masks zeros, which index anything), laid out in ``meta``'s order
+    of axes where that is another than contiguous; ``meta`` itself if no tensor."""
     import torch
 
     if not _is_tensor(meta):
         return meta
-    if not meta.dtype.is_floating_point:
-        return torch.zeros(tuple(meta.shape), dtype=meta.dtype, device=device)
-    return torch.rand(tuple(meta.shape), dtype=dtype or meta.dtype, device=device)
+    floating = meta.dtype.is_floating_point
+    kind = (dtype or meta.dtype) if floating else meta.dtype
+    shape = tuple(meta.shape)
+    if _reordered(meta):
+        made = torch.empty_strided(shape, tuple(meta.stride()), dtype=kind, device=device)
+    else:
+        made = torch.empty(shape, dtype=kind, device=device)
+    return made.uniform_() if floating else made.zero_()
+
+
+def _reordered(tensor: Any) -> bool:
+    """Whether ``tensor`` is dense, each element once, but in another order of its axes than
+    contiguous (a transpose's or a permute's view). An expanded view (a stride 0) is not: one
+    element read as many is no layout a fresh tensor of its shape can have."""
+    if tensor.is_contiguous():
+        return False
+    expected = 1
+    for size, stride in sorted(zip(tensor.shape, tensor.stride(), strict=True), key=lambda p: p[1]):
+        if size == 1:
+            continue
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 #: fx node kinds that compute (placeholders and attributes are the model's inputs and weights).
@@ -274,6 +296,11 @@ def _layer(traced: Any, node: Any, seen: Counter[str]) -> Layer:
         name = f"{owner}/{op}" if owner else op
         attributes = _constant_arguments(node)
         shapes = [tuple(t.shape) for t in tensors]
+    # A tensor read in another order of its axes than contiguous (a transpose's view) costs
+    # another walk through memory, or a copy: its strides are part of what the layer computes.
+    reordered = [list(t.stride()) if _reordered(t) else None for t in tensors]
+    if any(reordered):
+        attributes = tuple(sorted((*attributes, ("input_strides", reordered))))
     seen[name] += 1
     # A layer of several outputs (attention's output and its weights) is shaped by its first.
     output = _first_tensor(node.meta["val"])
