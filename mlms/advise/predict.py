@@ -441,8 +441,14 @@ def cost_model(
 
 def _independent(mine: Prediction, theirs: Prediction) -> tuple[float, float]:
     """The log ratio of two predictions taken as independent, and its standard deviation."""
-    sigmas = [math.log(p.high / p.low) / (2 * Z95) for p in (mine, theirs)]
+    sigmas = [log_sigma(p.low, p.high) for p in (mine, theirs)]
     return math.log(mine.value / theirs.value), math.hypot(*sigmas)
+
+
+def log_sigma(low: float, high: float) -> float:
+    """The standard deviation of the log of a value whose 95% interval is ``low``-``high``
+    (the inverse of ``_interval``)."""
+    return math.log(high / low) / (2 * Z95)
 
 
 def _interval(value: float, sigma: float, basis: str) -> Prediction:

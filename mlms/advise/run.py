@@ -16,11 +16,11 @@ from typing import NamedTuple, Protocol
 
 from mlms.advise.predict import (
     BY_PRECISION,
-    Z95,
     CostModel,
     HostDeviceModel,
     Prior,
     cost_model,
+    log_sigma,
 )
 from mlms.advise.record import (
     AdviceRecord,
@@ -599,7 +599,7 @@ class _Session:
             at = best.achieved if best.achieved is not None else best.predicted
             gain = math.log(at / row.predicted)
             gain = gain if self.request.lower_is_better else -gain
-            sigma = math.log(row.high / row.low) / (2 * Z95)
+            sigma = log_sigma(row.low, row.high)
         if math.isnan(gain):
             return True
         return _expected_gain(gain, sigma) >= math.log1p(TOLERANCE)
@@ -778,10 +778,8 @@ def _expected_gain(mean: float, sigma: float) -> float:
     as none (the best achieved stays the recommendation)."""
     if sigma <= 0:
         return max(mean, 0.0)
-    z = mean / sigma
-    cdf = 0.5 * (1 + math.erf(z / math.sqrt(2)))
-    pdf = math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
-    return mean * cdf + sigma * pdf
+    standard, z = statistics.NormalDist(), mean / sigma
+    return mean * standard.cdf(z) + sigma * standard.pdf(z)
 
 
 def _reaches(row: AdviceRow, achieved: float, lower_is_better: bool) -> bool:
