@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -295,15 +294,7 @@ class EmbeddedClient:
         from mlms.hardware import detect
 
         def run(requests: Sequence[EvaluationRequest]) -> list[Ran]:
-            answers: list[Ran] = []
-            for request in requests:
-                started = time.monotonic()
-                try:
-                    answer: EvaluationRecord | MlmsError = self.evaluate(request)
-                except MlmsError as exc:  # one configuration failing ends no advice
-                    answer = exc
-                answers.append(Ran(answer, time.monotonic() - started))
-            return answers
+            return [Ran.timing(self.evaluate, request) for request in requests]
 
         index = self._writing_index() if request.use_stored else None
         return advise(

@@ -79,6 +79,19 @@ class Ran(NamedTuple):
     answer: EvaluationRecord | MlmsError  # its record, or the error that ended it
     seconds: float  # its wall time, from its start to its answer (a compile included)
 
+    @classmethod
+    def timing(
+        cls, evaluate: Callable[[EvaluationRequest], EvaluationRecord], request: EvaluationRequest
+    ) -> Ran:
+        """``evaluate(request)`` timed, the error that ended it taken as its answer: one
+        configuration failing ends no advice."""
+        started = time.monotonic()
+        try:
+            answer: EvaluationRecord | MlmsError = evaluate(request)
+        except MlmsError as exc:
+            answer = exc
+        return cls(answer, time.monotonic() - started)
+
 
 class Runner(Protocol):
     def __call__(self, requests: Sequence[EvaluationRequest]) -> list[Ran]:

@@ -8,7 +8,6 @@ import math
 import queue
 import re
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -222,22 +221,15 @@ class EvaluatorService(evaluator_pb2_grpc.EvaluatorServicer):
         hw = requests[0].hw.lower() if requests else "cpu"
         width = sum(a.serves_hw(hw) for a in self.fleet.agents())
 
-        def one(request: EvaluationRequest) -> Ran:
-            started = time.monotonic()
-            return Ran(answer(request), time.monotonic() - started)
-
-        def answer(request: EvaluationRequest) -> EvaluationRecord | MlmsError:
-            try:
-                for event in self.dispatcher.evaluate(request):
-                    if event.WhichOneof("event") == "evaluation":
-                        self._index(event.evaluation)
-                        return from_proto(event.evaluation, EvaluationRecord, "record")
-                return Unavailable(f"the evaluation of {request.model} ended without a record")
-            except MlmsError as exc:  # one configuration failing ends no advice
-                return exc
+        def evaluate(request: EvaluationRequest) -> EvaluationRecord:
+            for event in self.dispatcher.evaluate(request):
+                if event.WhichOneof("event") == "evaluation":
+                    self._index(event.evaluation)
+                    return from_proto(event.evaluation, EvaluationRecord, "record")
+            raise Unavailable(f"the evaluation of {request.model} ended without a record")
 
         with ThreadPoolExecutor(max_workers=max(1, width)) as pool:
-            return list(pool.map(one, requests))
+            return list(pool.map(lambda request: Ran.timing(evaluate, request), requests))
 
     def Predict(self, request, context):
         with self.tracer.start_as_current_span(
