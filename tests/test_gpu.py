@@ -277,3 +277,26 @@ def test_energy_of_a_gpu_evaluation_comes_from_nvmls_counter(store):
         )
     small, large = record.results
     assert large.energy.joules_per_inference < small.energy.joules_per_inference
+
+
+@pytest.mark.skipif(not hardware.detect().gpus, reason="no NVIDIA GPU (NVML lists none)")
+def test_the_devices_work_alone_is_timed_on_a_batch_a_predict_staged_before(store):
+    """``device_times`` called on its own, after a predict staged the same shape's batch into
+    its pinned buffer under inference mode, copies into that buffer as the predict did
+    (outside inference mode torch refuses an in-place copy into an inference tensor)."""
+    import numpy as np
+
+    from mlms.assets.manager import AssetManager
+    from mlms.catalog.zoo import get_model
+    from mlms.config import mlms_home
+    from mlms.predictors.base import PredictorOptions
+    from mlms.predictors.registry import predictor_class
+
+    manifest = get_model("resnet18")
+    asset = AssetManager(store, mlms_home() / "cache").ensure(manifest, "torch")
+    batch = np.zeros((1, *manifest.inputs[0].shape), manifest.inputs[0].dtype)
+    options = PredictorOptions(device="cuda:0")
+    with predictor_class("torch")(manifest, asset.path, options) as predictor:
+        predictor.predict(batch)
+        times = predictor.device_times(batch, 2, max(predictor.launches))
+    assert len(times) == 2 and all(t > 0 for t in times), times
