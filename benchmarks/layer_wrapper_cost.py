@@ -6,7 +6,8 @@ times) is run plain and under ``HookedLayers.capture`` (the framework level's la
 device; here on the CPU, the same Python), in alternating blocks. Prints each block kind's p50
 and the microseconds the capture adds per layer call: the wrappers' own cost, which at batch 1
 on a GPU lands in full in the predict's latency (the host issues the forward slower than the
-GPU runs it).
+GPU runs it). First the seconds of ``sum(range(10**8))``, to set one host's Python speed
+beside another's.
 
     .venv/bin/python benchmarks/layer_wrapper_cost.py [--leaves 175] [--every 10] [--rounds 10]
         [--block 200]
@@ -85,6 +86,9 @@ def main() -> None:
     for name, value in (("--leaves", args.leaves), ("--every", args.every)):
         if value < 1:
             parser.error(f"{name} {value}: expected a positive number")
+    began = time.perf_counter()
+    sum(range(10**8))
+    print(f"reference: sum(range(10**8)) in {time.perf_counter() - began:.2f} s on this host")
     row = measure(args.leaves, args.every, args.rounds, args.block)
     print(
         f"{row['layer_calls']} layer calls a forward: plain p50 {row['plain_us']:.1f} us, "

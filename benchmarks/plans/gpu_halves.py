@@ -14,8 +14,8 @@ run kit's plan (``benchmarks/gpu_kit.py``):
   against torch.profiler CPU+CUDA on resnet50 at batch 1, 16 and 64, interleaved in one process
   (``benchmarks/layer_capture_overhead.py``), twice, in one device call (one host): two calls
   that agree within 5 % say the rounds are enough; target slowdown <= 1.10 at 16 and 64 and
-  <= torch.profiler's at 1; beside it the hardware level with one CUPTI activity buffer for
-  the process rather than one per thread (what the per-thread buffers save);
+  <= torch.profiler's at 1; ``hardware_wrappers``: the layers' wrappers alone on the host's
+  CPU beside a pure-Python reference (how much slower a host runs a collector's Python);
   ``hardware_parts``: where that cost comes from at batch 1 and 16, CUPTI's API records apart
   from its kernels' records, each alone and beside the layers, and the hardware level with a
   0.1 ms thread switch interval (CUPTI's thread waiting for the GIL), with the garbage
@@ -107,6 +107,7 @@ def cells(kit: Kit) -> list[Cell]:
                "--layer-predicts", "3")  # fmt: skip
         cost = ("--device", "cpu", "--batch-sizes", "1,4", "--rounds", "2", "--block", "3",
                 "--only", "mlms layers")  # fmt: skip
+        wrappers = ("--rounds", "2", "--block", "20")
         parts = ("--device", "cpu", "--batch-sizes", "1", "--rounds", "2", "--block", "3")
         energy = ("--hw", "cpu", "--smoke", "--rounds", "2", "--min-seconds", "0.2")
     else:
@@ -118,12 +119,12 @@ def cells(kit: Kit) -> list[Cell]:
         # at batch 64 and 0.6-5.3 % at 16; at batch 1 the hosts' own noise kept them 4-22 %
         # apart.
         # torch.profiler's activities apart are left out: its cpu+cuda is the reference; the
-        # layers apart and the hardware level with one CUPTI buffer for the process (rather
-        # than one per thread) say what the layers and the buffers cost. Both calls run in one
-        # device call: on one host, as the hosts lent differ by up to 1.8x at batch 1.
+        # layers apart say what the layers cost. Both calls run in one device call: on one
+        # host, as the hosts lent differ by up to 1.8x at batch 1. (One CUPTI buffer for the
+        # process against one per thread measured alike in 48 paired rounds: no longer run.)
         hardware = "mlms layers,mlms layers+cupti,torch.profiler cpu+cuda"
         cost = ("--device", device, "--batch-sizes", batches, "--rounds", "12", "--block", "60",
-                "--only", f"{hardware},mlms layers+cupti shared buffer")  # fmt: skip
+                "--only", hardware)  # fmt: skip
         # Where the cost is, where it shows: CUPTI's API records apart from its kernels', each
         # alone and beside the layers, whether a GIL handoff or the garbage collector adds to
         # their sum, and the driver's records and the shared buffer, at the host-bound batch
@@ -132,6 +133,7 @@ def cells(kit: Kit) -> list[Cell]:
                  "--only", f"{hardware},mlms cupti,mlms cupti api,mlms cupti kernels,"
                  "mlms layers+cupti api,mlms layers+cupti 0.1ms,mlms layers+cupti nogc,"
                  "mlms layers+cupti runtime,mlms layers+cupti shared buffer")  # fmt: skip
+        wrappers = ("--rounds", "10", "--block", "200")
         energy = ("--hw", kit.hw, "--configs", "resnet50:fp32:1", "--rounds", "12",
                   "--min-seconds", "10")  # fmt: skip
     # The GPU tests of what the other cells measure with (the hardware level, compiled models,
@@ -160,6 +162,10 @@ def cells(kit: Kit) -> list[Cell]:
         overhead = ("{python}", "benchmarks/layer_capture_overhead.py", "--model", image, *cost,
                     "--json", "{out}/overhead.json")  # fmt: skip
         plan.append(Cell(f"hardware_cost_{call}", _tabled(*overhead), timeout_s=590))
+    # The layers' wrappers alone on the host's CPU, beside a pure-Python reference: how much
+    # slower this host runs the Python a collector adds per layer call than another.
+    plan.append(Cell("hardware_wrappers", _tabled(
+        "{python}", "benchmarks/layer_wrapper_cost.py", *wrappers), timeout_s=120))  # fmt: skip
     parted = ("{python}", "benchmarks/layer_capture_overhead.py", "--model", image, *parts,
               "--json", "{out}/overhead.json")  # fmt: skip
     plan.append(Cell("hardware_parts", _tabled(*parted), timeout_s=420))
