@@ -521,3 +521,27 @@ def test_gpu_halves_summary_shows_what_the_hardware_level_costs_together_over_ap
     assert "| 1 | +0.100 | +0.200 | +0.500 | +0.200 |" in text
     assert "| hardware_cost_2 | 1 | 1.320 | - | 1.300 |" in text
     assert "- batch 1: 1.100" in text
+
+
+def test_gpu_halves_summary_sets_the_hardware_levels_host_forward_against_the_gpus_work(
+    tmp_path: Path,
+) -> None:
+    """From a hardware_cost call: the host's forward with the layers and with CUPTI as well,
+    the GPU's busy time, CUPTI's host microseconds per kernel launched and the slowdown, per
+    batch size; a call from before the forward was timed is left out of that table."""
+    layers = {"slowdown": 1.01, "forward_host_ms": 7.0}
+    hardware = {"slowdown": 1.2, "forward_host_ms": 8.74, "gpu_busy_ms": 6.9,
+                "kernels_per_predict": 174.0}  # fmt: skip
+    for name, measured in (
+        ("hardware_cost_1", {"plain": {}, "mlms layers": layers, "mlms layers+cupti": hardware}),
+        ("hardware_cost_s30", {"plain": {}, "mlms layers+cupti": {"slowdown": 1.3}}),
+    ):
+        folder = tmp_path / "cells" / name
+        folder.mkdir(parents=True)
+        (folder / "cell.json").write_text(json.dumps({"status": "done", "wall_s": 1.0}))
+        (folder / "overhead.json").write_text(json.dumps({"16": measured}))
+    text = kit_module().load_plan("gpu_halves").summarize(tmp_path)
+    table = text.split("host forward against the GPU's work")[1].split("\n\n")[1]
+    assert table.splitlines()[2:] == [
+        "| hardware_cost_1 | 16 | 7.000 | 8.740 | 6.900 | 10.0 | 1.200 |"
+    ]

@@ -199,6 +199,7 @@ def summarize(results: Path) -> str:
             lines.append(f"### {folder.name}: {outcome['status']} in {outcome['wall_s']} s")
             lines += ["", "```", table.read_text().rstrip() if table.is_file() else "", "```", ""]
     lines += _hardware_cost(cells)
+    lines += _hardware_host_bound(cells)
     lines += _hardware_parts(cells)
     return "\n".join(lines) + "\n"
 
@@ -242,6 +243,30 @@ def _hardware_cost(cells: Path) -> list[str]:
             found = [call.get(batch, {}).get(COST_SHOWN[0], {}).get("slowdown") for call in pair]
             if None not in found:
                 out.append(f"- batch {batch}: {max(found) / min(found):.3f}")
+    return [*out, ""]
+
+
+def _hardware_host_bound(cells: Path) -> list[str]:
+    """Per call and batch size: the host's forward with the layers alone and with CUPTI as
+    well, against the GPU's busy time in a predict, CUPTI's host time per kernel launched,
+    and the hardware level's slowdown. Where the hardware level's forward outlasts the GPU's
+    work the device waits on the host, and its slowdown is about the one over the other."""
+    out = ["the hardware level's host forward against the GPU's work (ms a predict):", ""]
+    heading = ("call", "batch", "layers fwd", "hardware fwd", "gpu busy", "cupti us/kernel",
+               "slowdown")  # fmt: skip
+    out += ["| " + " | ".join(heading) + " |", "|" + "---|" * len(heading)]
+    for path in sorted(cells.glob("hardware_*/overhead.json")):
+        for batch, measured in json.loads(path.read_text()).items():
+            layers = measured.get("mlms layers", {})
+            hardware = measured.get("mlms layers+cupti", {})
+            if "forward_host_ms" not in layers or not hardware.get("kernels_per_predict"):
+                continue  # calls before the host's forward and the kernels were counted
+            per_kernel = (hardware["forward_host_ms"] - layers["forward_host_ms"]) * 1e3
+            row = (path.parent.name, batch, _ms(layers["forward_host_ms"]),
+                   _ms(hardware["forward_host_ms"]), _ms(hardware["gpu_busy_ms"]),
+                   f"{per_kernel / hardware['kernels_per_predict']:.1f}",
+                   f"{hardware['slowdown']:.3f}")  # fmt: skip
+            out.append("| " + " | ".join(row) + " |")
     return [*out, ""]
 
 
