@@ -282,8 +282,9 @@ def test_energy_of_a_gpu_evaluation_comes_from_nvmls_counter(store):
 @pytest.mark.skipif(not hardware.detect().gpus, reason="no NVIDIA GPU (NVML lists none)")
 def test_the_devices_work_alone_is_timed_on_a_batch_a_predict_staged_before(store):
     """``device_times`` called on its own, after a predict staged the same shape's batch into
-    its pinned buffer under inference mode, copies into that buffer as the predict did
-    (outside inference mode torch refuses an in-place copy into an inference tensor)."""
+    its pinned buffer under inference mode, copies into that buffer outside that mode: the
+    buffer is a plain tensor (torch refuses an in-place copy into an inference tensor outside
+    inference mode)."""
     import numpy as np
 
     from mlms.assets.manager import AssetManager

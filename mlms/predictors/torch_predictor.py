@@ -174,7 +174,11 @@ class TorchPredictor(Predictor):
         key = (tuple(host.shape), host.dtype)
         pinned = self._pinned.get(key)
         if pinned is None:
-            pinned = self._pinned[key] = torch.empty_like(host).pin_memory()
+            # A plain tensor even where a predict under inference mode makes it: an inference
+            # tensor takes no copy outside that mode (``device_times`` stages outside it, and
+            # must, for a compiled model guards on its input's kind).
+            with torch.inference_mode(False):
+                pinned = self._pinned[key] = torch.empty_like(host).pin_memory()
         pinned.copy_(host)
         start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
         start.record()
@@ -223,13 +227,11 @@ class TorchPredictor(Predictor):
         sleep = getattr(torch.cuda, "_sleep", None)
         if self.device.type != "cuda" or self.ranks.size > 1 or sleep is None:
             return []
+        tensor = self.stage(batch)[0]
         times = []
         # The spin, the events and the predict on one stream: the model's device's current one.
         spin_ns = 2 * launch_ns
         with torch.cuda.device(self.device), getattr(torch, self.autograd_off)():
-            # Staged as ``predict`` stages, under its autograd mode: the pinned buffer a
-            # predict made under inference mode takes no copy outside it.
-            tensor = self.stage(batch)[0]
             cycles = int(self._cycles_per_ns(sleep) * spin_ns)
             for _ in range(predicts):
                 start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
