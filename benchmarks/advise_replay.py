@@ -15,6 +15,12 @@ Each evaluation asked for is answered by, in this order:
   overstates an eager probe's time (the sweep measured longer) but not a compiled one's, which
   its compile decides.
 
+The first compiled evaluation in advise's process paid the compiler's start (Inductor's worker
+pool, its first graph's imports) besides its compile: ``compile_start`` is how much longer it took
+than the median of advise's later compiled evaluations. The replay takes it off that evaluation
+and charges it to whichever compiled evaluation the replayed advise asks for first, so a change
+that compiles in another order is not credited with the live run's start.
+
 Printed: the live advice beside the replay (recommendation, evaluations, compiled ones,
 seconds), the replay's quality against the sweep's best (by the sweep's own measurements) and
 its time over the sweep's, and whether the replay reproduced the live run. ``--set
@@ -32,6 +38,7 @@ import argparse
 import itertools
 import json
 import math
+import statistics
 import sys
 import tempfile
 import uuid
@@ -89,6 +96,16 @@ def _own_seconds(advice: AdviceRecord, records: dict[str, EvaluationRecord]) -> 
     return own
 
 
+def compile_start(in_order: Sequence[tuple[bool, float]]) -> float:
+    """Seconds the first compiled evaluation took beyond the median of the later ones, none
+    below 0; 0 without two compiled evaluations. ``in_order``: each evaluation's (compiled,
+    wall seconds), in the order they ran."""
+    compiled = [seconds for is_compiled, seconds in in_order if is_compiled]
+    if len(compiled) < 2:
+        return 0.0
+    return max(0.0, compiled[0] - statistics.median(compiled[1:]))
+
+
 class Replay:
     """advise's runner and clock over one model's recorded evaluations."""
 
@@ -96,6 +113,12 @@ class Replay:
         self.advice = AdviceRecord.model_validate(data["advice"])
         records = {i: EvaluationRecord.model_validate(r) for i, r in data["evaluations"].items()}
         seconds = _own_seconds(self.advice, records)
+        ran = sorted(seconds, key=lambda i: records[i].created_at)
+        compiled = [i for i in ran if records[i].request.compile]
+        self.compile_start = compile_start([(i in compiled, seconds[i]) for i in ran])
+        if compiled:
+            seconds[compiled[0]] -= self.compile_start
+        self.started_compiling = False
         self.own: dict[tuple, deque[tuple[EvaluationRecord, float]]] = defaultdict(deque)
         for evaluation_id in dict.fromkeys(o.evaluation_id for o in self.advice.observations):
             record = records[evaluation_id]
@@ -129,6 +152,9 @@ class Replay:
             self.from_sweep += 1
         else:
             return Ran(NotMeasurable(f"no recorded evaluation of {_setting(request)}"), 0.0)
+        if request.compile and not self.started_compiling:
+            self.started_compiling = True
+            seconds += self.compile_start
         self.now += seconds
         results = [r for r in record.results if r.batch_size in request.batch_sizes]
         return Ran(record.model_copy(update={"id": uuid.uuid4().hex, "results": results}), seconds)
@@ -197,6 +223,7 @@ def replay(path: Path, quiet: bool, changes: dict[str, str]) -> dict:
             }
             for name, (record, evaluations) in sides.items()
         },
+        "compile_start_s": replayed.compile_start,
         "from_sweep": replayed.from_sweep,
         "reproduced": replayed.from_sweep == 0
         and len(replayed.asked) == len(live_ids)
@@ -245,6 +272,9 @@ def main() -> int:
         print(f"{'':12} sweep  best {r['sweep_best'][:47]:47} {'':7} {'':5} {'':8} "
               f"{r['sweep_seconds']:8.1f}; replay reproduced the live run: "
               f"{'yes' if r['reproduced'] else 'no'}")  # fmt: skip
+        if r["compile_start_s"]:
+            print(f"{'':12} the compiler's start, charged to the first compile: "
+                  f"{r['compile_start_s']:.1f} s")  # fmt: skip
     print("quality: the recommendation's value over the sweep's best, both as the sweep measured "
           "them (1.000 = the best); time: advise's seconds over the sweep's")  # fmt: skip
     if args.out:

@@ -80,3 +80,23 @@ def test_a_bad_change_is_one_line(recording: Path, change: str, named: str) -> N
     assert done.returncode == 2
     (line,) = [x for x in done.stderr.splitlines() if "error:" in x]
     assert named in line
+
+
+@pytest.mark.parametrize(
+    ("in_order", "start"),
+    [
+        # The first compile took 21.3 s, the later ones 10.8-14.6: 9.75 s beyond their median.
+        ([(False, 1.1), (True, 21.3), (True, 10.8), (False, 1.0), (True, 14.6), (True, 11.2),
+          (True, 11.9)], 9.75),
+        ([(True, 8.0), (True, 9.0), (True, 11.0)], 0.0),  # no dearer than the later ones
+        ([(False, 1.0), (True, 30.0)], 0.0),  # one compile: nothing to set it against
+    ],
+)  # fmt: skip
+def test_the_compilers_start_is_what_the_first_compile_took_beyond_the_later_ones(
+    in_order: list[tuple[bool, float]], start: float
+) -> None:
+    """What the replay charges to the first compiled evaluation it asks for, whichever that
+    is, taken off the one that ran first live."""
+    from benchmarks.advise_replay import compile_start
+
+    assert compile_start(in_order) == pytest.approx(start)
