@@ -38,8 +38,8 @@ takes the host longer than the GPU is busy leaves the GPU waiting: the collector
 then shows in the p50; while the GPU is the longer one it hides.
 
     .venv/bin/python benchmarks/layer_capture_overhead.py [--model resnet50] [--device cpu]
-        [--batch-sizes 1] [--rounds 6] [--block 20] [--threads N] [--only LABEL,...]
-        [--json FILE]
+        [--batch-sizes 1] [--rounds 6 | --rounds 36,12] [--block 20] [--threads N]
+        [--only LABEL,...] [--json FILE]
 """
 
 from __future__ import annotations
@@ -359,12 +359,29 @@ def _cell(value: float, width: int = 12, digits: int = 3) -> str:
     return f"{'-':>{width}}" if value != value else f"{value:{width}.{digits}f}"
 
 
+def rounds_per_batch(text: str, batch_sizes: list[int]) -> list[int]:
+    """``--rounds``: one positive number for every batch size, or one per batch size."""
+    parts = text.split(",")
+    rounds = [int(p) for p in parts if p.strip().isdigit() and int(p) > 0]
+    if len(rounds) != len(parts) or len(rounds) not in (1, len(batch_sizes)):
+        sizes = ",".join(map(str, batch_sizes))
+        raise ValueError(
+            f"--rounds {text!r}: expected a positive number, or one per batch size ({sizes})"
+        )
+    return rounds * len(batch_sizes) if len(rounds) == 1 else rounds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="resnet50")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--batch-sizes", default="1")
-    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument(
+        "--rounds",
+        default="6",
+        help="rounds per configuration: one number, or one per batch size (1 is the noisiest: "
+        "its blocks are shortest)",
+    )
     parser.add_argument("--block", type=int, default=20)
     parser.add_argument(
         "--threads", type=int, help="intra-op threads (default: torch's); 1 steadies a CPU run"
@@ -378,15 +395,18 @@ def main() -> None:
     if only and only - set(configurations(args.device)):
         unknown = ", ".join(sorted(only - set(configurations(args.device))))
         parser.error(f"--only {unknown!r}: expected among {', '.join(configurations(args.device))}")
+    batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
+    try:
+        per_batch = rounds_per_batch(args.rounds, batch_sizes)
+    except ValueError as error:
+        parser.error(str(error))
     out = {}
-    for batch_size in (int(b) for b in args.batch_sizes.split(",")):
-        rows = measure(
-            args.model, args.device, batch_size, args.rounds, args.block, args.threads, only
-        )
+    for batch_size, count in zip(batch_sizes, per_batch, strict=True):
+        rows = measure(args.model, args.device, batch_size, count, args.block, args.threads, only)
         calls = rows["plain"]["layer_calls"]
         print(
             f"{args.model} on {args.device}, batch {batch_size}: {calls} layer calls a predict, "
-            f"{args.rounds} rounds of {args.block} predicts per configuration"
+            f"{count} rounds of {args.block} predicts per configuration"
         )
         print("\n".join(table(rows)))
         alone = rows["plain"]["device_alone_ms"]

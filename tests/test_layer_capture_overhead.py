@@ -21,6 +21,7 @@ from benchmarks.layer_capture_overhead import (  # noqa: E402
     gpu_times,
     pooled,
     round_ratios,
+    rounds_per_batch,
     switch_interval,
 )
 from mlms.tracer.cupti import ClockMap, CuptiCapture  # noqa: E402
@@ -79,3 +80,11 @@ def test_a_slow_stretch_of_the_host_cancels_round_by_round() -> None:
     traced = {0: [11.0, 11.0], 1: [16.5, 16.5], 2: [11.0, 11.0], 3: [99.0]}  # 3: no plain
     assert round_ratios(traced, plain) == pytest.approx([1.1, 1.1, 1.1])
     assert sorted(pooled(traced)) == [11.0] * 4 + [16.5] * 2 + [99.0]
+
+
+def test_rounds_are_one_number_for_every_batch_size_or_one_each() -> None:
+    assert rounds_per_batch("12", [1, 16, 64]) == [12, 12, 12]
+    assert rounds_per_batch("36,12,12", [1, 16, 64]) == [36, 12, 12]
+    for bad in ("36,12", "0", "x", "12,,12"):
+        with pytest.raises(ValueError, match=rf"--rounds '{bad}': expected .* \(1,16,64\)"):
+            rounds_per_batch(bad, [1, 16, 64])

@@ -115,16 +115,17 @@ def cells(kit: Kit) -> list[Cell]:
         compare = ("--input-on-device", "--iterations", "30", "--min-seconds", "1")
         jax = ("--device", "cuda:0", "--batch-size", "64", "--rounds", "6", "--block", "20",
                "--layer-predicts", "10")  # fmt: skip
-        # 12 rounds of 60 predicts per configuration: two calls on one host agreed within 0.1 %
-        # at batch 64 and 0.6-5.3 % at 16; at batch 1 the hosts' own noise kept them 4-22 %
-        # apart.
+        # 12 rounds of 60 predicts per configuration at 16 and 64: two calls on one host agreed
+        # within 0.1-0.4 % at batch 64 and 0.2-5.3 % at 16. At batch 1 the hosts' own noise
+        # kept them 4-22 % apart with 12 (a round's ratio spread 0.64-2.70 in one call): 36
+        # there, whose blocks are the shortest (about a minute more a call).
         # torch.profiler's activities apart are left out: its cpu+cuda is the reference; the
         # layers apart say what the layers cost. Both calls run in one device call: on one
         # host, as the hosts lent differ by up to 1.8x at batch 1. (One CUPTI buffer for the
         # process against one per thread measured alike in 48 paired rounds: no longer run.)
         hardware = "mlms layers,mlms layers+cupti,torch.profiler cpu+cuda"
-        cost = ("--device", device, "--batch-sizes", batches, "--rounds", "12", "--block", "60",
-                "--only", hardware)  # fmt: skip
+        cost = ("--device", device, "--batch-sizes", batches, "--rounds", "36,12,12",
+                "--block", "60", "--only", hardware)  # fmt: skip
         # Where the cost is, where it shows: CUPTI's API records apart from its kernels', each
         # alone and beside the layers, whether a GIL handoff or the garbage collector adds to
         # their sum, and the driver's records and the shared buffer, at the host-bound batch
