@@ -114,10 +114,12 @@ class Replay:
         records = {i: EvaluationRecord.model_validate(r) for i, r in data["evaluations"].items()}
         seconds = _own_seconds(self.advice, records)
         ran = sorted(seconds, key=lambda i: records[i].created_at)
-        compiled = [i for i in ran if records[i].request.compile]
-        self.compile_start = compile_start([(i in compiled, seconds[i]) for i in ran])
-        if compiled:
-            seconds[compiled[0]] -= self.compile_start
+        self.compile_start = compile_start(
+            [(bool(records[i].request.compile), seconds[i]) for i in ran]
+        )
+        first_compiled = next((i for i in ran if records[i].request.compile), None)
+        if first_compiled is not None:
+            seconds[first_compiled] -= self.compile_start
         self.started_compiling = False
         self.own: dict[tuple, deque[tuple[EvaluationRecord, float]]] = defaultdict(deque)
         for evaluation_id in dict.fromkeys(o.evaluation_id for o in self.advice.observations):

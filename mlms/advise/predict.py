@@ -236,11 +236,9 @@ class CostModel:
     def predict(self, config: Config) -> Prediction:
         direct = self.direct.get(config)
         if direct is not None:
-            value, _spread, source = direct
-            (_key, _log, variance) = self._terms(config)[0]
-            return _interval(
-                value, math.sqrt(variance), "stored" if source == "stored" else "probed"
-            )
+            value, spread, source = direct
+            basis = "stored" if source == "stored" else "probed"
+            return _interval(value, _direct_sigma(spread), basis)
         if config.framework not in self.base:
             return _interval(float("nan"), UNKNOWN_SIGMA, "model")
         terms = self._terms(config)
