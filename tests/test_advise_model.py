@@ -16,7 +16,7 @@ from mlms.advise.record import AdviceRecord, AdviceRequest, AdviceRow, Config, O
 from mlms.advise.run import Ran, _Session, advise
 from mlms.advise.space import build_space
 from mlms.catalog.zoo import get_model
-from mlms.errors import InvalidArgument
+from mlms.errors import InvalidArgument, LibraryFailure
 from mlms.evaluation.record import (
     BatchResult,
     EvaluationRecord,
@@ -608,6 +608,76 @@ def test_with_the_devices_work_timed_alone_few_compiled_settings_are_verified() 
         assert best.achieved == pytest.approx(2.5 * 0.3 * 0.8 * 0.95 + 0.3)
         compiled[timed] = sum(1 for a in asked[probes:] if a.compile)
     assert compiled[True] <= 3 and compiled[False] <= 3
+
+
+def test_on_a_gpu_cuda_graphs_bound_the_compile_mode_whose_kernels_they_replay() -> None:
+    """reduce-overhead is inductor's default code replayed as CUDA graphs: on a GPU each
+    default configuration is bounded by its reduce-overhead twin, until that twin leaves the
+    space (it failed); on the CPU, which has no CUDA graphs, neither bounds the other."""
+    request = AdviceRequest(
+        model="resnet18", frameworks=["torch"], compile_modes=["none", "default", "reduce-overhead"]
+    )
+    gpu = build_space(request, get_model("resnet18"), (9, 0), 16)
+    defaults = [c for c in gpu.configs if c.compile == "default"]
+    twins = [gpu.graphed_by(c) for c in defaults]
+    assert defaults and twins == [
+        c.model_copy(update={"compile": "reduce-overhead"}) for c in defaults
+    ]
+    assert not any(gpu.graphed_by(c) for c in gpu.configs if c.compile != "default")
+    gpu.configs.remove(twins[0])  # type: ignore[arg-type]
+    assert gpu.graphed_by(defaults[0]) is None and gpu.graphed_by(defaults[1]) == twins[1]
+    cpu = build_space(request, get_model("resnet18"), None, 4)
+    assert {c.compile for c in cpu.configs} == {None, "default", "reduce-overhead"}
+    assert not any(cpu.graphed_by(c) for c in cpu.configs)
+
+
+def _resnet_like_session(fails: str | None) -> tuple[_Session, list[EvaluationRequest], list]:
+    """advise over a made-up GPU (none here) with resnet50's space at batch 1 and the device's
+    work timed alone (``_resnet_like``), probed, predicted and verified; every evaluation of
+    compile mode ``fails`` failing. The session, what it asked for, its rows."""
+
+    def run(requests):
+        asked.extend(requests)
+        launch, device = (lambda q, _b, i=i: _resnet_like(q)[i] for i in (0, 1))
+        return [
+            Ran(LibraryFailure("out of memory") if r.compile == fails and fails else
+                _record(r, lambda q, _b: max(_resnet_like(q)) + 0.3, launch, device), 10.0)
+            for r in requests
+        ]  # fmt: skip
+
+    asked: list[EvaluationRequest] = []
+    request = AdviceRequest(
+        model="resnet50", frameworks=["torch"], precisions=["fp32", "tf32", "fp16", "bf16"],
+        compile_modes=["none", "default", "reduce-overhead"], batch_sizes=[1], verify=2,
+        budget_minutes=60,
+    )  # fmt: skip
+    space = build_space(request, get_model("resnet50"), (9, 0), 16)
+    session = _Session(request, space, run, lambda _line: None, time.monotonic())
+    session.probe()
+    session.probe_pairs({})
+    return session, asked, session.verify(session.predict({}), {})
+
+
+def test_a_configuration_bounded_by_its_cuda_graphs_twin_is_neither_probed_nor_verified() -> None:
+    """Compile default is bounded by reduce-overhead's CUDA graphs: never evaluated, each of its
+    rows predicted no faster than its twin's, and the fastest still found. Where every
+    reduce-overhead evaluation fails, default is probed in its place."""
+    session, asked, rows = _resnet_like_session(fails=None)
+    assert "default" not in {a.compile for a in asked}
+    by_config = {row.config: row for row in rows}
+    bounded = [r for r in rows if r.config.compile == "default"]
+    assert len(bounded) == 8
+    for row in bounded:
+        twin = by_config[session.space.graphed_by(row.config)]  # type: ignore[index]
+        assert row.achieved is None and row.predicted >= twin.predicted and row.low >= twin.low
+    best = min((r for r in rows if r.achieved is not None), key=lambda r: r.achieved)
+    assert best.config.compile == "reduce-overhead"
+    assert best.achieved == pytest.approx(2.5 * 0.3 * 0.8 * 0.95 + 0.3)
+    _session, asked, rows = _resnet_like_session(fails="reduce-overhead")
+    probes = [a for a in asked if a.compile == "default" and a.iterations == 5]
+    assert len(probes) == 1 and probes[0].precision == "fp32"
+    best = min((r for r in rows if r.achieved is not None), key=lambda r: r.achieved)
+    assert best.config.compile != "reduce-overhead"
 
 
 def test_two_predictions_are_told_apart_by_what_they_do_not_share() -> None:

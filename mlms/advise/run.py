@@ -318,7 +318,9 @@ class _Session:
         """The configurations one setting away from their framework's baseline, at the batch
         size effects are measured at, not observed yet; the uncompiled first: a compiled probe
         pays its compile (seconds to a minute), so a budget spent before the last probe leaves
-        out the costliest, not the settings that take seconds to tell."""
+        out the costliest, not the settings that take seconds to tell. A compile mode another
+        one replays as a CUDA graph comes after that one: it is probed only where that one
+        failed (``Space.graphed_by``)."""
         probes = []
         for framework in self.space.frameworks:
             reference = self.space.baseline(framework, self.effect_batch)
@@ -328,7 +330,9 @@ class _Session:
                 differs = sum(getattr(config, f) != getattr(reference, f) for f in _SETTINGS)
                 if differs == 1 and not self._has(config):
                     probes.append(config)
-        return sorted(probes, key=lambda config: config.compile is not None)
+        return sorted(
+            probes, key=lambda config: (config.compile is not None, config in self.space.graphed)
+        )
 
     def probing_costs_the_space(self) -> str:
         """Why the space is measured whole, or "" where probing it is cheaper: probing takes
@@ -337,7 +341,8 @@ class _Session:
         batch sizes in it."""
         settings = len(by_setting(self.space.configs, lambda config: config))
         verifying = min(self.request.verify, settings)
-        probing = len(self.space.frameworks) + len(self._single_setting_probes()) + verifying
+        probes = [c for c in self._single_setting_probes() if self.space.graphed_by(c) is None]
+        probing = len(self.space.frameworks) + len(probes) + verifying
         if probing < settings:
             return ""
         return (
@@ -425,11 +430,19 @@ class _Session:
             for config in self._single_setting_probes()
             if config.framework in self.baselines
         ]
+        done = 0
         for index, plan in enumerate(single):
+            twin = self.space.graphed_by(plan[0][0])
+            if twin is not None:  # probed instead, before it
+                self.say(f"{plan[0][0].label()}: not probed: {_bounded_by(twin)}")
+                continue
+            # Counted as the loop goes: a twin that fails brings back what it bounded.
+            total = done + sum(self.space.graphed_by(p[0][0]) is None for p in single[index:])
             if self.clock() >= self.deadline:
-                self.say(f"budget spent: {len(single) - index} probe(s) not run")
+                self.say(f"budget spent: {total - done} probe(s) not run")
                 break
-            self.say(f"probe {index + 1}/{len(single)}: {plan[0][0].label()}")
+            done += 1
+            self.say(f"probe {done}/{total}: {plan[0][0].label()}")
             ((answer, seconds),) = self._evaluations(
                 [plan], request.probe_iterations, request.probe_min_seconds
             )
@@ -557,7 +570,24 @@ class _Session:
                     meets_slo=None if request.slo_ms is None else tail <= request.slo_ms,
                 )
             )
+        self._bound_by_twins(rows)
         return _best_predicted_first(rows, request)
+
+    def _bound_by_twins(self, rows: list[AdviceRow]) -> None:
+        """Each modelled row whose work a configuration of the space does as one CUDA graph
+        predicted no better than that configuration: the model would otherwise credit it with
+        what it never measured (its host's launch, as uncompiled, against the graph's)."""
+        by_config = {row.config: row for row in rows}
+        worse = max if self.request.lower_is_better else min
+        for row in rows:
+            twin = by_config.get(self.space.graphed_by(row.config))  # type: ignore[arg-type]
+            if twin is None or row.basis != "model":
+                continue
+            row.predicted = worse(row.predicted, twin.predicted)
+            row.low, row.high = worse(row.low, twin.low), worse(row.high, twin.high)
+            row.predicted_latency_ms = max(row.predicted_latency_ms, twin.predicted_latency_ms)
+            if self.request.slo_ms is not None:
+                row.meets_slo = row.predicted_latency_ms <= self.request.slo_ms
 
     def verify(
         self, rows: list[AdviceRow], priors: dict[tuple[str, str, object], Prior]
@@ -569,35 +599,44 @@ class _Session:
         would leave the recommendation to the model's guess where the model cannot tell; each
         round's measurements rule out rivals that a wide first interval kept in, and spare
         their evaluations (a compiled one pays its compile). A verified row keeps the
-        prediction it was verified on, the others take the last one; best predicted first."""
+        prediction it was verified on, the others take the last one; best predicted first.
+        A row whose work another configuration does as one CUDA graph is left to that one
+        (``Space.graphed_by``) unless it fails."""
         lower = self.request.lower_is_better
         verified: dict[Config, AdviceRow] = {}
         planned = []
-        if rows:
-            first = rows[0]
-            wanted = [r for r in rows[1 : self.request.verify] if self._worth(r, first)]
+        candidates = self._open(rows)
+        if candidates:
+            first = candidates[0]
+            wanted = [r for r in candidates[1 : self.request.verify] if self._worth(r, first)]
             planned = self._within_budget([first, *wanted])
         if planned:
-            planned += _riders(planned, rows, lambda r: _rivals(r, rows[0], lower))
+            planned += _riders(planned, candidates, lambda r: _rivals(r, candidates[0], lower))
         while planned:
             self._verify_round(planned)
             verified.update((row.config, row) for row in planned)
             rows = [r for r in self.predict(priors) if r.config not in verified]
+            candidates = self._open(rows)
             holding = _holding(list(verified.values()), self.request)
             best = _best_achieved(holding, self.request) if holding else None
             if best is None:  # nothing verified holds: the next best predicted instead
-                rivals = rows[: self.request.verify]
+                rivals = candidates[: self.request.verify]
             else:
-                rivals = [r for r in rows if self._worth(r, best)]
-                self._tell_unworthy(rows, rivals, best)
+                rivals = [r for r in candidates if self._worth(r, best)]
+                self._tell_unworthy(candidates, rivals, best)
             planned = self._within_budget(rivals)
             if len(planned) < len(rivals):
                 self.say(f"budget spent: {len(rivals) - len(planned)} rival(s) not verified")
             if planned and best is not None:
                 at = best.achieved
-                planned += _riders(planned, rows, lambda r, at=at: _reaches(r, at, lower))
+                planned += _riders(planned, candidates, lambda r, at=at: _reaches(r, at, lower))
         self._keep_better_probes(rows, list(verified.values()))
         return _best_predicted_first([*verified.values(), *rows], self.request)
+
+    def _open(self, rows: list[AdviceRow]) -> list[AdviceRow]:
+        """The rows worth verifying at all: those no configuration of the space does as one
+        CUDA graph."""
+        return [row for row in rows if self.space.graphed_by(row.config) is None]
 
     def _worth(self, row: AdviceRow, best: AdviceRow) -> bool:
         """Whether verifying ``row`` is worth an evaluation against ``best`` (verified, or the
@@ -711,6 +750,9 @@ class _Session:
         if isinstance(answer, MlmsError):
             row.accuracy = f"failed: {answer}"
             row.accuracy_holds = False
+            # Out of the running: a configuration it stood for is verified in its place.
+            if row.config in self.space.configs:
+                self.space.configs.remove(row.config)
             return
         observation = self._observe(answer, row.config, "verified", seconds)
         if observation is None:
@@ -751,6 +793,13 @@ class _Session:
 
 
 _SETTINGS = ("precision", "compile", "channels_last", "threads")
+
+
+def _bounded_by(twin: Config) -> str:
+    return (
+        f"compile {twin.compile} runs its kernels as one CUDA graph, which takes the device as "
+        "long and the host no longer"
+    )
 
 
 def _rivals(row: AdviceRow, first: AdviceRow, lower_is_better: bool) -> bool:

@@ -35,6 +35,16 @@ class Space:
     configs: list[Config]
     frameworks: dict[str, str]  # name -> installed version
     left_out: list[str] = field(default_factory=list)
+    #: On a GPU: each configuration whose compile mode another mode of the space replays as one
+    #: CUDA graph (``Predictor.graphed_modes``), to that configuration.
+    graphed: dict[Config, Config] = field(default_factory=dict)
+
+    def graphed_by(self, config: Config) -> Config | None:
+        """The configuration still in the space that does ``config``'s work on the device as
+        one CUDA graph, so takes no longer by any objective; None where there is none (or it
+        failed and left the space)."""
+        twin = self.graphed.get(config)
+        return twin if twin is not None and twin in self.configs else None
 
     def baseline(self, framework: str, batch_size: int) -> Config:
         """fp32, as shipped, at the most threads the space has."""
@@ -120,7 +130,21 @@ def build_space(
                     batch_size=batch,
                 )
             )
-    return Space(configs, frameworks, list(dict.fromkeys(left)))
+    graphed = {} if on_cpu else _graphed(configs, ranks)
+    return Space(configs, frameworks, list(dict.fromkeys(left)), graphed)
+
+
+def _graphed(configs: list[Config], ranks: int) -> dict[Config, Config]:
+    """Each configuration whose compile mode another mode replays as one CUDA graph, to that
+    configuration where the space has it."""
+    present = set(configs)
+    graphed = {}
+    for config in configs:
+        mode = _predictor(config.framework, ranks).graphed_modes.get(config.compile or "")
+        twin = config.model_copy(update={"compile": mode})
+        if mode is not None and twin in present:
+            graphed[config] = twin
+    return graphed
 
 
 def _predictor(name: str, ranks: int) -> type[Predictor]:

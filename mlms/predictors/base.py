@@ -67,6 +67,10 @@ class Predictor(ABC):
     #: What ``--compile`` may name for this framework (the first is what a bare flag means);
     #: empty where it has none.
     compile_modes: ClassVar[tuple[str, ...]] = ()
+    #: Each compile mode whose kernels another of its modes replays as one CUDA graph on a GPU,
+    #: to that mode: the two do the same work on the device, and the graph's one launch costs
+    #: the host no more than launching the kernels one by one.
+    graphed_modes: ClassVar[dict[str, str]] = {}
     #: Whether tracing layers still works on a compiled model. Where it does not, a compiled
     #: model's GPU levels still trace its kernels, under the model's spans.
     layers_when_compiled: ClassVar[bool] = True

@@ -60,6 +60,8 @@ DTYPES = {"fp32": "float32", "tf32": "float32", "fp16": "float16", "bf16": "bflo
 class TorchPredictor(Predictor):
     framework = "torch"
     compile_modes = ("default", "reduce-overhead", "max-autotune")
+    # reduce-overhead is inductor's default code under CUDA graphs (torch.compile's modes).
+    graphed_modes: ClassVar[dict[str, str]] = {"default": "reduce-overhead"}
     # The hooks and profiler ranges see modules that inductor has fused away.
     layers_when_compiled = False
     has_channels_last = True
