@@ -23,7 +23,9 @@ that compiles in another order is not credited with the live run's start.
 
 Printed: the live advice beside the replay (recommendation, evaluations, compiled ones,
 seconds), the replay's quality against the sweep's best (by the sweep's own measurements) and
-its time over the sweep's, and whether the replay reproduced the live run. ``--set
+its time over the sweep's, whether the replay reproduced the live run, and how far the sweep's
+measurement of each configuration advise verified live lies from advise's (the same
+configuration at the same length, minutes apart: a quality is known no better). ``--set
 FIELD=VALUE`` changes the advice's request for the replay (``--set verify=1``,
 ``--set budget_minutes=1``): what advise would have done, asked otherwise, on the same
 measurements.
@@ -206,6 +208,13 @@ def replay(path: Path, quiet: bool, changes: dict[str, str]) -> dict:
     def label(record: AdviceRecord) -> str:
         return record.recommendation.config.label() if record.recommendation else "-"
 
+    # Each configuration advise verified live was measured again by the sweep, at the same
+    # length, minutes apart: how far the two differ is how surely any quality is known.
+    repeats = sorted(
+        o.value / values[o.config]
+        for o in live.observations
+        if o.source == "verified" and o.config in values
+    )
     live_ids = {o.evaluation_id for o in live.observations}
     sides = {
         "live": (live, len(live_ids)),
@@ -226,6 +235,7 @@ def replay(path: Path, quiet: bool, changes: dict[str, str]) -> dict:
             for name, (record, evaluations) in sides.items()
         },
         "compile_start_s": replayed.compile_start,
+        "repeats": repeats,
         "from_sweep": replayed.from_sweep,
         "reproduced": replayed.from_sweep == 0
         and len(replayed.asked) == len(live_ids)
@@ -274,6 +284,11 @@ def main() -> int:
         print(f"{'':12} sweep  best {r['sweep_best'][:47]:47} {'':7} {'':5} {'':8} "
               f"{r['sweep_seconds']:8.1f}; replay reproduced the live run: "
               f"{'yes' if r['reproduced'] else 'no'}")  # fmt: skip
+        if r["repeats"]:
+            apart = [abs(math.log(ratio)) for ratio in r["repeats"]]
+            print(f"{'':12} the {len(apart)} configuration(s) advise verified, as the sweep "
+                  f"measured them again: {math.exp(statistics.median(apart)) - 1:.1%} apart in "
+                  f"the median, {math.exp(max(apart)) - 1:.1%} at most")  # fmt: skip
         if r["compile_start_s"]:
             print(f"{'':12} the compiler's start, charged to the first compile: "
                   f"{r['compile_start_s']:.1f} s")  # fmt: skip

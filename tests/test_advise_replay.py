@@ -56,6 +56,12 @@ def test_a_replay_of_unchanged_code_reproduces_the_live_advice(recording: Path, 
     # The replay's clock is the recorded evaluations' wall time, not its own.
     assert again["seconds"] == pytest.approx(live["seconds"], rel=0.25)
     assert "replay reproduced the live run: yes" in done.stdout
+    # Each configuration verified live, as the sweep measured it again beside advise's value.
+    observations = json.loads(recording.read_text())["advice"]["observations"]
+    verified = [o for o in observations if o["source"] == "verified"]
+    assert verified and len(result["repeats"]) == len(verified)
+    assert all(ratio > 0 for ratio in result["repeats"])
+    assert f"the {len(verified)} configuration(s) advise verified" in done.stdout
 
 
 def test_a_changed_request_replays_on_the_same_measurements(recording: Path, tmp_path) -> None:
