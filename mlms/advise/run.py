@@ -10,6 +10,7 @@ import math
 import statistics
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import NamedTuple, Protocol
@@ -176,6 +177,7 @@ def advise(
         verify_started = clock()
         rows = session.verify(rows, priors)
         verify_seconds = clock() - verify_started
+        evidence += session.bounded(rows)
     recommendation, why = _recommend(rows, request, session.from_probes)
     # Rows measured without a prediction (a space measured whole) have no error to count.
     predicted = [r for r in rows if r.achieved is not None and r.error is not None]
@@ -632,6 +634,19 @@ class _Session:
                 planned += _riders(planned, candidates, lambda r, at=at: _reaches(r, at, lower))
         self._keep_better_probes(rows, list(verified.values()))
         return _best_predicted_first([*verified.values(), *rows], self.request)
+
+    def bounded(self, rows: list[AdviceRow]) -> list[str]:
+        """A line per compile mode whose rows were left to their CUDA graphs twins."""
+        counted = Counter(
+            (row.config.framework, row.config.compile, twin.compile)
+            for row in rows
+            if row.achieved is None and (twin := self.space.graphed_by(row.config)) is not None
+        )
+        return [
+            f"{count} configuration(s) compiled {mode} on {framework} predicted no faster than "
+            f"with {twin}, which replays the same kernels as one CUDA graph: not evaluated"
+            for (framework, mode, twin), count in counted.items()
+        ]
 
     def _open(self, rows: list[AdviceRow]) -> list[AdviceRow]:
         """The rows worth verifying at all: those no configuration of the space does as one
