@@ -1,6 +1,7 @@
 """``benchmarks/advise_check.py``'s paired quality: the recommended configuration and the
 sweep's best measured alternately, so that a host whose speed drifts between rounds slows both
-alike. The measurements are a function of the round here: only a GPU host drifts like this."""
+alike. The measurements are a function of the round here: only a GPU host drifts like this.
+And the compile mode it starts each framework's compiler with before either side's clock."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.advise_check import paired_quality  # noqa: E402
+from benchmarks.advise_check import _first_mode, paired_quality  # noqa: E402
 
 
 def _drifting(true: dict[str, float], drift: list[float], inverse: bool):
@@ -44,3 +45,12 @@ def test_rounds_without_a_value_are_left_out() -> None:
     values = iter([None, 2.0, 3.0, 2.0])
     assert paired_quality(lambda c: next(values), "a", "b", 2, lower=True) == pytest.approx(2 / 3)
     assert paired_quality(lambda c: None, "a", "b", 2, lower=True) is None
+
+
+def test_the_compiler_is_started_with_the_first_mode_named_that_the_framework_has() -> None:
+    named = ["none", "default", "reduce-overhead"]
+    assert _first_mode("torch", named) == "default"
+    assert _first_mode("torch", ["none", "reduce-overhead"]) == "reduce-overhead"
+    assert _first_mode("torch", None) == "default"  # none named: the space has its modes
+    assert _first_mode("torch", ["none"]) is None
+    assert _first_mode("onnxruntime", named) is None

@@ -106,3 +106,25 @@ def test_the_compilers_start_is_what_the_first_compile_took_beyond_the_later_one
     from benchmarks.advise_replay import compile_start
 
     assert compile_start(in_order) == pytest.approx(start)
+
+
+def test_a_started_compiler_is_charged_to_no_evaluation(tmp_path) -> None:
+    """Session 37's recording of resnet50 on an H200 (committed): replayed with the compiler
+    started before advise's clock, advise asks for the same evaluations and recommends the same,
+    in the compiler's start less time."""
+    recorded = REPO / "benchmarks/results/gpu_halves/cells/advise_resnet50_s37"
+    results = {}
+    for started in (False, True):
+        out = tmp_path / f"{started}.json"
+        flags = ["--compiler-started"] if started else []
+        done = _script("advise_replay.py", str(recorded / "resnet50_evaluations.json"),
+                       "--quiet", "--out", str(out), *flags)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+        (results[started],) = json.loads(out.read_text())
+    charged, started = results[False], results[True]
+    assert charged["compile_start_s"] > 1.0 and not started["compile_start_charged"]
+    assert started["replay"]["seconds"] == pytest.approx(
+        charged["replay"]["seconds"] - charged["compile_start_s"]
+    )
+    for key in ("recommended", "evaluations", "compiled", "quality"):
+        assert started["replay"][key] == charged["replay"][key]
