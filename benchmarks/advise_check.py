@@ -23,7 +23,7 @@ its start, as on a fresh machine: the sweep run after advise would otherwise fin
 advise compiled in the cache, and a compiled setting costs its compile. The compiler is started
 before either clock (one compiled evaluation per framework, in a cache of its own): the first
 compile in a process pays the compiler's start (Inductor's worker pool, its imports), which the
-sweep, run after advise in the same process, would otherwise find paid by advise. Results as
+sweep, run after advise in the same process, would otherwise find mostly paid by advise. Results as
 JSON under --out, with what each side measured (``MODEL_evaluations.json``), which
 ``benchmarks/advise_replay.py`` replays advise against without running anything.
 

@@ -22,7 +22,7 @@ and charges it to whichever compiled evaluation the replayed advise asks for fir
 that compiles in another order is not credited with the live run's start. With
 ``--compiler-started`` it charges it to none: what advise would have taken had the compiler been
 started before its clock, as ``advise_check.py`` now starts it (the sweep, run after advise in
-the same process, never paid it).
+the same process, found it mostly paid).
 
 Printed: the live advice beside the replay (recommendation, evaluations, compiled ones,
 seconds), the replay's quality against the sweep's best (by the sweep's own measurements) and
