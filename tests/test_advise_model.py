@@ -579,34 +579,13 @@ def test_with_the_devices_work_timed_alone_few_compiled_settings_are_verified() 
     stay wide, yet few are verified, as with the device's work timed alone: once the fastest is
     verified, a rival that could beat it is verified only where it is expected to gain more
     than the tolerance. Both find the fastest."""
-
-    def latency(asked: EvaluationRequest, _batch: int) -> float:
-        return max(_resnet_like(asked)) + 0.3
-
-    request = AdviceRequest(
-        model="resnet50", frameworks=["torch"], precisions=["fp32", "tf32", "fp16", "bf16"],
-        compile_modes=["none", "default", "reduce-overhead"], batch_sizes=[1], verify=2,
-        budget_minutes=60,
-    )  # fmt: skip
-    space = build_space(request, get_model("resnet50"), (9, 0), 16)
     compiled = {}
     for timed in (False, True):
-        asked: list[EvaluationRequest] = []
-
-        def run(requests, asked=asked, timed=timed):
-            asked.extend(requests)
-            launch, device = (lambda q, _b, i=i: _resnet_like(q)[i] for i in (0, 1))
-            return [Ran(_record(r, latency, launch, device if timed else None), 0.0)
-                    for r in requests]  # fmt: skip
-
-        session = _Session(request, space, run, lambda _line: None, time.monotonic())
-        session.probe()
-        session.probe_pairs({})
-        probes = len(asked)
-        rows = session.verify(session.predict({}), {})
+        session, asked, rows = _resnet_like_advice(timed=timed)
         best = min((r for r in rows if r.achieved is not None), key=lambda r: r.achieved)
         assert best.achieved == pytest.approx(2.5 * 0.3 * 0.8 * 0.95 + 0.3)
-        compiled[timed] = sum(1 for a in asked[probes:] if a.compile)
+        probe_length = session.request.probe_iterations
+        compiled[timed] = sum(1 for a in asked if a.compile and a.iterations != probe_length)
     assert compiled[True] <= 3 and compiled[False] <= 3
 
 
@@ -631,17 +610,22 @@ def test_on_a_gpu_cuda_graphs_bound_the_compile_mode_whose_kernels_they_replay()
     assert not any(cpu.graphed_by(c) for c in cpu.configs)
 
 
-def _resnet_like_session(fails: str | None) -> tuple[_Session, list[EvaluationRequest], list]:
-    """advise over a made-up GPU (none here) with resnet50's space at batch 1 and the device's
-    work timed alone (``_resnet_like``), probed, predicted and verified; every evaluation of
-    compile mode ``fails`` failing. The session, what it asked for, its rows."""
+def _resnet_like_advice(
+    timed: bool = True, fails: str | None = None
+) -> tuple[_Session, list[EvaluationRequest], list]:
+    """advise over a made-up GPU (none here) with resnet50's space at batch 1 (``_resnet_like``,
+    the device's work timed alone where ``timed``), probed, predicted and verified; every
+    evaluation of compile mode ``fails`` failing. The session, what it asked for, its rows."""
+
+    def latency(asked: EvaluationRequest, _batch: int) -> float:
+        return max(_resnet_like(asked)) + 0.3
 
     def run(requests):
         asked.extend(requests)
         launch, device = (lambda q, _b, i=i: _resnet_like(q)[i] for i in (0, 1))
         return [
-            Ran(LibraryFailure("out of memory") if r.compile == fails and fails else
-                _record(r, lambda q, _b: max(_resnet_like(q)) + 0.3, launch, device), 10.0)
+            Ran(LibraryFailure("out of memory") if fails and r.compile == fails else
+                _record(r, latency, launch, device if timed else None), 10.0)
             for r in requests
         ]  # fmt: skip
 
@@ -662,7 +646,7 @@ def test_a_configuration_bounded_by_its_cuda_graphs_twin_is_neither_probed_nor_v
     """Compile default is bounded by reduce-overhead's CUDA graphs: never evaluated, each of its
     rows predicted no faster than its twin's, and the fastest still found. Where every
     reduce-overhead evaluation fails, default is probed in its place."""
-    session, asked, rows = _resnet_like_session(fails=None)
+    session, asked, rows = _resnet_like_advice()
     assert "default" not in {a.compile for a in asked}
     by_config = {row.config: row for row in rows}
     bounded = [r for r in rows if r.config.compile == "default"]
@@ -677,7 +661,7 @@ def test_a_configuration_bounded_by_its_cuda_graphs_twin_is_neither_probed_nor_v
         "8 configuration(s) compiled default on torch predicted no faster than with "
         "reduce-overhead, which replays the same kernels as one CUDA graph: not evaluated"
     ]
-    session, asked, rows = _resnet_like_session(fails="reduce-overhead")
+    session, asked, rows = _resnet_like_advice(fails="reduce-overhead")
     probes = [a for a in asked if a.compile == "default" and a.iterations == 5]
     assert len(probes) == 1 and probes[0].precision == "fp32"
     best = min((r for r in rows if r.achieved is not None), key=lambda r: r.achieved)
