@@ -69,7 +69,8 @@ class Predictor(ABC):
     compile_modes: ClassVar[tuple[str, ...]] = ()
     #: Each compile mode whose kernels another of its modes replays as one CUDA graph on a GPU,
     #: to that mode: the two do the same work on the device, and the graph's one launch costs
-    #: the host no more than launching the kernels one by one.
+    #: the host no more than launching the kernels one by one (at the fixed input shapes an
+    #: evaluation times; a graph is recorded once per shape, in the warm-up).
     graphed_modes: ClassVar[dict[str, str]] = {}
     #: Whether tracing layers still works on a compiled model. Where it does not, a compiled
     #: model's GPU levels still trace its kernels, under the model's spans.
