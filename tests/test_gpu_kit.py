@@ -545,3 +545,32 @@ def test_gpu_halves_summary_sets_the_hardware_levels_host_forward_against_the_gp
     assert table.splitlines()[2:] == [
         "| hardware_cost_1 | 16 | 7.000 | 8.740 | 6.900 | 10.0 | 1.200 |"
     ]
+
+
+def test_gpu_halves_summary_tells_hosts_that_differ_from_rounds_too_few(tmp_path: Path) -> None:
+    """The plan's two hardware_cost calls, per batch size: where each call's interval of its
+    median round ratio lies apart from the other's, the calls measured different hosts (their
+    plain launches are named); where the intervals overlap, the rounds do not tell them
+    apart."""
+    steady = [1.30, 1.31, 1.29, 1.30, 1.32, 1.28, 1.30, 1.31]
+    for call, shift, launch in (("1", 0.0, 5.0), ("2", -0.1, 3.5)):
+        batches = {
+            "1": {"plain": {"slowdown": 1.0, "launch_ms": launch},
+                  "mlms layers+cupti": {"slowdown": 1.3 + shift,
+                                        "round_ratios": [r + shift for r in steady]}},
+            "16": {"plain": {"slowdown": 1.0, "launch_ms": launch},
+                   "mlms layers+cupti": {"slowdown": 1.02,
+                                         "round_ratios": [1.0, 1.05, 1.01, 1.03, 1.02]}},
+        }  # fmt: skip
+        folder = tmp_path / "cells" / f"hardware_cost_{call}"
+        folder.mkdir(parents=True)
+        (folder / "cell.json").write_text(json.dumps({"status": "done", "wall_s": 1.0}))
+        (folder / "overhead.json").write_text(json.dumps(batches))
+    text = kit_module().load_plan("gpu_halves").summarize(tmp_path)
+    (one,) = [line for line in text.splitlines() if line.startswith("- batch 1:")]
+    assert one.startswith("- batch 1: 1.083; each call's 95 % interval 1.290-1.310 and 1.190-")
+    assert one.endswith("apart: the hosts differed (plain launch 5.000 and 3.500 ms), not the "
+                        "rounds too few")  # fmt: skip
+    (sixteen,) = [line for line in text.splitlines() if line.startswith("- batch 16:")]
+    assert sixteen.startswith("- batch 16: 1.000; ")
+    assert sixteen.endswith("overlapping: within what the rounds resolve")

@@ -43,6 +43,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+from scipy import stats
+
 from benchmarks.gpu_kit import Cell, Kit
 
 RESULTS = "gpu_halves"
@@ -241,10 +244,42 @@ def _hardware_cost(cells: Path) -> list[str]:
     if len(pair) == 2:
         out += ["", "the plan's two calls agree (larger over smaller slowdown):", ""]
         for batch in pair[0]:
-            found = [call.get(batch, {}).get(COST_SHOWN[0], {}).get("slowdown") for call in pair]
-            if None not in found:
-                out.append(f"- batch {batch}: {max(found) / min(found):.3f}")
+            found = [call.get(batch, {}).get(COST_SHOWN[0], {}) for call in pair]
+            if all("slowdown" in measured for measured in found):
+                slowdowns = [measured["slowdown"] for measured in found]
+                line = f"- batch {batch}: {max(slowdowns) / min(slowdowns):.3f}"
+                out.append(line + _rounds_or_host(found, [call[batch] for call in pair]))
     return [*out, ""]
+
+
+def _rounds_or_host(found: list[dict], batches: list[dict]) -> str:
+    """Whether two calls' slowdowns part by more than their rounds resolve: each call's 95 %
+    interval of its median round ratio (a bootstrap over its rounds). Intervals apart say the
+    calls measured hosts that differ, which more rounds would not bring together; the plain
+    predict's launch on each says by how much the host's own speed moved."""
+    ratios = [measured.get("round_ratios") for measured in found]
+    if not all(ratios) or any(len(r) < 3 for r in ratios):  # type: ignore[arg-type]
+        return ""
+    low, high = zip(*(_median_interval(r) for r in ratios), strict=True)  # type: ignore[arg-type]
+    apart = max(low) > min(high)
+    spans = " and ".join(f"{lo:.3f}-{hi:.3f}" for lo, hi in zip(low, high, strict=True))
+    launches = " and ".join(_ms(b.get("plain", {}).get("launch_ms")) for b in batches)
+    verdict = (
+        f"apart: the hosts differed (plain launch {launches} ms), not the rounds too few"
+        if apart
+        else "overlapping: within what the rounds resolve"
+    )
+    return f"; each call's 95 % interval {spans}, {verdict}"
+
+
+def _median_interval(ratios: list[float]) -> tuple[float, float]:
+    """The 95 % percentile-bootstrap interval of the median of ``ratios`` (seeded: a summary
+    printed twice reads the same)."""
+    found = stats.bootstrap(
+        (np.array(ratios),), np.median, method="percentile", n_resamples=4000, random_state=0
+    )
+    interval = found.confidence_interval
+    return float(interval.low), float(interval.high)
 
 
 def _hardware_host_bound(cells: Path) -> list[str]:
