@@ -244,26 +244,28 @@ def _hardware_cost(cells: Path) -> list[str]:
     if len(pair) == 2:
         out += ["", "the plan's two calls agree (larger over smaller slowdown):", ""]
         for batch in pair[0]:
-            found = [call.get(batch, {}).get(COST_SHOWN[0], {}) for call in pair]
-            if all("slowdown" in measured for measured in found):
-                slowdowns = [measured["slowdown"] for measured in found]
+            batches = [call.get(batch, {}) for call in pair]
+            found = [measured.get(COST_SHOWN[0], {}) for measured in batches]
+            if all("slowdown" in hardware for hardware in found):
+                slowdowns = [hardware["slowdown"] for hardware in found]
                 line = f"- batch {batch}: {max(slowdowns) / min(slowdowns):.3f}"
-                out.append(line + _rounds_or_host(found, [call[batch] for call in pair]))
+                out.append(line + _rounds_or_host(batches))
     return [*out, ""]
 
 
-def _rounds_or_host(found: list[dict], batches: list[dict]) -> str:
-    """Whether two calls' slowdowns part by more than their rounds resolve: each call's 95 %
-    interval of its median round ratio (a bootstrap over its rounds). Intervals apart say the
-    calls measured hosts that differ, which more rounds would not bring together; the plain
-    predict's launch on each says by how much the host's own speed moved."""
-    ratios = [measured.get("round_ratios") for measured in found]
-    if not all(ratios) or any(len(r) < 3 for r in ratios):  # type: ignore[arg-type]
+def _rounds_or_host(batches: list[dict]) -> str:
+    """Whether two calls' slowdowns at one batch size part by more than their rounds resolve:
+    each call's 95 % interval of its median round ratio (a bootstrap over its rounds).
+    Intervals apart say the calls measured hosts that differ, which more rounds would not
+    bring together; the plain predict's launch on each says by how much the host's own speed
+    moved."""
+    ratios = [measured[COST_SHOWN[0]].get("round_ratios") or [] for measured in batches]
+    if any(len(r) < 3 for r in ratios):
         return ""
-    low, high = zip(*(_median_interval(r) for r in ratios), strict=True)  # type: ignore[arg-type]
-    apart = max(low) > min(high)
-    spans = " and ".join(f"{lo:.3f}-{hi:.3f}" for lo, hi in zip(low, high, strict=True))
-    launches = " and ".join(_ms(b.get("plain", {}).get("launch_ms")) for b in batches)
+    intervals = [_median_interval(r) for r in ratios]
+    apart = max(low for low, _ in intervals) > min(high for _, high in intervals)
+    spans = " and ".join(f"{low:.3f}-{high:.3f}" for low, high in intervals)
+    launches = " and ".join(_ms(measured.get("plain", {}).get("launch_ms")) for measured in batches)
     verdict = (
         f"apart: the hosts differed (plain launch {launches} ms), not the rounds too few"
         if apart
