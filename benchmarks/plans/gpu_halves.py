@@ -24,7 +24,10 @@ run kit's plan (``benchmarks/gpu_kit.py``):
   reduce-overhead), each timed whole: what one compiled setting adds to a sweep, to size
   advise's space with compile modes in it;
 - ``energy_b1``: p50 with and without energy collection at batch 1, 12 rounds of >= 10 s
-  windows (``benchmarks/energy_check.py``): within 1 %.
+  windows (``benchmarks/energy_check.py``): within 1 %;
+- ``host_placement``: resnet50's launch at batch 1, eager and under CUDA graphs, over fresh
+  loads and over the CPUs its thread is pinned to (``benchmarks/host_placement.py``): whether
+  the evaluations' spread in it comes from where the thread runs or from the load.
 
     .venv/bin/python benchmarks/gpu_kit.py run gpu_halves OUT --dry   # digits_cnn, small
     python3 benchmarks/gpu_kit.py run gpu_halves $OUT                # on the GPU; resumes
@@ -61,6 +64,7 @@ PARTS = {
     "jax": "mlms on jax against a bare jax.jit loop",
     "hardware": "the hardware level's cost against torch.profiler",
     "energy": "energy collection's cost at batch 1",
+    "host": "where a predict's host part gets its speed",
 }
 
 
@@ -187,6 +191,23 @@ def cells(kit: Kit) -> list[Cell]:
     plan.append(Cell("compile_cost", _tabled("bash", "-c", timed, "bash", *modes), timeout_s=590))
     energy_check = ("{python}", "benchmarks/energy_check.py", "--out", "{out}", *energy)
     plan.append(Cell("energy_b1", _tabled(*energy_check), timeout_s=590))
+    # Eager over 8 loads and every CPU; CUDA graphs (a compile a load) over 2 loads.
+    placement = ("--model", image, "--device", device, "--cpus", "0,1" if kit.dry else "all")
+    runs = (
+        ("--loads", "2", "--block", "20")
+        if kit.dry
+        else ("--loads", "8", "--block", "200"),
+        ("--loads", "1", "--block", "20", "--compile", "default")
+        if kit.dry
+        else ("--loads", "2", "--block", "300", "--precision", "bf16",
+              "--compile", "reduce-overhead"),
+    )  # fmt: skip
+    script = "p=$1; shift; " + " && ".join(
+        f'"$p" benchmarks/host_placement.py "$@" {" ".join(run)} --json $KIT_CELL_OUT/{n}.json'
+        for n, run in enumerate(runs)
+    )
+    plan.append(Cell("host_placement", _tabled("bash", "-c", script, "bash", "{python}",
+                                               *placement), timeout_s=420))  # fmt: skip
     return plan
 
 
