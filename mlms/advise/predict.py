@@ -8,11 +8,16 @@ A batch size that was not measured takes the factor of a latency linear in the b
 fitted to those that were (``batch_factors``). A setting that was never measured takes a
 prior (the lower bound's what-if for it, else no effect) with a wide interval.
 
-A memory layout (``BY_PRECISION``) is not independent of the precision: at fp32 channels-last
-changes little, while the reduced precisions' tensor-core kernels want it. So its effect is
-fitted per precision wherever an observation combines the two (a probe of the pair): a
-configuration at that precision takes the effect measured there; one at a precision never
-measured with it takes the fp32 effect with a wider interval (``UNPAIRED_SIGMA``).
+A memory layout and a compile mode (``BY_PRECISION``) are not independent of the precision: at
+fp32 channels-last changes little, while the reduced precisions' tensor-core kernels want it;
+Inductor cuts resnet50's device work at batch 1 to 0.91 of eager at fp32 and to 0.37 at fp16,
+and makes bert_base's at batch 256 1.4 times slower at fp16. So their effects are fitted per
+precision, one per precision an observation combined them with: a configuration at such a
+precision takes the effect measured there; one at a precision never measured with it takes the
+effect measured at a precision of its kernel family (``KERNEL_FAMILY``: fp16 and bf16 run the
+same tensor-core kernels in another number format, and their effects agreed within 0.03 in
+every H200 sweep) with a slightly wider interval (``FAMILY_SIGMA``), else the mean of the
+measured ones with a wide one (``UNPAIRED_SIGMA``).
 
 Intervals (95%) add, on the log scale, the measurements' own spread, the fit's residual spread
 and an interaction term per combined factor (the model assumes the factors independent; how
@@ -34,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlms.advise.record import Config, Observation
+from mlms.evaluation.precisions import KERNEL_FAMILY
 from mlms.evaluation.record import LAUNCH_BOUND
 
 FACTORS = ("precision", "compile", "channels_last", "threads", "batch_size")
@@ -42,9 +48,12 @@ INTERACTION_SIGMA = 0.08
 #: Of a factor with no measurement and no prior: about x0.6 to x1.6.
 UNKNOWN_SIGMA = 0.25
 #: Settings whose effect is fitted per precision, where measured at it.
-BY_PRECISION = ("channels_last",)
-#: Of such a setting's effect at a precision it was not measured at (its fp32 one stands in).
+BY_PRECISION = ("channels_last", "compile")
+#: Of such a setting's effect at a precision it was not measured at (the measured ones' mean
+#: stands in).
 UNPAIRED_SIGMA = 0.2
+#: Of its effect at a precision measured at one of its kernel family only (that one stands in).
+FAMILY_SIGMA = 0.05
 #: The least log-scale spread an observation is weighted by against a prior: what a median
 #: of a short probe is good to on a quiet host.
 MIN_DATA_SIGMA = 0.02
@@ -73,16 +82,11 @@ def _level(config: Config, factor: str) -> object:
     return getattr(config, factor)
 
 
-def _paired(config: Config, reference: Config) -> list[tuple[str, object, str]]:
-    """(setting, level, precision) of each ``BY_PRECISION`` setting that ``config`` combines
-    with a precision other than the reference's."""
-    if config.precision == reference.precision:
-        return []
-    return [
-        (factor, _level(config, factor), config.precision)
-        for factor in BY_PRECISION
-        if _level(config, factor) != _level(reference, factor)
-    ]
+def _column(config: Config, factor: str) -> tuple[str, object] | tuple[str, object, str]:
+    """The fitted effect ``config`` takes for ``factor``'s level: one per precision for a
+    ``BY_PRECISION`` setting."""
+    level = _level(config, factor)
+    return (factor, level, config.precision) if factor in BY_PRECISION else (factor, level)
 
 
 def batch_factors(latencies: dict[int, float], wanted: Sequence[int]) -> dict[int, float]:
@@ -130,9 +134,8 @@ class CostModel:
         self.per_input = per_input
         self.batch_ms = batch_ms
         self.anchored = anchored
-        self.effects: dict[tuple[str, str, object], tuple[float, float]] = {}
-        #: (framework, setting, level, precision) -> the setting's extra log effect there.
-        self.pairs: dict[tuple[str, str, object, str], tuple[float, float]] = {}
+        #: (framework, setting, level[, precision]) -> the log effect and its deviation.
+        self.effects: dict[tuple, tuple[float, float]] = {}
         self.base: dict[str, tuple[float, float]] = {}
         self.residual: dict[str, float] = {}
         self._batch: dict[str, dict[int, float]] = {}
@@ -168,31 +171,21 @@ class CostModel:
             for o in seen
             if o.config.model_copy(update={"batch_size": reference.batch_size}) == reference
         }
-        columns: list[tuple[str, object]] = []
+        columns: list[tuple] = []
         for obs in seen:
             for factor in FACTORS[:-1]:
-                level = _level(obs.config, factor)
-                if level != _level(reference, factor) and (factor, level) not in columns:
-                    columns.append((factor, level))
-        pairs: list[tuple[str, object, str]] = []
-        for obs in seen:
-            pairs.extend(p for p in _paired(obs.config, reference) if p not in pairs)
+                column = _column(obs.config, factor)
+                if column[1] != _level(reference, factor) and column not in columns:
+                    columns.append(column)
         rows, targets, spreads = [], [], []
         for obs in seen:
             if latencies and obs.config.batch_size not in latencies:
                 continue  # a batch size the baseline was not measured at: no factor for it
-            row = (
-                [1.0]
-                + [
-                    float(_level(obs.config, f) == level and level != _level(reference, f))
-                    for f, level in columns
-                ]
-                + [float(p in _paired(obs.config, reference)) for p in pairs]
-            )
+            taken = {_column(obs.config, factor) for factor in FACTORS[:-1]}
+            rows.append([1.0] + [float(column in taken) for column in columns])
             y = math.log(cost(obs))
             if latencies:  # bring every observation to the reference batch size
                 y -= math.log(self._batch_ratio(latencies, obs.config.batch_size, reference))
-            rows.append(row)
             targets.append(y)
             spreads.append(obs.spread)
         if not rows:
@@ -200,8 +193,7 @@ class CostModel:
         matrix = np.array(rows)
         measured = float(np.median(spreads)) if spreads else 0.0
         if self.anchored:
-            priors = [self._prior(framework, factor, level) for factor, level in columns]
-            priors += [(0.0, UNPAIRED_SIGMA)] * len(pairs)
+            priors = [self._prior(framework, *column[:2]) for column in columns]
             solution, sigmas = _anchored_fit(matrix, np.array(targets), measured, priors)
         else:
             solution = np.linalg.lstsq(matrix, np.array(targets), rcond=None)[0]
@@ -213,12 +205,8 @@ class CostModel:
         )
         self.residual[framework] = residual
         self.base[framework] = (float(solution[0]), measured)
-        effects = zip(solution[1 : 1 + len(columns)], sigmas[1 : 1 + len(columns)], strict=True)
-        for (factor, level), (effect, sigma) in zip(columns, effects, strict=True):
-            self.effects[(framework, factor, level)] = (float(effect), float(sigma))
-        paired = zip(solution[1 + len(columns) :], sigmas[1 + len(columns) :], strict=True)
-        for pair, (effect, sigma) in zip(pairs, paired, strict=True):
-            self.pairs[(framework, *pair)] = (float(effect), float(sigma))
+        for column, effect, sigma in zip(columns, solution[1:], sigmas[1:], strict=True):
+            self.effects[(framework, *column)] = (float(effect), float(sigma))
         self._batch[framework] = latencies
 
     def _prior(self, framework: str, factor: str, level: object) -> tuple[float, float]:
@@ -280,17 +268,17 @@ class CostModel:
             if level == _level(reference, factor):
                 continue
             combined += 1
-            effect = self.effects.get((framework, factor, level))
-            if effect is None:
-                effect = self._prior(framework, factor, level)
-            terms.append((("effect", framework, factor, level), effect[0], effect[1] ** 2))
-        for pair in _paired(config, reference):
-            measured = self.pairs.get((framework, *pair))
-            if measured is None:
-                terms.append((("unpaired", framework, *pair), 0.0, UNPAIRED_SIGMA**2))
-                continue
-            terms.append((("pair", framework, *pair), measured[0], measured[1] ** 2))
-            combined -= 1  # measured together: no independence assumed
+            key = (framework, *_column(config, factor))
+            effect = self.effects.get(key)
+            if effect is not None:
+                terms.append((("effect", *key), effect[0], effect[1] ** 2))
+                if len(key) == 4 and config.precision != reference.precision:
+                    combined -= 1  # measured together: no independence assumed
+            elif len(key) == 4:
+                terms += self._elsewhere(framework, factor, level, config.precision)
+            else:
+                prior = self._prior(framework, factor, level)
+                terms.append((("effect", *key), prior[0], prior[1] ** 2))
         if config.batch_size != reference.batch_size:
             latencies = self._batch.get(framework)
             batch = ("batch", framework, config.batch_size)
@@ -305,6 +293,34 @@ class CostModel:
         interaction = max(0, combined - 1) * INTERACTION_SIGMA**2
         terms.append((("interaction", config), 0.0, interaction))
         return terms
+
+    def _elsewhere(
+        self, framework: str, factor: str, level: object, precision: str
+    ) -> list[tuple[tuple, float, float]]:
+        """A ``BY_PRECISION`` setting's effect at a precision it was not measured at: the mean
+        of its effects at the precisions of its kernel family it was measured at, widened by
+        ``FAMILY_SIGMA``, else at every precision it was, widened by ``UNPAIRED_SIGMA``;
+        its prior (no effect, widely) where it was measured at none."""
+        measured = {
+            key[3]: effect
+            for key, effect in self.effects.items()
+            if key[:3] == (framework, factor, level) and len(key) == 4
+        }
+        family = KERNEL_FAMILY[precision]
+        alike = [effect for p, effect in measured.items() if KERNEL_FAMILY[p] == family]
+        stands_in, sigma = (
+            (alike, FAMILY_SIGMA) if alike else (list(measured.values()), UNPAIRED_SIGMA)
+        )
+        if stands_in:
+            mean = sum(log for log, _sigma in stands_in) / len(stands_in)
+            variance = sum(deviation**2 for _log, deviation in stands_in) / len(stands_in)
+        else:
+            mean, deviation = self._prior(framework, factor, level)
+            variance = deviation**2
+        return [
+            (("elsewhere", framework, factor, level, bool(alike)), mean, variance),
+            (("unpaired", framework, factor, level, precision), 0.0, sigma**2),
+        ]
 
 
 def _direct_sigma(spread: float) -> float:

@@ -68,8 +68,9 @@ class AdviceRequest(BaseModel):
     #: Wall time of probes and verification together.
     budget_minutes: float = Field(default=10.0, gt=0, le=24 * 60, allow_inf_nan=False)
     #: The first round verifies the best predicted and, of the next this many - 1, those
-    #: expected to gain more than the tolerance over it; later rounds every one expected to
-    #: gain that much over the best achieved, while the budget lasts (``run.TOLERANCE``).
+    #: expected to gain more than the tolerance over it; each later round the this many best
+    #: predicted of those expected to gain that much over the best achieved, while the budget
+    #: lasts (``run.TOLERANCE``): on several devices, as many as run at once.
     verify: int = Field(default=1, ge=1, le=64)
     #: The verifying evaluations'.
     iterations: int = Field(default=20, ge=1, le=MAX_ITERATIONS)

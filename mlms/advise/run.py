@@ -36,6 +36,7 @@ from mlms.advise.space import Space, build_space
 from mlms.bounds.record import BoundRecord
 from mlms.catalog.resolve import resolve_model, resolve_served
 from mlms.errors import MlmsError, NotMeasurable
+from mlms.evaluation.precisions import STORAGE_BYTES
 from mlms.evaluation.query import EvaluationQuery
 from mlms.evaluation.query_terms import MAX_PAGE_SIZE
 from mlms.evaluation.record import BatchResult, EvaluationRecord, EvaluationRequest
@@ -171,7 +172,7 @@ def advise(
         )
     if not whole:
         priors = _priors(bounds, request, space, evidence)
-        session.probe_pairs(priors)
+        session.probe_by_precision(priors)
         probe_seconds = clock() - started
         rows = session.predict(priors)
         verify_started = clock()
@@ -316,35 +317,35 @@ class _Session:
         ]
         return [(ran.answer, ran.seconds) for ran in self.run(requests)]
 
-    def _single_setting_probes(self) -> list[Config]:
+    def _one_setting_away(self) -> list[Config]:
         """The configurations one setting away from their framework's baseline, at the batch
-        size effects are measured at, not observed yet; the uncompiled first: a compiled probe
-        pays its compile (seconds to a minute), so a budget spent before the last probe leaves
-        out the costliest, not the settings that take seconds to tell. A compile mode another
-        one replays as a CUDA graph comes after that one: it is probed only where that one
-        failed (``Space.graphed_by``)."""
-        probes = []
+        size effects are measured at, not observed yet; those no other configuration does as
+        one CUDA graph (``Space.graphed_by``)."""
+        configs = []
         for framework in self.space.frameworks:
             reference = self.space.baseline(framework, self.effect_batch)
             for config in self.space.configs:
                 if config.framework != framework or config.batch_size != self.effect_batch:
                     continue
                 differs = sum(getattr(config, f) != getattr(reference, f) for f in _SETTINGS)
-                if differs == 1 and not self._has(config):
-                    probes.append(config)
-        return sorted(
-            probes, key=lambda config: (config.compile is not None, config in self.space.graphed)
-        )
+                if differs == 1 and not self._has(config) and self.space.graphed_by(config) is None:
+                    configs.append(config)
+        return configs
+
+    def _single_setting_probes(self) -> list[Config]:
+        """The configurations one setting away from their framework's baseline, but a compile
+        mode: its effect depends on the precision and its probe pays a compile, so it is
+        probed once, at the precision the first prediction points to (``probe_by_precision``)."""
+        return [config for config in self._one_setting_away() if config.compile is None]
 
     def probing_costs_the_space(self) -> str:
         """Why the space is measured whole, or "" where probing it is cheaper: probing takes
-        at least a baseline per framework, each single-setting probe and the verifying
-        evaluations; measuring the space whole takes one evaluation per setting, all its
-        batch sizes in it."""
+        at least a baseline per framework, a probe per setting and the verifying evaluations;
+        measuring the space whole takes one evaluation per setting, all its batch sizes in
+        it."""
         settings = len(by_setting(self.space.configs, lambda config: config))
         verifying = min(self.request.verify, settings)
-        probes = [c for c in self._single_setting_probes() if self.space.graphed_by(c) is None]
-        probing = len(self.space.frameworks) + len(probes) + verifying
+        probing = len(self.space.frameworks) + len(self._one_setting_away()) + verifying
         if probing < settings:
             return ""
         return (
@@ -428,33 +429,23 @@ class _Session:
                 self._observe(answer, config, "probe", seconds / len(configs))
             self.say(f"  {framework} baseline: {seconds:.1f} s")
         single = [
-            ([config], "probe")
-            for config in self._single_setting_probes()
-            if config.framework in self.baselines
+            config for config in self._single_setting_probes() if config.framework in self.baselines
         ]
-        done = 0
-        for index, plan in enumerate(single):
-            twin = self.space.graphed_by(plan[0][0])
-            if twin is not None:  # probed instead, before it
-                self.say(f"{plan[0][0].label()}: not probed: {_bounded_by(twin)}")
-                continue
-            # Counted as the loop goes: a twin that fails brings back what it bounded.
-            total = done + sum(self.space.graphed_by(p[0][0]) is None for p in single[index:])
+        for index, config in enumerate(single):
             if self.clock() >= self.deadline:
-                self.say(f"budget spent: {total - done} probe(s) not run")
+                self.say(f"budget spent: {len(single) - index} probe(s) not run")
                 break
-            done += 1
-            self.say(f"probe {done}/{total}: {plan[0][0].label()}")
+            self.say(f"probe {index + 1}/{len(single)}: {config.label()}")
             ((answer, seconds),) = self._evaluations(
-                [plan], request.probe_iterations, request.probe_min_seconds
+                [([config], "probe")], request.probe_iterations, request.probe_min_seconds
             )
             if isinstance(answer, MlmsError):
                 self.say(f"  failed: {answer}")
-                self.space.left_out.append(f"{plan[0][0].label()}: its probe failed: {answer}")
-                self.space.configs.remove(plan[0][0])
+                self.space.left_out.append(f"{config.label()}: its probe failed: {answer}")
+                self.space.configs.remove(config)
                 continue
             self.records[answer.id] = answer
-            self._tell(self._observe(answer, plan[0][0], "probe", seconds))
+            self._tell(self._observe(answer, config, "probe", seconds))
         if single and self.clock() < self.deadline:
             self._again(request)
 
@@ -482,41 +473,47 @@ class _Session:
                 self.records[answer.id] = answer
                 self._tell(self._observe(answer, configs[0], "probe", seconds))
 
-    def probe_pairs(self, priors: dict[tuple[str, str, object], Prior]) -> None:
-        """Each setting whose effect depends on the precision (``BY_PRECISION``) probed once
-        more at every reduced precision still in the running after a first prediction (one
-        of its configurations' interval reaches the best's): its single-setting probe ran at
-        fp32, where it may tell little of what it does at the precision it will run with."""
+    def probe_by_precision(self, priors: dict[tuple[str, str, object], Prior]) -> None:
+        """Each setting whose effect depends on the precision (``BY_PRECISION``) probed at the
+        precisions still in the running after a first prediction (those of the configurations
+        whose interval reaches the best's): channels-last, whose single-setting probe ran at
+        fp32, at each reduced one; a compile mode, whose probe pays a compile (seconds to a
+        minute), at one, the narrowest (``STORAGE_BYTES``; of two as narrow, the better
+        predicted): there the arithmetic is fastest, so the most of the work is what a compiler
+        changes (fusing the elementwise kernels around it, choosing layouts), and there the
+        best configuration most often lies. A compile mode another one replays as one CUDA
+        graph is probed only where that one failed (``Space.graphed_by``)."""
         rows = self.predict(priors)
         if not rows:
             return
-        first = rows[0]
-        running = {
-            (r.config.framework, r.config.precision)
-            for r in rows
-            if _rivals(r, first, self.request.lower_is_better)
-        }
+        running = [r.config for r in rows if _rivals(r, rows[0], self.request.lower_is_better)]
         plans: list[Config] = []
-        for framework, precision in sorted(running):
+        for framework in self.baselines:
             reference = self.space.baseline(framework, self.effect_batch)
-            if precision == reference.precision:
+            precisions = list(
+                dict.fromkeys(c.precision for c in running if c.framework == framework)
+            )
+            if not precisions:
                 continue
+            narrowest = min(precisions, key=STORAGE_BYTES.__getitem__)
+            reduced = [p for p in precisions if p != reference.precision]
             for factor in BY_PRECISION:
-                for config in self.space.configs:
-                    changed = {f for f in _SETTINGS if getattr(config, f) != getattr(reference, f)}
-                    if (
-                        config.framework == framework
-                        and config.batch_size == self.effect_batch
-                        and config.precision == precision
-                        and changed == {"precision", factor}
-                        and not self._has(config)
-                    ):
-                        plans.append(config)
+                for precision in [narrowest] if factor == "compile" else reduced:
+                    plans += self._pairs(reference, factor, precision)
+        plans.sort(key=lambda config: (config.compile is not None, config in self.space.graphed))
+        done = 0
         for index, config in enumerate(plans):
+            twin = self.space.graphed_by(config)
+            if twin is not None:  # probed instead, before it
+                self.say(f"{config.label()}: not probed: {_bounded_by(twin)}")
+                continue
+            # Counted as the loop goes: a twin that fails brings back what it bounded.
+            total = done + sum(self.space.graphed_by(p) is None for p in plans[index:])
             if self.clock() >= self.deadline:
-                self.say(f"budget spent: {len(plans) - index} pair probe(s) not run")
+                self.say(f"budget spent: {total - done} pair probe(s) not run")
                 return
-            self.say(f"pair probe {index + 1}/{len(plans)}: {config.label()}")
+            done += 1
+            self.say(f"pair probe {done}/{total}: {config.label()}")
             ((answer, seconds),) = self._evaluations(
                 [([config], "probe")],
                 self.request.probe_iterations,
@@ -524,9 +521,25 @@ class _Session:
             )
             if isinstance(answer, MlmsError):
                 self.say(f"  failed: {answer}")
+                self.space.left_out.append(f"{config.label()}: its probe failed: {answer}")
+                self.space.configs.remove(config)
                 continue
             self.records[answer.id] = answer
             self._tell(self._observe(answer, config, "probe", seconds))
+
+    def _pairs(self, reference: Config, factor: str, precision: str) -> list[Config]:
+        """The configurations at the effect batch size that change ``factor`` and, where it
+        is not the reference's, the precision to ``precision``, not observed yet."""
+        wanted = {factor} if precision == reference.precision else {"precision", factor}
+        return [
+            config
+            for config in self.space.configs
+            if config.framework == reference.framework
+            and config.batch_size == self.effect_batch
+            and config.precision == precision
+            and {f for f in _SETTINGS if getattr(config, f) != getattr(reference, f)} == wanted
+            and not self._has(config)
+        ]
 
     # -- prediction and verification ------------------------------------------------------
 
@@ -596,8 +609,9 @@ class _Session:
     ) -> list[AdviceRow]:
         """The best predicted as full evaluations, in rounds while the budget lasts: first the
         best predicted, with those of the next ``verify`` - 1 that are worth an evaluation
-        against it (``_worth``); then, with the model fitted again to what they achieved, every
-        row worth one against the best achieved, until none is left. An unverified rival
+        against it (``_worth``); then, with the model fitted again to what they achieved, the
+        ``verify`` best predicted of the rows worth one against the best achieved, round after
+        round until none is left. An unverified rival
         would leave the recommendation to the model's guess where the model cannot tell; each
         round's measurements rule out rivals that a wide first interval kept in, and spare
         their evaluations (a compiled one pays its compile). A verified row keeps the
@@ -626,6 +640,10 @@ class _Session:
             else:
                 rivals = [r for r in candidates if self._worth(r, best)]
                 self._tell_unworthy(candidates, rivals, best)
+                # The best predicted few first: a verification refits the model, and its
+                # result often rules out rivals that share its settings' effects (a compiled
+                # one's evaluation pays its compile).
+                rivals = rivals[: self.request.verify]
             planned = self._within_budget(rivals)
             if len(planned) < len(rivals):
                 self.say(f"budget spent: {len(rivals) - len(planned)} rival(s) not verified")

@@ -80,8 +80,9 @@ def _counts(text: str | None) -> list[int] | None:
     default=1,
     show_default=True,
     help="The first round verifies the best predicted and, of the next this many - 1, those "
-    "expected to gain over it more than 5 %; later rounds every one expected to gain that "
-    "much over the best achieved, while the budget lasts.",
+    "expected to gain over it more than 5 %; each later round the this many best predicted "
+    "of those expected to gain that much over the best achieved, while the budget lasts "
+    "(on several devices: as many as run at once).",
 )
 @click.option("--iterations", "-n", type=int, default=20, show_default=True)
 @click.option("--min-seconds", type=float, default=1.0, show_default=True)
