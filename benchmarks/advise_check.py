@@ -16,7 +16,10 @@ model:
   measured again in ``--paired-rounds`` rounds of one evaluation each, alternating, and the
   median of the rounds' ratios. The other two qualities compare measurements minutes apart;
   on a host whose speed drifts (a launch-bound GPU predict moved 20-65 % for tens of seconds
-  on the H200s) that drift can outweigh the configurations' difference, and here it cancels.
+  on the H200s) that drift can outweigh the configurations' difference, and here it cancels;
+- with ``--sweeps N``, the first sweep's best as each later sweep measured it, over that
+  sweep's best: how far the reference reproduces itself, the quality the exhaustive sweep
+  would score as a recommender.
 Stored evaluations are ignored (a fresh store; assets built before the clocks start), so the
 advice rests on its probes alone, and each side compiles in a compile cache of its own, empty at
 its start, as on a fresh machine: the sweep run after advise would otherwise find the settings
@@ -109,17 +112,54 @@ def cold_compiles() -> contextlib.AbstractContextManager:
     return fresh_cache()
 
 
-def _save_evaluations(path: Path, client, advice, swept: list) -> None:
+def _save_evaluations(path: Path, client, advice, swept: list, again: list[list]) -> None:
     """What advise and the sweep measured, for ``advise_replay.py``: the advice (its request,
     hardware and observations, each with its evaluation's wall seconds), every evaluation
-    record either side made, and the sweep's evaluations in order with their wall seconds."""
+    record either side made, and the sweep's evaluations in order with their wall seconds
+    (``sweep``; the later sweeps' in ``sweep_again``)."""
     ids = dict.fromkeys(o.evaluation_id for o in advice.observations if o.source != "stored")
     evaluations = {i: client.get_evaluation(i).model_dump(mode="json") for i in ids}
-    evaluations |= {record.id: record.model_dump(mode="json") for record, _ in swept}
-    sweep = [{"evaluation_id": record.id, "seconds": seconds} for record, seconds in swept]
-    data = {"advice": advice.model_dump(mode="json"), "evaluations": evaluations, "sweep": sweep}
+    for each in (swept, *again):
+        evaluations |= {record.id: record.model_dump(mode="json") for record, _ in each}
+
+    def listed(each: list) -> list[dict]:
+        return [{"evaluation_id": record.id, "seconds": seconds} for record, seconds in each]
+
+    data = {"advice": advice.model_dump(mode="json"), "evaluations": evaluations,
+            "sweep": listed(swept), "sweep_again": [listed(each) for each in again]}  # fmt: skip
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data))
+
+
+def _sweep(client, request, advice, args: argparse.Namespace) -> tuple[dict, dict, list, float]:
+    """Every configuration of the advice's space evaluated with the verification's settings, in
+    a compile cache of its own: each configuration's objective value and record, each
+    evaluation's record and wall seconds, and the whole sweep's seconds."""
+    from mlms.advise.run import _request
+
+    achieved: dict = {}
+    records: dict = {}
+    swept: list[tuple[object, float]] = []
+    begun = time.monotonic()
+    with cold_compiles():
+        for configs in _sweep_evaluations([row.config for row in advice.rows], args.sweep_cells):
+            one = _request(request, configs, args.iterations, args.min_seconds, 3)
+            started = time.monotonic()
+            record = client.evaluate(one)
+            swept.append((record, time.monotonic() - started))
+            for config in configs:
+                records[config] = record
+                achieved[config] = objective_of(record, config, args.objective)
+    return achieved, records, swept, time.monotonic() - begun
+
+
+def _best(achieved: dict, records: dict, lower: bool) -> tuple[object, float]:
+    """A sweep's best configuration and its value among those whose accuracy holds by
+    advise's own rule (top-1 agreement with the framework's fp32 baseline on the same
+    synthetic inputs)."""
+    holding = {c: v for c, v in achieved.items() if _agrees(records[c], records, c)}
+    config = (min if lower else max)(holding, key=holding.get)
+    return config, achieved[config]
 
 
 def paired_quality(measure, chosen, best, rounds: int, lower: bool) -> float | None:
@@ -174,29 +214,20 @@ def check(model: str, args: argparse.Namespace, client) -> dict:
     with cold_compiles():
         advice = client.advise(request, lambda line: print(f"  {line}", file=sys.stderr))
     advise_seconds = time.monotonic() - begun
-    achieved: dict = {}
-    records: dict = {}
-    swept: list[tuple[object, float]] = []  # each sweep evaluation's record and wall seconds
-    begun = time.monotonic()
-    with cold_compiles():
-        for configs in _sweep_evaluations([row.config for row in advice.rows], args.sweep_cells):
-            one = _request(request, configs, args.iterations, args.min_seconds, 3)
-            started = time.monotonic()
-            record = client.evaluate(one)
-            swept.append((record, time.monotonic() - started))
-            for config in configs:
-                records[config] = record
-                achieved[config] = objective_of(record, config, args.objective)
-    sweep_seconds = time.monotonic() - begun
+    sweeps = [_sweep(client, request, advice, args) for _ in range(args.sweeps)]
+    achieved, records, swept, sweep_seconds = sweeps[0]
     if args.out:
-        _save_evaluations(args.out / f"{model}_evaluations.json", client, advice, swept)
+        again = [s[2] for s in sweeps[1:]]
+        _save_evaluations(args.out / f"{model}_evaluations.json", client, advice, swept, again)
     lower = request.lower_is_better
-    pick = min if lower else max
-    # The sweep's best among the configurations whose accuracy holds by advise's own rule
-    # (top-1 agreement with the framework's fp32 baseline on the same synthetic inputs).
-    holding = {c: v for c, v in achieved.items() if _agrees(records[c], records, c)}
-    best_config = pick(holding, key=holding.get)
-    best = achieved[best_config]
+    best_config, best = _best(achieved, records, lower)
+    # The reference's own reproducibility: the first sweep's best as each later sweep measured
+    # it, over that sweep's best (what the exhaustive sweep itself scores as a recommender).
+    reproduced = []
+    for later, later_records, _swept, _seconds in sweeps[1:]:
+        _config, later_best = _best(later, later_records, lower)
+        value = later[best_config]
+        reproduced.append((value / later_best) if lower else (later_best / value))
     chosen = advice.recommendation
     errors = [abs(r.predicted - achieved[r.config]) / achieved[r.config] for r in advice.rows]
     inside = [r.low <= achieved[r.config] <= r.high for r in advice.rows]
@@ -230,6 +261,7 @@ def check(model: str, args: argparse.Namespace, client) -> dict:
         "quality": quality,  # >= 1; <= 1.05 is the target
         "quality_in_sweep": quality_same_sweep,
         "quality_paired": quality_paired,
+        "sweep_reproduced": reproduced,
         "advise_seconds": advise_seconds,
         "sweep_seconds": sweep_seconds,
         "time_ratio": advise_seconds / sweep_seconds,
@@ -271,9 +303,18 @@ def main() -> int:
         help="Rounds measuring the recommended configuration and the sweep's best alternately "
         "when they differ (0: none).",
     )
+    parser.add_argument(
+        "--sweeps",
+        type=int,
+        default=1,
+        help="Exhaustive sweeps, one after another: the later ones say how far the first "
+        "one's best reproduces (the reference's own quality).",
+    )
     parser.add_argument("--home", type=Path, default=None, help="The store (default: a temp dir).")
     parser.add_argument("--out", type=Path, default=None, help="Write results.json here.")
     args = parser.parse_args()
+    if args.sweeps < 1:
+        parser.error(f"--sweeps {args.sweeps}: expected 1 or more")
     home = args.home or Path(tempfile.mkdtemp(prefix="advise-check-"))
     import os
 
@@ -302,6 +343,10 @@ def main() -> int:
             f"{pct(r['median_error_all']):>7} {pct(r['median_error_verified']):>7} "
             f"{pct(r['inside_interval']):>6} {r['advise_seconds']:8.1f} {r['sweep_seconds']:8.1f}"
         )
+    for r in results:
+        for index, value in enumerate(r["sweep_reproduced"], start=2):
+            print(f"{r['model']}: the first sweep's best ({r['sweep_best']}) in sweep {index}: "
+                  f"{value:.3f} of that sweep's best")  # fmt: skip
     print("quality: recommended achieved vs the sweep's best (1.000 = the best; target <= 1.05); "
           "q(pair): the two measured alternately; "
           "time: advise / sweep (target <= 0.30); err: median |predicted - achieved| / achieved "

@@ -6,7 +6,8 @@ run kit's plan (``benchmarks/gpu_kit.py``):
 - ``advise_resnet50`` (latency objective) and ``advise_bert_base`` (throughput objective):
   ``mlms advise`` against an exhaustive sweep of the same space on the same GPU
   (``benchmarks/advise_check.py``): the recommendation within 5 % of the sweep's best, at
-  <= 30 % of its time;
+  <= 30 % of its time; ``advise_resnet50_twice``: the same with the sweep run twice, to say
+  how far the reference reproduces itself;
 - ``compare_jax``: ``mlms compare --frameworks torch,jax`` at batch 1, 16 and 64, inputs on the
   device, strict fp32 (the table, and the chart in the cell's compare.png); ``jax_bare``: mlms
   on jax against a bare ``jax.jit`` loop and the layer join (``benchmarks/jax_gpu.py``);
@@ -74,13 +75,15 @@ def _tabled(*argv: str) -> tuple[str, ...]:
     return ("bash", "-c", script, "bash", *argv)
 
 
-def _advise(model: str, objective: str, kit: Kit) -> tuple[str, ...]:
+def _advise(model: str, objective: str, kit: Kit, sweeps: int = 1) -> tuple[str, ...]:
     """advise_check.py on ``model``: the latency objective runs batch size 1 (CUDA graphs are
     what batch 1, bound by the host's launches, most likely wants), the throughput one
     chooses among four batch sizes as well; both with compile modes in the space, each
-    compiled setting costing the sweep its compile."""
+    compiled setting costing the sweep its compile. ``sweeps``: the exhaustive sweep that
+    many times (with two paired rounds rather than four, to fit a call)."""
     script = ("{python}", "benchmarks/advise_check.py", "--models", model, "--out", "{out}",
-              "--objective", objective, "--frameworks", "torch")  # fmt: skip
+              "--objective", objective, "--frameworks", "torch", "--sweeps", str(sweeps),
+              *(("--paired-rounds", "2") if sweeps > 1 else ()))  # fmt: skip
     latency = objective == "latency"
     if kit.dry:
         batches = "1" if latency else "1,4"
@@ -159,6 +162,8 @@ def cells(kit: Kit) -> list[Cell]:
         Cell("gpu_tests", _tabled(*tests), timeout_s=300, on_machine=True),
         Cell("advise_resnet50", _advise(image, "latency", kit), timeout_s=590),
         Cell("advise_bert_base", _advise(text, "throughput", kit), timeout_s=590),
+        # The sweep twice: how far the reference itself reproduces on this host.
+        Cell("advise_resnet50_twice", _advise(image, "latency", kit, sweeps=2), timeout_s=590),
         Cell("compare_jax", _tabled(
             "{python}", "-m", "mlms", "compare", "--model", image, "--frameworks", "torch,jax",
             "--hw", kit.hw, "--batch-size", batches, "-t", "framework", "--precision", "fp32",
