@@ -122,6 +122,32 @@ def test_a_layout_measured_at_a_reduced_precision_takes_its_effect_there() -> No
     assert paired.predict(fp32).value == pytest.approx(truth(fp32), rel=1e-6)
 
 
+def test_a_compile_mode_probed_at_fp16_alone_is_carried_to_the_other_precisions() -> None:
+    """A made-up truth where a compile's effect shrinks as the arithmetic widens (x0.4 at the
+    half precisions, x0.6 at tf32, x0.9 at fp32, as Inductor does to resnet50 at batch 1),
+    probed at fp16 alone: bf16, of fp16's rank, takes its effect; tf32 and fp32, wider, take
+    it halfway to none (x0.63), each within its interval, which is wider than bf16's."""
+    compiled = {"fp16": 0.4, "bf16": 0.4, "tf32": 0.6, "fp32": 0.9}
+
+    def truth(config: Config) -> float:
+        precision = {"fp16": 0.5, "bf16": 0.55, "tf32": 0.7}.get(config.precision, 1.0)
+        return BASE_MS * precision * (compiled[config.precision] if config.compile else 1.0)
+
+    singles = [BASE, *(BASE.model_copy(update={"precision": p}) for p in ("tf32", "fp16", "bf16"))]
+    probed = BASE.model_copy(update={"precision": "fp16", "compile": "reduce-overhead"})
+    seen = [_observe(c).model_copy(update={"value": truth(c)}) for c in [*singles, probed]]
+    model = CostModel(seen, {"torch": BASE}, lambda o: o.value, False)
+    widths = {}
+    for precision, expected in (("bf16", 0.4), ("tf32", math.sqrt(0.4)), ("fp32", math.sqrt(0.4))):
+        config = probed.model_copy(update={"precision": precision})
+        guess = model.predict(config)
+        eager = truth(config.model_copy(update={"compile": None}))
+        assert guess.value == pytest.approx(eager * expected, rel=1e-6), precision
+        assert guess.low <= truth(config) <= guess.high, precision
+        widths[precision] = math.log(guess.high / guess.low)
+    assert widths["bf16"] < widths["tf32"]
+
+
 def test_an_unmeasured_setting_takes_the_prior_else_no_effect_with_a_wide_interval() -> None:
     seen = [_observe(BASE)]
     bf16 = BASE.model_copy(update={"precision": "bf16"})
@@ -590,8 +616,8 @@ def test_with_the_devices_work_timed_alone_few_compiled_settings_are_verified() 
     it is expected to gain more than the tolerance. With only the launches timed, the
     precisions' effect on the device stays unknown under CUDA graphs (every eager probe is
     launch-bound, and the one compiled probe is at one precision), the compiled
-    configurations' intervals stay wide and more are verified, still under a third. Both find
-    the fastest."""
+    configurations' intervals stay wide and more are verified (three rounds of two), still
+    under half. Both find the fastest."""
     compiled = {}
     for timed in (False, True):
         session, asked, rows = _resnet_like_advice(timed=timed)
@@ -599,7 +625,7 @@ def test_with_the_devices_work_timed_alone_few_compiled_settings_are_verified() 
         assert best.achieved == pytest.approx(2.5 * 0.3 * 0.8 * 0.95 + 0.3)
         probe_length = session.request.probe_iterations
         compiled[timed] = sum(1 for a in asked if a.compile and a.iterations != probe_length)
-    assert compiled[True] <= 3 and compiled[False] <= 5
+    assert compiled[True] <= 3 and compiled[False] <= 6
 
 
 def test_on_a_gpu_cuda_graphs_bound_the_compile_mode_whose_kernels_they_replay() -> None:

@@ -14,10 +14,14 @@ Inductor cuts resnet50's device work at batch 1 to 0.91 of eager at fp32 and to 
 and makes bert_base's at batch 256 1.4 times slower at fp16. So their effects are fitted per
 precision, one per precision an observation combined them with: a configuration at such a
 precision takes the effect measured there; one at a precision never measured with it takes the
-effect measured at a precision of its kernel family (``KERNEL_FAMILY``: fp16 and bf16 run the
-same tensor-core kernels in another number format, and their effects agreed within 0.03 in
-every H200 sweep) with a slightly wider interval (``FAMILY_SIGMA``), else the mean of the
-measured ones with a wide one (``UNPAIRED_SIGMA``).
+effect measured at a precision of its rank (``NARROWNESS``: fp16 and bf16 run the same
+tensor-core kernels in another number format, and their effects agreed within 0.03 in every
+H200 sweep) with a slightly wider interval (``FAMILY_SIGMA``); else the mean of the measured
+ones with a wide interval (``UNPAIRED_SIGMA``), halfway to no effect where every one of them
+is narrower: what a compiler changes (the elementwise work it fuses, the kernels it replaces)
+is the larger share where the arithmetic is fastest (its device effect on resnet50 at batch 1
+is 0.37 at fp16, 0.57 at tf32, 0.91 at fp32; on bert_base at 256, 1.44 at fp16 and 0.95-1.02
+wider), so a wider precision's effect is taken to lie between the narrower one's and none.
 
 Intervals (95%) add, on the log scale, the measurements' own spread, the fit's residual spread
 and an interaction term per combined factor (the model assumes the factors independent; how
@@ -39,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlms.advise.record import Config, Observation
-from mlms.evaluation.precisions import KERNEL_FAMILY
+from mlms.evaluation.precisions import NARROWNESS
 from mlms.evaluation.record import LAUNCH_BOUND
 
 FACTORS = ("precision", "compile", "channels_last", "threads", "batch_size")
@@ -52,7 +56,7 @@ BY_PRECISION = ("channels_last", "compile")
 #: Of such a setting's effect at a precision it was not measured at (the measured ones' mean
 #: stands in).
 UNPAIRED_SIGMA = 0.2
-#: Of its effect at a precision measured at one of its kernel family only (that one stands in).
+#: Of its effect at a precision measured at one of its rank only (that one stands in).
 FAMILY_SIGMA = 0.05
 #: The least log-scale spread an observation is weighted by against a prior: what a median
 #: of a short probe is good to on a quiet host.
@@ -298,22 +302,25 @@ class CostModel:
         self, framework: str, factor: str, level: object, precision: str
     ) -> list[tuple[tuple, float, float]]:
         """A ``BY_PRECISION`` setting's effect at a precision it was not measured at: the mean
-        of its effects at the precisions of its kernel family it was measured at, widened by
-        ``FAMILY_SIGMA``, else at every precision it was, widened by ``UNPAIRED_SIGMA``;
-        its prior (no effect, widely) where it was measured at none."""
+        of its effects at the precisions of the same rank (``NARROWNESS``) it was measured at,
+        widened by ``FAMILY_SIGMA``; else at every precision it was, halved where each is
+        narrower, widened by ``UNPAIRED_SIGMA``; its prior (no effect, widely) where it was
+        measured at none."""
         measured = {
             key[3]: effect
             for key, effect in self.effects.items()
             if key[:3] == (framework, factor, level) and len(key) == 4
         }
-        family = KERNEL_FAMILY[precision]
-        alike = [effect for p, effect in measured.items() if KERNEL_FAMILY[p] == family]
+        rank = NARROWNESS[precision]
+        alike = [effect for p, effect in measured.items() if NARROWNESS[p] == rank]
         stands_in, sigma = (
             (alike, FAMILY_SIGMA) if alike else (list(measured.values()), UNPAIRED_SIGMA)
         )
         if stands_in:
             mean = sum(log for log, _sigma in stands_in) / len(stands_in)
             variance = sum(deviation**2 for _log, deviation in stands_in) / len(stands_in)
+            if not alike and all(NARROWNESS[p] > rank for p in measured):
+                mean /= 2  # between the narrower precisions' effect and none
         else:
             mean, deviation = self._prior(framework, factor, level)
             variance = deviation**2

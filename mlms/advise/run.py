@@ -36,7 +36,7 @@ from mlms.advise.space import Space, build_space
 from mlms.bounds.record import BoundRecord
 from mlms.catalog.resolve import resolve_model, resolve_served
 from mlms.errors import MlmsError, NotMeasurable
-from mlms.evaluation.precisions import STORAGE_BYTES
+from mlms.evaluation.precisions import NARROWNESS
 from mlms.evaluation.query import EvaluationQuery
 from mlms.evaluation.query_terms import MAX_PAGE_SIZE
 from mlms.evaluation.record import BatchResult, EvaluationRecord, EvaluationRequest
@@ -478,7 +478,7 @@ class _Session:
         precisions still in the running after a first prediction (those of the configurations
         whose interval reaches the best's): channels-last, whose single-setting probe ran at
         fp32, at each reduced one; a compile mode, whose probe pays a compile (seconds to a
-        minute), at one, the narrowest (``STORAGE_BYTES``; of two as narrow, the better
+        minute), at one, the narrowest (``NARROWNESS``; of two as narrow, the better
         predicted): there the arithmetic is fastest, so the most of the work is what a compiler
         changes (fusing the elementwise kernels around it, choosing layouts), and there the
         best configuration most often lies. A compile mode another one replays as one CUDA
@@ -495,7 +495,7 @@ class _Session:
             )
             if not precisions:
                 continue
-            narrowest = min(precisions, key=STORAGE_BYTES.__getitem__)
+            narrowest = max(precisions, key=NARROWNESS.__getitem__)
             reduced = [p for p in precisions if p != reference.precision]
             for factor in BY_PRECISION:
                 for precision in [narrowest] if factor == "compile" else reduced:

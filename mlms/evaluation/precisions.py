@@ -2,10 +2,10 @@
 name them at start)."""
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16")
-#: Bytes a precision stores an element in (tf32 computes on tensor cores from fp32 storage).
-STORAGE_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2}
-#: Precisions that run the same kernels on a GPU, in another number format, share a family.
-KERNEL_FAMILY = {"fp32": "fp32", "tf32": "tf32", "fp16": "half", "bf16": "half"}
+#: How far a precision narrows the arithmetic from fp32: tf32 computes on tensor cores from
+#: fp32 storage, fp16 and bf16 on tensor cores from two-byte storage. Precisions of one rank
+#: run the same kernels on a GPU, in another number format.
+NARROWNESS = {"fp32": 0, "tf32": 1, "fp16": 2, "bf16": 2}
 
 
 def check_precisions(value: list[str] | None) -> list[str] | None:
