@@ -7,7 +7,8 @@ run kit's plan (``benchmarks/gpu_kit.py``):
   ``mlms advise`` against an exhaustive sweep of the same space on the same GPU
   (``benchmarks/advise_check.py``): the recommendation within 5 % of the sweep's best, at
   <= 30 % of its time; ``advise_resnet50_twice``: the same with the sweep run twice, to say
-  how far the reference reproduces itself;
+  how far the reference reproduces itself; ``advise_resnet50_alone``: advise without the
+  sweep, for a call with a few minutes left;
 - ``compare_jax``: ``mlms compare --frameworks torch,jax`` at batch 1, 16 and 64, inputs on the
   device, strict fp32 (the table, and the chart in the cell's compare.png); ``jax_bare``: mlms
   on jax against a bare ``jax.jit`` loop and the layer join (``benchmarks/jax_gpu.py``);
@@ -109,6 +110,21 @@ def _advise(model: str, objective: str, kit: Kit, sweeps: int = 1) -> tuple[str,
     return _tabled(*script, "--hw", kit.hw, *space, *lengths)
 
 
+def _advise_alone(model: str, kit: Kit) -> tuple[str, ...]:
+    """``mlms advise`` on ``model`` for latency at batch 1, as ``advise_resnet50`` asks it but
+    without the sweep: what advise does live where a call has too little time left for one
+    (about 2 minutes on the H200); its time is then set against sweeps of other calls."""
+    script = ("{python}", "-m", "mlms", "advise", "-m", model, "-f", "torch", "--no-stored",
+              "--objective", "latency", "-b", "1", "--budget-minutes", "3")  # fmt: skip
+    if kit.dry:
+        return _tabled(*script, "--hw", "cpu", "--precision", "fp32,bf16", "--threads", "2",
+                       "--compile", "none,default", "-n", "3", "--min-seconds", "0.05",
+                       "--probe-iterations", "3", "--probe-min-seconds", "0.02")  # fmt: skip
+    return _tabled(*script, "--hw", kit.hw, "--precision", "fp32,tf32,fp16,bf16",
+                   "--compile", "none,default,reduce-overhead", "-n", "20", "--min-seconds", "0.5",
+                   "--probe-iterations", "5", "--probe-min-seconds", "0.1")  # fmt: skip
+
+
 def cells(kit: Kit) -> list[Cell]:
     if kit.dry:
         image, text, device, batches = "digits_cnn", "digits_cnn", "cpu", "1,4"
@@ -164,6 +180,7 @@ def cells(kit: Kit) -> list[Cell]:
         Cell("advise_bert_base", _advise(text, "throughput", kit), timeout_s=590),
         # The sweep twice: how far the reference itself reproduces on this host.
         Cell("advise_resnet50_twice", _advise(image, "latency", kit, sweeps=2), timeout_s=590),
+        Cell("advise_resnet50_alone", _advise_alone(image, kit), timeout_s=240),
         Cell("compare_jax", _tabled(
             "{python}", "-m", "mlms", "compare", "--model", image, "--frameworks", "torch,jax",
             "--hw", kit.hw, "--batch-size", batches, "-t", "framework", "--precision", "fp32",
