@@ -23,6 +23,10 @@ order rotates each round), timed on the host around ``predict``:
                            driver's
   mlms layers+cupti shared buffer  the hardware level with one CUPTI activity buffer for the
                            process rather than one per thread
+  mlms layers+cupti 8MiB   the hardware level with 8 MiB activity buffers rather than 64: a
+                           buffer over glibc's 32 MiB mmap ceiling is fresh pages each time,
+                           each first written inside a launch (a page fault); one under it is
+                           reused from the heap, its pages written before
   torch.profiler cuda      ProfilerActivity.CUDA
   torch.profiler cpu+cuda  both activities
 
@@ -33,7 +37,8 @@ layer's start to the last one's end, where layers are collected) and the GPU's b
 kernels per predict (kernels, copies and sets, where CUPTI collects them), each
 configuration's launch on a GPU (the host's part of a predict: until the forward returned),
 plain's device work alone (its launches queued behind a spinning kernel), with the API
-records a predict and how often CUPTI called back into Python during a block. A forward that
+records a predict, how often CUPTI called back into Python during a block, and the page
+faults a predict took on the predicting thread (minor faults: memory first written). A forward that
 takes the host longer than the GPU is busy leaves the GPU waiting: the collectors' host cost
 then shows in the p50; while the GPU is the longer one it hides.
 
@@ -48,6 +53,7 @@ import argparse
 import contextlib
 import gc
 import json
+import resource
 import statistics
 import sys
 import time
@@ -89,7 +95,7 @@ def configurations(device: str) -> dict[str, Contexts]:
         ],
     }
     if device.startswith("cuda"):
-        from mlms.tracer.cupti import API_KINDS, CuptiCollector
+        from mlms.tracer.cupti import API_KINDS, BUFFER_BYTES, CuptiCollector
         from mlms.tracer.levels import TraceLevel
 
         class CountingCollector(CuptiCollector):
@@ -119,9 +125,14 @@ def configurations(device: str) -> dict[str, Contexts]:
             level: TraceLevel = TraceLevel.HARDWARE,
             api: tuple[str, ...] = API_KINDS,
             per_thread_buffers: bool = True,
+            buffer_bytes: int = BUFFER_BYTES,
         ) -> AbstractContextManager[Any]:
             return CountingCollector(
-                level, sync=torch.cuda.synchronize, api=api, per_thread_buffers=per_thread_buffers
+                level,
+                sync=torch.cuda.synchronize,
+                api=api,
+                per_thread_buffers=per_thread_buffers,
+                buffer_bytes=buffer_bytes,
             )
 
         calls_only = TraceLevel.SYSTEM_LIBRARY
@@ -138,6 +149,7 @@ def configurations(device: str) -> dict[str, Contexts]:
                 layers(p),
                 cupti(per_thread_buffers=False),
             ],
+            "mlms layers+cupti 8MiB": lambda p: [layers(p), cupti(buffer_bytes=8 << 20)],
             "torch.profiler cuda": lambda p: [profile(activities=[ProfilerActivity.CUDA])],
             "torch.profiler cpu+cuda": lambda p: [
                 profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
@@ -193,6 +205,7 @@ def measure(
     blocks: dict[str, dict[int, list[float]]] = defaultdict(dict)  # label -> round -> ms
     forward_ms: dict[str, list[float]] = defaultdict(list)
     launch_ms: dict[str, list[float]] = defaultdict(list)
+    faults: dict[str, list[float]] = defaultdict(list)
     gpu: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     calls = 0
     unavailable: dict[str, str] = {}
@@ -211,7 +224,9 @@ def measure(
                     with ExitStack() as stack:
                         entered = [stack.enter_context(c) for c in contexts]
                         p.launches.clear()
+                        before = minor_faults()
                         blocks[label][round_] = predict_times(p, batch, block)
+                        faults[label].append((minor_faults() - before) / block)
                         launch_ms[label] += [ns / 1e6 for ns in p.launches]
                 except Unavailable as exc:  # e.g. CUPTI taken by another profiler
                     unavailable[label] = str(exc)
@@ -244,11 +259,17 @@ def measure(
             "samples": sum(map(len, timed.values())),
             "forward_host_ms": _median(forward_ms[label]),
             "launch_ms": _median(launch_ms[label]),
+            "faults_per_predict": _median(faults[label]),
             **{key: _median(gpu[label][key]) for key in GPU_TIMES},
         }
     rows["plain"]["layer_calls"] = calls
     rows["plain"]["device_alone_ms"] = _median([ns / 1e6 for ns in alone])
     return rows | {label: {"unavailable": why} for label, why in unavailable.items()}
+
+
+def minor_faults() -> int:
+    """The calling thread's minor page faults so far (memory first written, or mapped anew)."""
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
 
 
 def pooled(timed: dict[int, list[float]]) -> list[float]:
@@ -337,7 +358,7 @@ def table(rows: dict[str, dict[str, float]]) -> Iterator[str]:
     yield (
         f"  {'configuration':24} {'p50 ms':>9} {'slowdown':>9} {'pooled':>7} {'us/layer call':>14}"
         f" {'host fwd ms':>12} {'launch ms':>10} {'gpu busy ms':>12} {'kernel ms':>10}"
-        f" {'kernels':>8} {'runtime':>8} {'driver':>8} {'callbacks':>9}"
+        f" {'kernels':>8} {'runtime':>8} {'driver':>8} {'callbacks':>9} {'faults':>7}"
     )
     for label, row in rows.items():
         if "unavailable" in row:
@@ -352,6 +373,7 @@ def table(rows: dict[str, dict[str, float]]) -> Iterator[str]:
             f" {_cell(row['kernel_ms'], 10)}"
             f" {_cell(row['kernels_per_predict'], 8, 1)} {_cell(row['runtime_per_predict'], 8, 1)}"
             f" {_cell(row['driver_per_predict'], 8, 1)} {_cell(row['cupti_callbacks'], 9, 1)}"
+            f" {_cell(row['faults_per_predict'], 7, 1)}"
         )
 
 

@@ -73,6 +73,11 @@ def test_cupti_collector_names_an_unknown_api_domain():
         cupti.CuptiCollector(TraceLevel.HARDWARE, api=("RUNTIME", "NVTX"))
 
 
+def test_cupti_collector_refuses_a_buffer_too_small_to_hold_a_step():
+    with pytest.raises(ValueError, match="CUPTI buffer of 4096 bytes: expected 1 MiB or more"):
+        cupti.CuptiCollector(TraceLevel.HARDWARE, buffer_bytes=4096)
+
+
 def test_counters_without_ncu_say_so(monkeypatch):
     from mlms.tracer import ncu
 

@@ -1,7 +1,8 @@
 """``benchmarks/layer_capture_overhead.py``'s GPU times from a CUPTI capture: overlapping
 activities counted once, durations through the capture's clock map (CUPTI's ticks need not be
 nanoseconds), per predict of the block; the slowdown paired round by round; and the switch
-interval and the paused garbage collector two configurations run with.
+interval and the paused garbage collector two configurations run with; the page faults a block
+takes on its thread.
 The capture is built by hand: CUPTI needs a GPU."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from benchmarks.layer_capture_overhead import (  # noqa: E402
     collector_paused,
     gpu_busy,
     gpu_times,
+    minor_faults,
     pooled,
     round_ratios,
     rounds_per_batch,
@@ -88,3 +90,16 @@ def test_rounds_are_one_number_for_every_batch_size_or_one_each() -> None:
     for bad in ("36,12", "0", "x", "12,,12"):
         with pytest.raises(ValueError, match=rf"--rounds '{bad}': expected .* \(1,16,64\)"):
             rounds_per_batch(bad, [1, 16, 64])
+
+
+def test_a_thread_counts_the_pages_it_first_writes() -> None:
+    """8 MiB mapped anew and written a byte a page: a fault a page, on this thread."""
+    import mmap
+
+    page = mmap.PAGESIZE
+    with mmap.mmap(-1, 8 << 20) as fresh:
+        before = minor_faults()
+        for offset in range(0, len(fresh), page):
+            fresh[offset] = 1
+        faulted = minor_faults() - before
+    assert faulted >= 0.9 * (8 << 20) // page

@@ -22,6 +22,8 @@ run kit's plan (``benchmarks/gpu_kit.py``):
   from its kernels' records, each alone and beside the layers, and the hardware level with a
   0.1 ms thread switch interval (CUPTI's thread waiting for the GIL), with the garbage
   collector paused, without the driver's API records and with the shared buffer;
+  ``hardware_buffers``: the hardware level with 8 MiB CUPTI buffers beside 64, with the page
+  faults each takes a predict;
 - ``compile_cost``: ``mlms eval`` of resnet50 at batch 1 eager, then compiled (default,
   reduce-overhead), each timed whole: what one compiled setting adds to a sweep, to size
   advise's space with compile modes in it;
@@ -199,6 +201,16 @@ def cells(kit: Kit) -> list[Cell]:
     parted = ("{python}", "benchmarks/layer_capture_overhead.py", "--model", image, *parts,
               "--json", "{out}/overhead.json")  # fmt: skip
     plan.append(Cell("hardware_parts", _tabled(*parted), timeout_s=420))
+    # The hardware level with 8 MiB CUPTI buffers beside 64, and each one's page faults a
+    # predict: whether a buffer past glibc's mmap ceiling (fresh pages, each first written
+    # inside a launch) is what a host-bound batch 16 pays.
+    buffers = ("--device", device, "--batch-sizes", "1" if kit.dry else "1,16",
+               "--rounds", "2" if kit.dry else "24,12", "--block", "3" if kit.dry else "60",
+               "--only", "mlms layers" if kit.dry else
+               f"{hardware},mlms layers+cupti 8MiB")  # fmt: skip
+    sized = ("{python}", "benchmarks/layer_capture_overhead.py", "--model", image, *buffers,
+             "--json", "{out}/overhead.json")  # fmt: skip
+    plan.append(Cell("hardware_buffers", _tabled(*sized), timeout_s=420))
     # What a compile mode costs before its first measured predict, on the model advise's
     # latency space would add it to: whether a sweep over compiled settings fits a call. An
     # empty mode: eager, the reference.

@@ -159,7 +159,8 @@ class CuptiCollector:
     ``SYSTEM_LIBRARY`` collects the CUDA runtime and driver API; ``HARDWARE`` adds kernels,
     memcpys and memsets; ``api`` names the API domains whose calls are recorded (the runtime's
     and the driver's by default); ``per_thread_buffers=False`` records into one buffer for the
-    process (the module's docstring says why not by default). Only one collector may be active
+    process (the module's docstring says why not by default); ``buffer_bytes`` sizes each
+    activity buffer. Only one collector may be active
     in a process. CUPTI has one set of activity buffers per process: another client that takes
     them (torch.profiler with CUDA activities) is detected and reported as ``Unavailable``, at
     ``__enter__`` where CUPTI refuses our buffers, or at ``__exit__`` when CUPTI delivered no
@@ -179,9 +180,12 @@ class CuptiCollector:
         all_api: bool = False,
         api: Sequence[str] = API_KINDS,
         per_thread_buffers: bool = True,
+        buffer_bytes: int = BUFFER_BYTES,
     ) -> None:
         if level < TraceLevel.SYSTEM_LIBRARY:
             raise ValueError(f"CUPTI collects system_library and deeper, not {level.label!r}")
+        if buffer_bytes < 1 << 20:
+            raise ValueError(f"CUPTI buffer of {buffer_bytes} bytes: expected 1 MiB or more")
         if set(api) - set(API_KINDS):
             unknown = ", ".join(sorted(set(api) - set(API_KINDS)))
             raise ValueError(f"API domains {unknown!r}: expected among {', '.join(API_KINDS)}")
@@ -195,6 +199,7 @@ class CuptiCollector:
         self.level = level
         self.all_api = all_api
         self.per_thread_buffers = per_thread_buffers
+        self.buffer_bytes = buffer_bytes
         self.capture = CuptiCapture()
         self._kinds = [
             getattr(cupti.ActivityKind, name)
@@ -262,7 +267,7 @@ class CuptiCollector:
             CuptiCollector._active = False
 
     def _buffer_requested(self) -> tuple[int, int]:
-        return BUFFER_BYTES, 0  # 0: as many records as fit
+        return self.buffer_bytes, 0  # 0: as many records as fit
 
     def _buffer_completed(self, activities: Sequence[Any]) -> None:
         # A buffer that fills inside the block is completed on CUPTI's thread while the block
