@@ -24,9 +24,9 @@ order rotates each round), timed on the host around ``predict``:
   mlms layers+cupti shared buffer  the hardware level with one CUPTI activity buffer for the
                            process rather than one per thread
   mlms layers+cupti 8MiB   the hardware level with 8 MiB activity buffers rather than 64: a
-                           buffer over glibc's 32 MiB mmap ceiling is fresh pages each time,
-                           each first written inside a launch (a page fault); one under it is
-                           reused from the heap, its pages written before
+                           buffer over glibc's 32 MiB mmap ceiling is mapped afresh each time,
+                           its pages first written inside launches (page faults); one under
+                           it may be reused from the heap, its pages written before
   torch.profiler cuda      ProfilerActivity.CUDA
   torch.profiler cpu+cuda  both activities
 
