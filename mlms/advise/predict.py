@@ -276,9 +276,9 @@ class CostModel:
             effect = self.effects.get(key)
             if effect is not None:
                 terms.append((("effect", *key), effect[0], effect[1] ** 2))
-                if len(key) == 4 and config.precision != reference.precision:
+                if factor in BY_PRECISION and config.precision != reference.precision:
                     combined -= 1  # measured together: no independence assumed
-            elif len(key) == 4:
+            elif factor in BY_PRECISION:
                 terms += self._elsewhere(framework, factor, level, config.precision)
             else:
                 prior = self._prior(framework, factor, level)
@@ -312,20 +312,21 @@ class CostModel:
             if key[:3] == (framework, factor, level) and len(key) == 4
         }
         rank = NARROWNESS[precision]
-        alike = [effect for p, effect in measured.items() if NARROWNESS[p] == rank]
-        stands_in, sigma = (
-            (alike, FAMILY_SIGMA) if alike else (list(measured.values()), UNPAIRED_SIGMA)
-        )
+        alike = [p for p in measured if NARROWNESS[p] == rank]
+        stands_in, sigma = (alike, FAMILY_SIGMA) if alike else (list(measured), UNPAIRED_SIGMA)
+        halved = not alike and all(NARROWNESS[p] > rank for p in measured)
         if stands_in:
-            mean = sum(log for log, _sigma in stands_in) / len(stands_in)
-            variance = sum(deviation**2 for _log, deviation in stands_in) / len(stands_in)
-            if not alike and all(NARROWNESS[p] > rank for p in measured):
+            mean = sum(measured[p][0] for p in stands_in) / len(stands_in)
+            variance = sum(measured[p][1] ** 2 for p in stands_in) / len(stands_in)
+            if halved:
                 mean /= 2  # between the narrower precisions' effect and none
         else:
             mean, deviation = self._prior(framework, factor, level)
             variance = deviation**2
+        # Two configurations share this estimate where it stands on the same precisions alike.
+        estimate = ("elsewhere", framework, factor, level, tuple(sorted(stands_in)), halved)
         return [
-            (("elsewhere", framework, factor, level, bool(alike)), mean, variance),
+            (estimate, mean, variance),
             (("unpaired", framework, factor, level, precision), 0.0, sigma**2),
         ]
 
