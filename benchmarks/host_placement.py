@@ -108,8 +108,7 @@ def run(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     options = PredictorOptions(
         device=args.device, precision=args.precision, compile=args.compile or None
     )
-    allowed = sorted(os.sched_getaffinity(0))
-    cpus = allowed if args.cpus == "all" else [int(c) for c in args.cpus.split(",")]
+    cpus = args.cpus
     load = predictor_class("torch")
     out: dict[str, list[dict[str, Any]]] = {"reloads, free": [], "one load, per CPU": []}
     for index in range(args.loads):
@@ -149,6 +148,15 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     allowed = sorted(os.sched_getaffinity(0))
+    if args.cpus == "all":
+        args.cpus = allowed
+    else:
+        named = args.cpus.split(",")
+        args.cpus = [int(c) for c in named if c.strip().isdigit()]
+        if len(args.cpus) != len(named) or not set(args.cpus) <= set(allowed):
+            parser.error(f"--cpus {','.join(named)!r}: expected 'all' or CPUs among {allowed}")
+    if args.loads < 0 or args.block < 1:
+        parser.error(f"--loads {args.loads} --block {args.block}: expected 0 or more, 1 or more")
     print(
         f"{args.model} on {args.device}, {args.precision}, {args.compile or 'eager'}, batch 1: "
         f"{args.block} predicts a block; {len(allowed)} CPUs allowed "
