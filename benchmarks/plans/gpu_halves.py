@@ -14,10 +14,11 @@ run kit's plan (``benchmarks/gpu_kit.py``):
   on jax against a bare ``jax.jit`` loop and the layer join (``benchmarks/jax_gpu.py``);
 - ``hardware_cost_1`` and ``hardware_cost_2``: the hardware level (mlms's layers and CUPTI)
   against torch.profiler CPU+CUDA on resnet50 at batch 1, 16 and 64, interleaved in one process
-  (``benchmarks/layer_capture_overhead.py``), twice, in one device call (one host): two calls
-  that agree within 5 % say the rounds are enough; target slowdown <= 1.10 at 16 and 64 and
-  <= torch.profiler's at 1; ``hardware_wrappers``: the layers' wrappers alone on the host's
-  CPU beside a pure-Python reference (how much slower a host runs a collector's Python);
+  (``benchmarks/layer_capture_overhead.py``), twice on one host (240-290 s each: back to back
+  in two device calls while the machine is held): two calls that agree within 5 % say the
+  rounds are enough; target slowdown <= 1.10 at 16 and 64 and <= torch.profiler's at 1;
+  ``hardware_wrappers``: the layers' wrappers alone on the host's CPU beside a pure-Python
+  reference (how much slower a host runs a collector's Python);
   ``hardware_parts``: where that cost comes from at batch 1 and 16, CUPTI's API records apart
   from its kernels' records, each alone and beside the layers, and the hardware level with a
   0.1 ms thread switch interval (CUPTI's thread waiting for the GIL), with the garbage
@@ -143,16 +144,19 @@ def cells(kit: Kit) -> list[Cell]:
         compare = ("--input-on-device", "--iterations", "30", "--min-seconds", "1")
         jax = ("--device", "cuda:0", "--batch-size", "64", "--rounds", "6", "--block", "20",
                "--layer-predicts", "10")  # fmt: skip
-        # 12 rounds of 60 predicts per configuration at 16 and 64: two calls on one host agreed
-        # within 0.1-0.4 % at batch 64 and 0.2-5.3 % at 16. At batch 1 the hosts' own noise
-        # kept them 4-22 % apart with 12 (a round's ratio spread 0.64-2.70 in one call): 36
-        # there, whose blocks are the shortest (about a minute more a call).
+        # 12 rounds of 60 predicts per configuration at 64: two calls on one host agreed within
+        # 0.1-0.4 %. At batch 1 the hosts' own noise kept them 4-22 % apart with 12 (a round's
+        # ratio spread 0.64-2.70 in one call): 36 there, whose blocks are the shortest (about a
+        # minute more a call). At 16 the device's work and the hardware level's launch are
+        # within 15 % of each other, so the slowdown follows the host's speed, which drifts
+        # over seconds: 12 rounds (about 25 s) saw 1.107 and 1.012 minutes apart; 24 span more
+        # of the drift.
         # torch.profiler's activities apart are left out: its cpu+cuda is the reference; the
-        # layers apart say what the layers cost. Both calls run in one device call: on one
+        # layers apart say what the layers cost. Both calls run on one
         # host, as the hosts lent differ by up to 1.8x at batch 1. (One CUPTI buffer for the
         # process against one per thread measured alike in 48 paired rounds: no longer run.)
         hardware = "mlms layers,mlms layers+cupti,torch.profiler cpu+cuda"
-        cost = ("--device", device, "--batch-sizes", batches, "--rounds", "36,12,12",
+        cost = ("--device", device, "--batch-sizes", batches, "--rounds", "36,24,12",
                 "--block", "60", "--only", hardware)  # fmt: skip
         # Where the cost is, where it shows: CUPTI's API records apart from its kernels', each
         # alone and beside the layers, whether a GIL handoff or the garbage collector adds to
