@@ -37,10 +37,11 @@ layer's start to the last one's end, where layers are collected) and the GPU's b
 kernels per predict (kernels, copies and sets, where CUPTI collects them), each
 configuration's launch on a GPU (the host's part of a predict: until the forward returned),
 plain's device work alone (its launches queued behind a spinning kernel), with the API
-records a predict, how often CUPTI called back into Python during a block, and the page
-faults a predict took on the predicting thread (minor faults: memory first written). A forward that
-takes the host longer than the GPU is busy leaves the GPU waiting: the collectors' host cost
-then shows in the p50; while the GPU is the longer one it hides.
+records a predict, how often CUPTI called back into Python during a block, the page faults a
+predict took on the predicting thread (minor faults: memory first written), and in how many
+rounds its launch took longer than plain's device work alone (host-bound). A forward that takes
+the host longer than the GPU is busy leaves the GPU waiting: the collectors' host cost then
+shows in the p50; while the GPU is the longer one it hides.
 
     .venv/bin/python benchmarks/layer_capture_overhead.py [--model resnet50] [--device cpu]
         [--batch-sizes 1] [--rounds 6 | --rounds 36,12] [--block 20] [--threads N]
@@ -204,7 +205,7 @@ def measure(
     }
     blocks: dict[str, dict[int, list[float]]] = defaultdict(dict)  # label -> round -> ms
     forward_ms: dict[str, list[float]] = defaultdict(list)
-    launch_ms: dict[str, list[float]] = defaultdict(list)
+    launch_ms: dict[str, dict[int, list[float]]] = defaultdict(dict)  # label -> round -> ms
     faults: dict[str, list[float]] = defaultdict(list)
     gpu: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     calls = 0
@@ -227,7 +228,7 @@ def measure(
                         before = minor_faults()
                         blocks[label][round_] = predict_times(p, batch, block)
                         faults[label].append((minor_faults() - before) / block)
-                        launch_ms[label] += [ns / 1e6 for ns in p.launches]
+                        launch_ms[label][round_] = [ns / 1e6 for ns in p.launches]
                 except Unavailable as exc:  # e.g. CUPTI taken by another profiler
                     unavailable[label] = str(exc)
                     continue
@@ -243,9 +244,10 @@ def measure(
                         forward_ms[label] += forward_spans(capture.events, calls)
         # The device's work of a plain predict with the host out of the way (its launches queued
         # behind a spinning kernel): what a launch past it leaves the device waiting for.
-        plain_launches = [int(ms * 1e6) for ms in launch_ms["plain"]]
+        plain_launches = [int(ms * 1e6) for ms in pooled(launch_ms["plain"])]
         alone = p.device_times(batch, 5, max(plain_launches)) if plain_launches else []
     base = statistics.median(pooled(blocks["plain"]))
+    device_ms = _median([ns / 1e6 for ns in alone])
     rows = {}
     for label, timed in blocks.items():
         p50 = statistics.median(pooled(timed))
@@ -258,12 +260,13 @@ def measure(
             "us_per_layer_call": (p50 - base) * 1e3 / calls if calls else float("nan"),
             "samples": sum(map(len, timed.values())),
             "forward_host_ms": _median(forward_ms[label]),
-            "launch_ms": _median(launch_ms[label]),
+            "launch_ms": _median(pooled(launch_ms[label])),
+            "host_bound_rounds": host_bound_rounds(launch_ms[label], device_ms),
             "faults_per_predict": _median(faults[label]),
             **{key: _median(gpu[label][key]) for key in GPU_TIMES},
         }
     rows["plain"]["layer_calls"] = calls
-    rows["plain"]["device_alone_ms"] = _median([ns / 1e6 for ns in alone])
+    rows["plain"]["device_alone_ms"] = device_ms
     return rows | {label: {"unavailable": why} for label, why in unavailable.items()}
 
 
@@ -287,6 +290,17 @@ def round_ratios(timed: dict[int, list[float]], plain: dict[int, list[float]]) -
         for round_, times in timed.items()
         if round_ in plain
     ]
+
+
+def host_bound_rounds(launches: dict[int, list[float]], device_ms: float) -> float:
+    """How many rounds' blocks took the host longer to launch a predict (their p50) than the
+    device takes to run one: the rounds where the host set the pace, so a collector's host cost
+    showed in them whole. Where the two are close (resnet50 at batch 16 on the H200) a slowdown
+    follows how many rounds a slow stretch of the host made host-bound, for every collector
+    alike. NaN without the device's time (on the CPU, or no launches timed)."""
+    if device_ms != device_ms or not launches:
+        return float("nan")
+    return float(sum(statistics.median(ms) > device_ms for ms in launches.values() if ms))
 
 
 def forward_spans(events: list[Any], calls: int) -> list[float]:
@@ -359,6 +373,7 @@ def table(rows: dict[str, dict[str, float]]) -> Iterator[str]:
         f"  {'configuration':24} {'p50 ms':>9} {'slowdown':>9} {'pooled':>7} {'us/layer call':>14}"
         f" {'host fwd ms':>12} {'launch ms':>10} {'gpu busy ms':>12} {'kernel ms':>10}"
         f" {'kernels':>8} {'runtime':>8} {'driver':>8} {'callbacks':>9} {'faults':>7}"
+        f" {'host-bound':>10}"
     )
     for label, row in rows.items():
         if "unavailable" in row:
@@ -374,6 +389,7 @@ def table(rows: dict[str, dict[str, float]]) -> Iterator[str]:
             f" {_cell(row['kernels_per_predict'], 8, 1)} {_cell(row['runtime_per_predict'], 8, 1)}"
             f" {_cell(row['driver_per_predict'], 8, 1)} {_cell(row['cupti_callbacks'], 9, 1)}"
             f" {_cell(row['faults_per_predict'], 7, 1)}"
+            f" {_cell(row['host_bound_rounds'], 10, 0)}"
         )
 
 

@@ -2,12 +2,13 @@
 activities counted once, durations through the capture's clock map (CUPTI's ticks need not be
 nanoseconds), per predict of the block; the slowdown paired round by round; and the switch
 interval and the paused garbage collector two configurations run with; the page faults a block
-takes on its thread.
+takes on its thread; the rounds a launch outlasted the device's work.
 The capture is built by hand: CUPTI needs a GPU."""
 
 from __future__ import annotations
 
 import gc
+import math
 import sys
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from benchmarks.layer_capture_overhead import (  # noqa: E402
     collector_paused,
     gpu_busy,
     gpu_times,
+    host_bound_rounds,
     minor_faults,
     pooled,
     round_ratios,
@@ -103,3 +105,12 @@ def test_a_thread_counts_the_pages_it_first_writes() -> None:
             fresh[offset] = 1
         faulted = minor_faults() - before
     assert faulted >= 0.9 * (8 << 20) // page
+
+
+def test_a_round_is_host_bound_where_its_launch_outlasts_the_device() -> None:
+    """Three rounds against 6.8 ms of device work: the middle one's launch p50 is past it."""
+    launches = {0: [5.0, 5.1, 9.0], 1: [7.0, 7.2, 4.0], 2: [6.0, 6.7, 6.9], 3: []}
+    assert host_bound_rounds(launches, 6.8) == 1
+    assert host_bound_rounds(launches, 4.0) == 3
+    assert math.isnan(host_bound_rounds(launches, float("nan")))  # no device time: the CPU
+    assert math.isnan(host_bound_rounds({}, 6.8))  # nothing timed
