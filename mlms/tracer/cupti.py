@@ -35,7 +35,10 @@ from mlms.tracer.spans import TimedEvent
 RawRecord = dict[str, Any]
 
 #: Bytes per host activity buffer. A resnet50 step makes about 600 records of ~200 bytes, so one
-#: buffer holds hundreds of steps and CUPTI's completion callback runs only at flush.
+#: buffer holds hundreds of steps and CUPTI's completion callback runs only at flush. Past
+#: glibc's mmap ceiling, yet its pages take no faults inside the measured predicts, and 8 MiB
+#: buffers cost the predicts no less (``benchmarks/layer_capture_overhead.py``, configuration
+#: ``mlms layers+cupti 8MiB``).
 BUFFER_BYTES = 64 << 20
 
 API_KINDS = ("RUNTIME", "DRIVER")
@@ -160,11 +163,11 @@ class CuptiCollector:
     memcpys and memsets; ``api`` names the API domains whose calls are recorded (the runtime's
     and the driver's by default); ``per_thread_buffers=False`` records into one buffer for the
     process (the module's docstring says why not by default); ``buffer_bytes`` sizes each
-    activity buffer. Only one collector may be active
-    in a process. CUPTI has one set of activity buffers per process: another client that takes
-    them (torch.profiler with CUDA activities) is detected and reported as ``Unavailable``, at
-    ``__enter__`` where CUPTI refuses our buffers, or at ``__exit__`` when CUPTI delivered no
-    record at all for a block that ran.
+    activity buffer. Only one collector may be active in a process. CUPTI has one set of
+    activity buffers per process: another client that takes them (torch.profiler with CUDA
+    activities) is detected and reported as ``Unavailable``, at ``__enter__`` where CUPTI
+    refuses our buffers, or at ``__exit__`` when CUPTI delivered no record at all for a block
+    that ran.
     (The callback API's subscriber slot is no signal: PyTorch's profiler library holds it as
     soon as torch.profiler first runs, CPU-only too, and it is compatible with ours.)
     """
